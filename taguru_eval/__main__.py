@@ -1,0 +1,10 @@
+"""``python -m taguru_eval``: the command line."""
+
+from __future__ import annotations
+
+import sys
+
+from taguru_eval.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

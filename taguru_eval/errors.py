@@ -1,0 +1,63 @@
+"""The project's own error types, each carrying the exit code the spec documents.
+
+Every failure a user can cause (bad flag, bad file, bad server answer) is one of
+these; the CLI prints ``str(error)`` as one stderr line and exits with
+``error.exit_code``. Anything else reaching the CLI is a bug.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_INPUT = 2
+EXIT_GATE = 3
+
+
+class TaguruEvalError(Exception):
+    """Base of every error the CLI renders as one line plus an exit code."""
+
+    exit_code: int = EXIT_RUN_FAILED
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(TaguruEvalError):
+    """A bad command line; printed with the ``— try '… --help'`` suffix."""
+
+    exit_code = EXIT_INPUT
+
+
+class InputError(TaguruEvalError):
+    """A bad input file (eval.jsonl, thresholds, config, run artifact): exit 2.
+
+    ``path``, ``line`` (1-based, physical) and ``field`` (a JSON path) locate the
+    problem for programmatic callers; the message already names them.
+    """
+
+    exit_code = EXIT_INPUT
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+        self.field = field
+
+
+class RunError(TaguruEvalError):
+    """The run could not complete (server unreachable, artifact unwritable): exit 1."""
+
+    exit_code = EXIT_RUN_FAILED

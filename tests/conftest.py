@@ -1,0 +1,33 @@
+"""Shared test fixtures: where ``../shared`` lives and how vectors are loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("TAGURU_EVAL_SHARED", PROJECT_ROOT.parent / "shared"))
+VECTORS = SHARED / "vectors"
+WIRE = SHARED / "contract" / "wire"
+EXAMPLES = SHARED / "contract" / "examples"
+DATA = PROJECT_ROOT / "data"
+
+
+def vector_cases(topic: str, check: str | None = None) -> list[Any]:
+    """The cases of one vector file (optionally one ``check``) as pytest params."""
+    doc = json.loads((VECTORS / f"{topic}.json").read_text(encoding="utf-8"))
+    cases = [c for c in doc["cases"] if check is None or c.get("check") == check]
+    return [
+        pytest.param(c, id=c["name"], marks=[pytest.mark.derived] if c.get("derived") else [])
+        for c in cases
+    ]
+
+
+def vector_doc(topic: str) -> dict[str, Any]:
+    """The whole vector file, for its top-level fixtures (catalog, …)."""
+    doc: dict[str, Any] = json.loads((VECTORS / f"{topic}.json").read_text(encoding="utf-8"))
+    return doc
