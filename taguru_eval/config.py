@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from taguru_eval.errors import InputError
+from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.text import split_lines, trim
 
 DEFAULT_ADDR: Final = "127.0.0.1:8248"
@@ -68,11 +68,7 @@ def parse_config_file(path: str) -> list[tuple[int, str, str]]:
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
-        detail = (
-            f"{exc.strerror} (os error {exc.errno})"
-            if exc.strerror and exc.errno is not None
-            else str(exc)
-        )
+        detail = os_error_text(exc)
         raise ConfigError(
             f"taguru: cannot read config {path}: {detail}{_CONFIG_HINT}", path=path
         ) from None

@@ -60,7 +60,7 @@ from typing import Final, Literal, TypeVar
 import polars as pl
 
 from taguru_eval import jsonstrict as js
-from taguru_eval.errors import InputError
+from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.text import format_f32, split_lines, trim
 
 DEFAULT_LIMIT: Final = 10
@@ -233,7 +233,7 @@ def load_eval(
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read {shown}: {_os_error_text(exc)}", path=shown) from None
+        raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -313,13 +313,6 @@ def validate_limits(eval_set: EvalSet) -> None:
                 line=case.line,
                 field="options.limit",
             )
-
-
-def _os_error_text(exc: OSError) -> str:
-    """Rust's io::Error wording: ``No such file or directory (os error 2)``."""
-    if exc.strerror and exc.errno is not None:
-        return f"{exc.strerror} (os error {exc.errno})"
-    return str(exc)
 
 
 _HEADER_FIELDS: Final = ("taguru_eval", "name", "default_target")

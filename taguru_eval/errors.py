@@ -61,3 +61,14 @@ class RunError(TaguruEvalError):
     """The run could not complete (server unreachable, artifact unwritable): exit 1."""
 
     exit_code = EXIT_RUN_FAILED
+
+
+def os_error_text(exc: OSError) -> str:
+    """An OS error worded the way the reference's Rust io::Error prints it.
+
+    ``No such file or directory (os error 2)`` rather than Python's
+    ``[Errno 2] No such file or directory: 'x'``, so messages match taguru's.
+    """
+    if exc.strerror and exc.errno is not None:
+        return f"{exc.strerror} (os error {exc.errno})"
+    return exc.strerror or str(exc)

@@ -33,7 +33,7 @@ import polars as pl
 
 from taguru_eval import jsonstrict
 from taguru_eval.catalog import CASE_SCOPED_METRICS
-from taguru_eval.errors import InputError
+from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.jsonstrict import JsonPath, JsonShapeError, JsonSyntaxError
 
 THRESHOLDS_VERSION: Final = 1
@@ -186,7 +186,7 @@ def load_thresholds(
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        raise _error(f"cannot read {shown}: {_os_error_text(exc)}", shown) from None
+        raise _error(f"cannot read {shown}: {os_error_text(exc)}", shown) from None
     thresholds = parse_thresholds(raw, shown)
     validate_thresholds(thresholds, shown, catalog_keys, case_ids)
     return thresholds
@@ -335,13 +335,6 @@ def _read_bound(value: object, path: JsonPath) -> Bound:
 
 def _sorted(bounds: Mapping[str, Bound]) -> dict[str, Bound]:
     return {name: bounds[name] for name in sorted(bounds)}
-
-
-def _os_error_text(exc: OSError) -> str:
-    # Rust prints the OS text plus "(os error N)"; keep the OS text, drop Python's repr.
-    if exc.strerror:
-        return f"{exc.strerror} (os error {exc.errno})" if exc.errno else exc.strerror
-    return str(exc)
 
 
 def _error(message: str, path: str, *, field: str | None = None) -> InputError:
