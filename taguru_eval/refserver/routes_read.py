@@ -1,0 +1,516 @@
+"""Read routes (HTTP.md §6): health, version, directory entries, sources, search,
+resolve, query, citations, aliases and labels.
+
+Retrieval calls (search, resolve, resolve_label, query, citations) move the
+context's ``usage.reads``; a call that returns nothing, or a citation refused
+with 404, also counts as an empty read. ``GET /contexts/{name}`` and the
+listings do not count (HTTP.md §6.3).
+"""
+
+from __future__ import annotations
+
+from taguru_eval.refserver.bm25 import has_searchable_terms
+from taguru_eval.refserver.envelope import F32, ApiError
+from taguru_eval.refserver.model import (
+    MAX_NAME_BYTES,
+    MAX_TAG_BYTES,
+    ContextState,
+    Edge,
+    Namespace,
+    PassageRecord,
+    byte_len,
+)
+from taguru_eval.refserver.resolve import DEFAULT_DICE_FLOOR, GLOSSED_CANDIDATES
+from taguru_eval.refserver.routes_bodies import Fields, clamp_unit, over_limit, type_error
+from taguru_eval.refserver.routes_common import (
+    Call,
+    RouteSpec,
+    query_cursor,
+    query_uint,
+)
+
+SERVER_VERSION = "0.9.3"  # the taguru release whose contract this server speaks (HTTP.md §11.11)
+
+MAX_MATCH_LIMIT = 1000  # search, resolve and query limits are clamped here
+DEFAULT_SEARCH_LIMIT = 5
+DEFAULT_QUERY_LIMIT = 100
+MAX_LIST_ITEMS = 1000
+MAX_FILTER_TAGS = 32
+GLOSS_FACTS = {"concepts": 4, "labels": 3}
+
+NO_PROVIDER = "no embedding provider is configured"
+ZERO_LIMIT = "the requested limit is 0"
+NO_TERMS = "the query yields no searchable terms"
+
+
+# -- bare routes ------------------------------------------------------------
+
+
+def health(call: Call) -> object:
+    return {"status": "ok", "version": SERVER_VERSION}
+
+
+def version(call: Call) -> object:
+    return {
+        "batch_formats": [1],
+        "communities_formats": [1],
+        "http_contract": {"current": 1, "supported": [1]},
+        "image_formats": [1, 2, 3, 4, 5, 6],
+        "mcp_contract": {"current": 1, "supported": [1]},
+        "mcp_protocol": {"supported": ["2024-11-05", "2025-03-26", "2025-06-18"]},
+        "schema_formats": [1],
+        "server": SERVER_VERSION,
+    }
+
+
+# -- directory --------------------------------------------------------------
+
+
+def directory_entry(context: ContextState) -> dict[str, object]:
+    """``DirectoryEntry`` with live revision and usage counters (HTTP.md §6.3)."""
+    meta = context.meta
+    return {
+        "description": meta.description,
+        "dice_floor": meta.dice_floor,
+        "loaded": True,
+        "name": context.name,
+        "pinned": meta.pinned,
+        "revision": context.revision.to_wire(),
+        "schema_mode": None,
+        "semantic_floor": None if meta.semantic_floor is None else F32(meta.semantic_floor),
+        "stats": context_stats(context),
+        "usage": context.usage.to_wire(),
+    }
+
+
+def context_stats(context: ContextState) -> dict[str, object]:
+    """``ContextStats``; ``footprint_bytes`` is this server's own rough accounting."""
+    live = context.live_edges()
+    degree: dict[str, int] = {}
+    for edge in live:
+        for concept in {edge.subject, edge.object}:
+            degree[concept] = degree.get(concept, 0) + 1
+    top = sorted(degree.items(), key=lambda item: (-item[1], item[0]))[:10]
+    names = [*context.concepts.canonical, *context.labels.canonical]
+    footprint = (
+        1024
+        + sum(byte_len(name) + 48 for name in names)
+        + 96 * len(context.edges)
+        + sum(byte_len(record.text) + 64 for record in context.passages.values())
+    )
+    return {
+        "arena_slack": 0,
+        "associations": len(context.edges),
+        "concepts": len(context.concepts.canonical),
+        "dead_attributions": context.dead_attributions,
+        "dead_edges": len(context.edges) - len(live),
+        "footprint_bytes": footprint,
+        "label_sample": sorted(context.labels.canonical)[:50],
+        "labels": len(context.labels.canonical),
+        "sources": len(context.graph_sources),
+        "top_concepts": [{"count": count, "label": name} for name, count in top],
+        "unsourced_edges": sum(1 for edge in live if edge.unsourced_count > 0),
+        "unsourced_weight": float(sum(edge.unsourced_sum for edge in live)),
+    }
+
+
+def list_contexts(call: Call) -> object:
+    with call.state.lock:
+        entries = [directory_entry(call.state.contexts[n]) for n in sorted(call.state.contexts)]
+    return {"contexts": entries, "total": len(entries)}
+
+
+def get_context(call: Call) -> object:
+    with call.state.lock:
+        return directory_entry(call.state.context(call.name))
+
+
+def embeddings(call: Call) -> object:
+    with call.state.lock:
+        call.state.context(call.name)
+    return {"provider_model": None}
+
+
+# -- source listing -----------------------------------------------------------
+
+
+def list_sources(call: Call) -> object:
+    """``GET /contexts/{name}/sources``: keyset page over stored sources (HTTP.md §6.4)."""
+    limit = min(max(query_uint(call, "limit", MAX_LIST_ITEMS), 1), MAX_LIST_ITEMS)
+    after = query_cursor(call, "after")
+    prefix = query_cursor(call, "prefix") or ""
+    with call.state.lock:
+        context = call.state.context(call.name)
+        population = sorted(s for s in context.passages if s.startswith(prefix))
+        page = [s for s in population if after is None or s > after][:limit]
+        entries = [_source_entry(s, context.passages[s]) for s in page]
+    return {"entries": entries, "sources": page, "total": len(population)}
+
+
+def _source_entry(source: str, record: PassageRecord) -> dict[str, object]:
+    entry: dict[str, object] = {"name": source, "stored_at": record.stored_at}
+    if record.date is not None:
+        entry["date"] = record.date
+    if record.tags:
+        entry["tags"] = list(record.tags)
+    return entry
+
+
+def list_labels(call: Call) -> object:
+    """``GET /contexts/{name}/labels``: keyset page over canonical label names."""
+    limit = min(max(query_uint(call, "limit", MAX_LIST_ITEMS), 1), MAX_LIST_ITEMS)
+    after = query_cursor(call, "after")
+    prefix = query_cursor(call, "prefix") or ""
+    with call.state.lock:
+        context = call.state.context(call.name)
+        population = sorted(n for n in context.labels.canonical if n.startswith(prefix))
+    page = [n for n in population if after is None or n > after][:limit]
+    return {"labels": page, "total": len(population)}
+
+
+def list_aliases(call: Call) -> object:
+    """``GET /contexts/{name}/aliases``: one page over both namespaces, concepts first."""
+    limit = min(max(query_uint(call, "limit", MAX_LIST_ITEMS), 1), MAX_LIST_ITEMS)
+    after = query_cursor(call, "after")
+    prefix = query_cursor(call, "prefix") or ""
+    with call.state.lock:
+        context = call.state.context(call.name)
+        rows = [
+            (rank, alias, canonical)
+            for rank, space in ((0, context.concepts), (1, context.labels))
+            for alias, canonical in sorted(space.aliases.items())
+            if alias.startswith(prefix)
+        ]
+    total = len(rows)  # the whole population: independent of the cursor
+    if after is not None:
+        kind, colon, alias = after.partition(":")
+        if kind not in ("concept", "label") or not colon:
+            raise ApiError(
+                "invalid_argument",
+                f"cursor '{after}' is not 'concept:<alias>' or 'label:<alias>'",
+            )
+        cursor = (0 if kind == "concept" else 1, alias)
+        rows = [row for row in rows if (row[0], row[1]) > cursor]
+    concepts: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    for rank, alias, canonical in rows[:limit]:
+        (concepts if rank == 0 else labels)[alias] = canonical
+    return {"concepts": concepts, "labels": labels, "total": total}
+
+
+# -- passage search -------------------------------------------------------------
+
+
+def search(call: Call) -> object:
+    """``POST /contexts/{name}/sources/search`` (HTTP.md §6.5, §9.4)."""
+    fields = Fields(call.body, what="struct SearchPassagesRequest")
+    query = fields.req_str("query")
+    requested_limit = fields.opt_uint("limit", "usize")
+    fields.opt_float("semantic_floor", "f32")  # vector lane only; no provider here
+    tags = fields.str_list("tags")
+    since = fields.opt_uint("since", "u64")
+    until = fields.opt_uint("until", "u64")
+    with call.state.lock:
+        context = call.state.context(call.name)
+        wanted_tags = _validate_tags(tags)
+        if since is not None and until is not None and since >= until:
+            raise ApiError(
+                "invalid_argument",
+                f"since {since} is not before until {until} — the window is half-open "
+                "[since, until) and this one selects nothing",
+            )
+        limit = min(
+            DEFAULT_SEARCH_LIMIT if requested_limit is None else requested_limit, MAX_MATCH_LIMIT
+        )
+        filtered = bool(wanted_tags) or since is not None or until is not None
+
+        def eligible(source: str) -> bool:
+            record = context.passages[source]
+            if wanted_tags and not wanted_tags.intersection(record.tags):
+                return False
+            if since is not None and record.filter_time < since:
+                return False
+            return until is None or record.filter_time < until
+
+        plan: dict[str, object] = {"context": context.name}
+        hits: list[dict[str, object]] = []
+        if limit == 0:
+            plan["lanes"] = _both_lanes_skipped(ZERO_LIMIT)
+        elif not has_searchable_terms(query):
+            plan["lanes"] = _both_lanes_skipped(NO_TERMS)
+        else:
+            plan["lanes"] = {
+                "bm25": {"ran": True},
+                "vector": {"ran": False, "reason": NO_PROVIDER},
+            }
+            found = context.passage_index.search(query, limit, eligible if filtered else None)
+            for rank, hit in enumerate(found, start=1):
+                score = F32(hit.score)
+                hits.append(
+                    {
+                        "lanes": {"bm25": {"rank": rank, "score": score}},
+                        "paragraph": hit.paragraph,
+                        "score": score,
+                        "source": hit.source,
+                        "text": context.passages[hit.source].paragraphs[hit.paragraph],
+                    }
+                )
+        if filtered:
+            plan["filter"] = {
+                "eligible_sources": sum(1 for source in context.passages if eligible(source)),
+                "total_sources": len(context.passages),
+            }
+        call.state.count_read(context, empty=not hits)
+    return {"hits": hits, "plan": {"contexts": [plan]}}
+
+
+def _both_lanes_skipped(reason: str) -> dict[str, object]:
+    return {"bm25": {"ran": False, "reason": reason}, "vector": {"ran": False, "reason": reason}}
+
+
+def _validate_tags(tags: list[str]) -> set[str]:
+    if len(tags) > MAX_LIST_ITEMS:
+        raise over_limit("tags", len(tags), MAX_LIST_ITEMS)
+    for tag in tags:
+        if not tag or byte_len(tag) > MAX_TAG_BYTES:
+            raise ApiError(
+                "invalid_argument",
+                f"tag '{tag}' must be 1..={MAX_TAG_BYTES} bytes (it is {byte_len(tag)})",
+            )
+    distinct = set(tags)
+    if len(distinct) > MAX_FILTER_TAGS:
+        raise ApiError(
+            "over_limit",
+            f"tags names {len(distinct)} distinct tags, past the per-request limit of "
+            f"{MAX_FILTER_TAGS}; narrow the filter",
+        )
+    return distinct
+
+
+# -- resolve ----------------------------------------------------------------------
+
+
+def resolve_concept(call: Call) -> object:
+    return _resolve(call, "concepts")
+
+
+def resolve_label(call: Call) -> object:
+    return _resolve(call, "labels")
+
+
+def _resolve(call: Call, which: Namespace) -> object:
+    """``POST /contexts/{name}/resolve`` and ``/resolve_label`` (HTTP.md §6.6, §9.6)."""
+    fields = Fields(call.body, what="struct ResolveRequest")
+    cue = fields.req_str("cue")
+    requested_limit = fields.opt_uint("limit", "usize")
+    dice_floor = fields.opt_float("dice_floor")
+    fields.opt_float("semantic_floor", "f32")  # semantic tier needs a provider
+    limit = min(MAX_MATCH_LIMIT if requested_limit is None else requested_limit, MAX_MATCH_LIMIT)
+    with call.state.lock:
+        context = call.state.context(call.name)
+        if dice_floor is not None:
+            floor = clamp_unit(dice_floor)
+        elif context.meta.dice_floor is not None:
+            floor = context.meta.dice_floor
+        else:
+            floor = DEFAULT_DICE_FLOOR
+        candidates = context.namespace(which).index.resolve(cue, limit, floor) if limit else []
+        result: list[dict[str, object]] = []
+        for position, candidate in enumerate(candidates):
+            wire = candidate.to_wire()
+            if position < GLOSSED_CANDIDATES:
+                wire["gloss"] = gloss(context, which, candidate.name)
+            result.append(wire)
+        call.state.count_read(context, empty=not result)
+    return result
+
+
+def gloss(context: ContextState, which: Namespace, name: str) -> str:
+    """The name plus its heaviest live facts as short sentences (HTTP.md §9.7)."""
+    if which == "concepts":
+        touching = [e for e in context.edges.values() if e.live and name in (e.subject, e.object)]
+    else:
+        touching = [e for e in context.edges.values() if e.live and e.label == name]
+    # sorted() is stable, so equal |sum| keeps edge insertion order.
+    heaviest = sorted(touching, key=lambda e: -abs(e.weight_sum))[: GLOSS_FACTS[which]]
+    sentences = [f"{name}。"]
+    previous_subject: str | None = None
+    for edge in heaviest:
+        skip_subject = edge.subject == previous_subject or (
+            which == "concepts" and edge.subject == name
+        )
+        lead = "" if skip_subject else f"{edge.subject}の"
+        denial = "ではない" if edge.weight_sum < 0 else ""
+        sentences.append(f"{lead}{edge.label}は{edge.object}{denial}。")
+        previous_subject = edge.subject
+    return "".join(sentences)
+
+
+# -- query ----------------------------------------------------------------------
+
+
+_CURSOR_KEYS = ("weight", "subject", "label", "object")
+
+
+def query(call: Call) -> object:
+    """``POST /contexts/{name}/query``: exact-spelling triple lookup (HTTP.md §6.7, §9.8)."""
+    fields = Fields(call.body, what="struct QueryRequest")
+    positions = {key: fields.str_or_list(key) for key in ("subject", "label", "object")}
+    requested_limit = fields.opt_uint("limit", "usize")
+    cursor = _decode_cursor(fields)
+    for key in ("subject_types", "object_types"):
+        fields.str_or_list(key)
+    fields.opt_uint("since", "u64")
+    fields.opt_uint("until", "u64")
+    for key, values in positions.items():
+        if len(values) > MAX_LIST_ITEMS:
+            raise over_limit(key, len(values), MAX_LIST_ITEMS)
+    pinned = {key: [v for v in values if v] for key, values in positions.items()}
+    if not any(pinned.values()):
+        raise ApiError(
+            "invalid_argument", "'subject', 'label', or 'object' must pin at least one value"
+        )
+    limit = min(
+        DEFAULT_QUERY_LIMIT if requested_limit is None else requested_limit, MAX_MATCH_LIMIT
+    )
+    with call.state.lock:
+        context = call.state.context(call.name)
+        wanted: dict[str, set[str] | None] = {}
+        for key, values in pinned.items():
+            space = context.labels if key == "label" else context.concepts
+            wanted[key] = (
+                {c for c in (space.lookup(v) for v in values) if c is not None} if values else None
+            )
+        matches = [
+            edge
+            for edge in context.edges.values()
+            if edge.live
+            and _pinned_ok(wanted["subject"], edge.subject)
+            and _pinned_ok(wanted["label"], edge.label)
+            and _pinned_ok(wanted["object"], edge.object)
+        ]
+        matches.sort(key=_rank_key)
+        total = len(matches)
+        if cursor is not None:
+            matches = [edge for edge in matches if _rank_key(edge) > cursor]
+        page = [association_out(context, edge) for edge in matches[:limit]]
+        call.state.count_read(context, empty=not page)
+    return {"matches": page, "plan": {"contexts": [context.name]}, "total": total}
+
+
+def _pinned_ok(wanted: set[str] | None, value: str) -> bool:
+    return wanted is None or value in wanted
+
+
+def _rank_key(edge: Edge) -> tuple[float, str, str, str]:
+    return (-abs(edge.weight), edge.subject, edge.label, edge.object)
+
+
+def _decode_cursor(fields: Fields) -> tuple[float, str, str, str] | None:
+    if not fields.present("after"):
+        return None
+    after = Fields(fields.data["after"], fields.at("after"), "struct QueryCursor")
+    for key in after.data:
+        if key not in _CURSOR_KEYS:
+            expected = ", ".join(f"`{k}`" for k in _CURSOR_KEYS)
+            raise ApiError(
+                "malformed_request",
+                "Failed to deserialize the JSON body into the target type: after: "
+                f"unknown field `{key}`, expected one of {expected}",
+                status=422,
+            )
+    weight = after.opt_float("weight")
+    if weight is None:
+        raise type_error(after.at("weight"), after.data.get("weight"), "f64")
+    return (-abs(weight), after.req_str("subject"), after.req_str("label"), after.req_str("object"))
+
+
+def association_out(context: ContextState, edge: Edge) -> dict[str, object]:
+    """``AssociationOut`` with attributions resolved against the passage store."""
+    attributions: list[dict[str, object]] = []
+    for source, share in edge.attributions.items():
+        record = context.passages.get(source)
+        section: str | None = None
+        locator: dict[str, str] | None = None
+        if record is not None and share.paragraph is not None:
+            section = record.section_for(share.paragraph)
+            locator = record.locator_for(share.paragraph)
+        attributions.append(
+            {
+                "count": share.count,
+                "locator": None if locator is None else dict(locator),
+                "paragraph": share.paragraph,
+                "section": section,
+                "source": source,
+                "weight": float(share.weight_sum),
+            }
+        )
+    return {
+        "attributions": attributions,
+        "count": edge.count,
+        "label": edge.label,
+        "object": edge.object,
+        "subject": edge.subject,
+        "weight": float(edge.weight),
+    }
+
+
+# -- citations --------------------------------------------------------------------
+
+
+def citation(call: Call) -> object:
+    """``POST /contexts/{name}/citations`` (HTTP.md §6.8, §9.9)."""
+    fields = Fields(call.body, what="struct CitationRequest")
+    source = fields.req_str("source")
+    if "paragraph" in fields.data:
+        paragraph = fields.req_uint("paragraph", "u32")
+    elif "index" in fields.data:  # the legacy name of the same field
+        paragraph = fields.req_uint("index", "u32")
+    else:
+        paragraph = fields.req_uint("paragraph", "u32")
+    if not source:
+        raise ApiError("invalid_argument", "source must not be empty; nothing was applied")
+    if byte_len(source) > MAX_NAME_BYTES:
+        raise ApiError(
+            "invalid_argument",
+            f"source is {byte_len(source)} bytes, past the limit of {MAX_NAME_BYTES}; "
+            "nothing was applied",
+        )
+    with call.state.lock:
+        context = call.state.context(call.name)
+        record = context.passages.get(source)
+        if record is None:
+            call.state.count_read(context, empty=True)
+            raise ApiError("no_source", f"source '{source}' not found in context '{context.name}'")
+        if paragraph >= len(record.paragraphs):
+            call.state.count_read(context, empty=True)
+            raise ApiError(
+                "no_paragraph",
+                f"paragraph {paragraph} out of range for source '{source}' in context "
+                f"'{context.name}'",
+            )
+        call.state.count_read(context, empty=False)
+        locator = record.locator_for(paragraph)
+        return {
+            "locator": None if locator is None else dict(locator),
+            "section": record.section_for(paragraph),
+            "source": source,
+            "text": record.paragraphs[paragraph],
+        }
+
+
+READ_ROUTES: list[RouteSpec] = [
+    RouteSpec("GET", "/health", None, health, enveloped=False),
+    RouteSpec("GET", "/version", None, version, enveloped=False),
+    RouteSpec("GET", "/contexts", "read", list_contexts),
+    RouteSpec("GET", "/contexts/{name}", "read", get_context),
+    RouteSpec("GET", "/contexts/{name}/embeddings", "read", embeddings),
+    RouteSpec("GET", "/contexts/{name}/sources", "read", list_sources),
+    RouteSpec("GET", "/contexts/{name}/labels", "read", list_labels),
+    RouteSpec("GET", "/contexts/{name}/aliases", "read", list_aliases),
+    RouteSpec("POST", "/contexts/{name}/sources/search", "read", search, body="json"),
+    RouteSpec("POST", "/contexts/{name}/resolve", "read", resolve_concept, body="json"),
+    RouteSpec("POST", "/contexts/{name}/resolve_label", "read", resolve_label, body="json"),
+    RouteSpec("POST", "/contexts/{name}/query", "read", query, body="json"),
+    RouteSpec("POST", "/contexts/{name}/citations", "read", citation, body="json"),
+]
