@@ -1,0 +1,229 @@
+"""Benchmark ``compare`` on two synthetic 100,000-case runs.
+
+Writes two evaluation.json files shaped like real ones (ten scored hits per
+case with lane ranks, recall/coverage/citation blocks, pretty-printed as the
+artifact is) into a temporary directory, plus the same two runs as stored run
+directories (``runs/context=<ctx>/run=<id>/`` with the evaluation.json beside
+the tables, as the Parquet run store lays them out). Then times the whole
+``python -m taguru_eval compare`` work — load both sides, join, classify,
+write changes.jsonl — three times per form in a fresh child process each, and
+prints the median seconds and the child's peak resident memory.
+
+Targets (issue 5): at most 15 s from evaluation.json files.
+
+    .venv/bin/python benchmarks/compare_bench.py [--cases N] [--keep DIR [--reuse]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[1]
+REPEATS = 3
+
+_CHILD = """
+import resource, sys, time
+sys.path.insert(0, {root!r})
+from taguru_eval.compare import main
+import io
+start = time.perf_counter()
+code = main([{base!r}, {head!r}, "--out", {out!r}], stdout=io.StringIO(), stderr=io.StringIO())
+elapsed = time.perf_counter() - start
+# VmHWM is this process image's own peak (ru_maxrss would include the
+# parent's footprint inherited across fork/exec).
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1])
+except OSError:
+    pass
+print(code, elapsed, peak)
+"""
+
+
+def _case(index: int, rnd: random.Random, shift: float) -> dict[str, Any]:
+    hits = [
+        {
+            "source": f"corpus/doc{rnd.randrange(500)}.md",
+            "paragraph": rnd.randrange(40),
+            "score": round(rnd.random() * 10, 6),
+            "lanes": {"bm25": {"rank": rank + 1, "score": round(rnd.random() * 10, 6)}},
+        }
+        for rank in range(10)
+    ]
+    recall = min(1.0, max(0.0, rnd.choice([0.0, 0.5, 1.0]) + shift))
+    block: dict[str, Any] = {
+        "case_id": f"case-{index:06d}",
+        "query": f"how does step {index} of the brewing process change the rice polishing ratio",
+        "limit": 10,
+        "passage": {
+            "outcome": "searched",
+            "plan": {
+                "context": "sake",
+                "lanes": {
+                    "bm25": {"ran": True},
+                    "vector": {"ran": False, "reason": "no embedding provider is configured"},
+                },
+            },
+            "hits": hits,
+            "latency_ms": rnd.randrange(1, 50),
+        },
+        "recall": {
+            "recall_at_k": recall,
+            "mrr": rnd.choice([0.0, 0.25, 0.5, 1.0]),
+            "ndcg": rnd.random(),
+            "expected_total": 2,
+            "matched": 1,
+        },
+        "lane_cross": {"structural_hit": False, "passage_hit": True},
+        "missed": ["corpus/doc1.md#3"],
+        "missed_truncated": 0,
+        "diversity_sources": len({hit["source"] for hit in hits}),
+    }
+    if index % 3 == 0:
+        block["coverage"] = {"concepts": {"expected": 2, "matched": 1, "value": 0.5}}
+    if index % 4 == 0:
+        block["citations"] = {
+            "recall": {"expected_total": 1, "matched": 1, "value": 1.0},
+            "validity": {"expected_total": 1, "valid": 1, "value": rnd.choice([0.0, 1.0])},
+            "checks": [
+                {
+                    "source": "corpus/doc1.md",
+                    "paragraph": 2,
+                    "served": True,
+                    "outcome": "resolved",
+                    "section": {"check": "not_checked"},
+                    "latency_ms": 3,
+                }
+            ],
+        }
+    return block
+
+
+def _document(cases: int, seed: int, *, head: bool) -> dict[str, Any]:
+    from taguru_eval.catalog import definitions
+
+    rnd = random.Random(seed)
+    # HEAD drops the first 1% of case ids and adds 1% new ones; its values
+    # are re-drawn, so most cases change one way or the other.
+    start = cases // 100 if head else 0
+    blocks = [_case(i, rnd, 0.0) for i in range(start, cases + start)]
+    defs = definitions()
+    metrics = {
+        name: (
+            {"n": cases, "min": 0.0, "p50": 0.5, "p90": 1.0, "p99": 1.0, "max": 1.0}
+            | {"mean": rnd.random(), "sum": cases * 0.5}
+            if definition["statistic"] == "distribution"
+            else {"value": 0.5, "n": cases, "numerator": cases // 2}
+        )
+        for name, definition in defs.items()
+    }
+    return {
+        "taguru_evaluation": 1,
+        "generated_at": "2026-07-29T09:30:00Z" if head else "2026-07-28T10:00:00Z",
+        "inputs": {"context": "sake", "mode": "baseline", "concurrency": 8},
+        "corpus": {
+            "revision_after": {"graph": 3, "passages": 5, "config": 1},
+            "stable": True,
+        },
+        "thresholds": None,
+        "definitions": defs,
+        "cases": blocks,
+        "metrics": metrics,
+    }
+
+
+def _write_pretty(path: Path, doc: dict[str, Any]) -> None:
+    # msgspec keeps generation to seconds; the bytes are the artifact's layout.
+    path.write_bytes(msgspec.json.format(msgspec.json.encode(doc), indent=2))
+
+
+def _store_run(store: Path, run_id: str, artifact: Path) -> Path:
+    """A run directory laid out as the Parquet run store lays one out
+    (``store.run_dir``); compare reads a stored run through the evaluation.json
+    kept beside its tables, so that file is what the directory needs here."""
+    run_dir = store / "context=sake" / f"run={run_id}"
+    run_dir.mkdir(parents=True)
+    shutil.copyfile(artifact, run_dir / "evaluation.json")
+    return run_dir
+
+
+def _time(base: Path, head: Path, out: Path) -> tuple[list[float], int]:
+    seconds: list[float] = []
+    peak_kib = 0
+    for _ in range(REPEATS):
+        child = _CHILD.format(root=str(ROOT), base=str(base), head=str(head), out=str(out))
+        done = subprocess.run(
+            [sys.executable, "-c", child], capture_output=True, text=True, check=True, timeout=300
+        )
+        code, elapsed, peak = done.stdout.split()
+        if code != "0":
+            raise SystemExit(f"compare exited {code}: {done.stderr}")
+        seconds.append(float(elapsed))
+        peak_kib = max(peak_kib, int(peak))
+    return seconds, peak_kib
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=100_000)
+    parser.add_argument("--keep", type=Path, help="write the files here and keep them")
+    parser.add_argument(
+        "--reuse", action="store_true", help="with --keep: reuse base.json/head.json found there"
+    )
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    work = args.keep or Path(tempfile.mkdtemp(prefix="compare-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        started = time.perf_counter()
+        base, head = work / "base.json", work / "head.json"
+        if not (args.reuse and base.exists() and head.exists()):
+            _write_pretty(base, _document(args.cases, 1, head=False))
+            _write_pretty(head, _document(args.cases, 2, head=True))
+        size_mb = (base.stat().st_size + head.stat().st_size) / 1e6
+        print(
+            f"generated 2 x {args.cases} cases ({size_mb:.0f} MB of evaluation.json) "
+            f"in {time.perf_counter() - started:.1f} s"
+        )
+        out = work / "changes.jsonl"
+        seconds, peak = _time(base, head, out)
+        lines = sum(1 for _ in out.open("rb"))
+        print(
+            f"evaluation.json: median {statistics.median(seconds):.2f} s "
+            f"(runs {', '.join(f'{s:.2f}' for s in seconds)}), "
+            f"peak RSS {peak / 1024:.0f} MiB, changes.jsonl {lines} lines — target <= 15 s"
+        )
+        store = work / "runs"
+        shutil.rmtree(store, ignore_errors=True)
+        base_dir = _store_run(store, "20260728T100000Z-base00", base)
+        head_dir = _store_run(store, "20260729T093000Z-head00", head)
+        seconds, peak = _time(base_dir, head_dir, out)
+        print(
+            f"stored run directories: median {statistics.median(seconds):.2f} s "
+            f"(runs {', '.join(f'{s:.2f}' for s in seconds)}), peak RSS {peak / 1024:.0f} MiB"
+        )
+        generation_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"(generator process peak RSS {generation_peak:.0f} MiB, not part of compare)")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

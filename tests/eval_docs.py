@@ -1,0 +1,225 @@
+"""Build evaluation.json documents shaped as taguru's own ``evaluate`` writes them.
+
+Used by the analyst-surface tests (ingest, report, charts, notebooks). The
+documents follow EVALUATE.md §6 field for field — and, like taguru's, carry no
+``inputs.concurrency``. Each case's numbers are derived from a small spec so a
+test can state what the artifact says and check what the store gives back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from taguru_eval import catalog
+from taguru_eval.stats import distribution, ratio
+
+CASE_IDS = ("alpha-001", "beta-002", "gamma-003", "delta-004")
+
+
+def _hit(source: str, paragraph: int, rank: int) -> dict[str, Any]:
+    score = round(5.0 - rank * 0.75, 4)
+    return {
+        "source": source,
+        "paragraph": paragraph,
+        "score": score,
+        "lanes": {"bm25": {"rank": rank + 1, "score": score}},
+    }
+
+
+def case_block(case_id: str, index: int, step: int) -> dict[str, Any]:
+    """One case block; ``step`` moves its metrics (a later run of a drifting corpus)."""
+    matched = 2 if (index + step) % 3 else 1
+    expected_total = 2
+    rank_first = (index + step) % 3
+    mrr = 1.0 / (rank_first + 1)
+    recall = matched / expected_total
+    ndcg = round(0.5 + 0.1 * ((index * 7 + step * 3) % 5), 6)
+    hits = [_hit(f"corpus/doc{(index + k) % 3}.md", k, k) for k in range(3)]
+    latency = 10 + index * 3 + step
+    block: dict[str, Any] = {
+        "case_id": case_id,
+        "query": f"question {index}",
+        "cues": [f"cue-{index}"],
+        "limit": 5,
+        "passage": {
+            "outcome": "searched",
+            "plan": {
+                "context": "demo",
+                "lanes": {
+                    "bm25": {"ran": True},
+                    "vector": {"ran": False, "reason": "no embedding provider is configured"},
+                },
+            },
+            "hits": hits,
+            "latency_ms": latency,
+        },
+        "structural": {
+            "cues": [
+                {
+                    "cue": f"cue-{index}",
+                    "kind": "concept",
+                    "resolved_names": [f"Entity {index}"],
+                    "tier": "exact",
+                    "limit": 5,
+                    "latency_ms": 2 + index,
+                }
+            ],
+            "associations": [
+                {
+                    "subject_cue": f"Entity {index}",
+                    "label_cue": "knows",
+                    "object_cue": "Other",
+                    "subject": {
+                        "outcome": "resolved",
+                        "name": f"Entity {index}",
+                        "tier": "exact",
+                        "latency_ms": 1,
+                    },
+                    "label": {
+                        "outcome": "resolved",
+                        "name": "knows",
+                        "tier": "exact",
+                        "latency_ms": 1,
+                    },
+                    "object": {"outcome": "not_found", "latency_ms": 2},
+                }
+            ],
+        },
+        "recall": {
+            "recall_at_k": recall,
+            "mrr": mrr,
+            "ndcg": ndcg,
+            "expected_total": expected_total,
+            "matched": matched,
+        },
+        "coverage": {
+            "concepts": {"expected": 1, "matched": 1, "value": 1.0},
+            "associations": {"expected": 1, "matched": 0, "value": 0.0},
+        },
+        "lane_cross": {"structural_hit": True, "passage_hit": True},
+        "missed": [
+            "expected_associations: (Entity, knows, Other) query never ran (a position did not pin)"
+        ],
+        "missed_truncated": 0,
+        "diversity_sources": 3,
+    }
+    if index % 2 == 0:
+        valid = 1 if step % 2 == 0 else 0
+        block["citations"] = {
+            "recall": {"expected_total": 1, "matched": 1, "value": 1.0},
+            "validity": {"expected_total": 1, "valid": valid, "value": float(valid)},
+            "checks": [
+                {
+                    "source": "corpus/doc0.md",
+                    "paragraph": 0,
+                    "served": True,
+                    "outcome": "resolved",
+                    "section": {"check": "matched" if valid else "mismatched", "expected": "Intro"},
+                    "quote": {"declared": "a quote", "matched": True},
+                    "latency_ms": 4,
+                }
+            ],
+        }
+        if not valid:
+            block["missed"].append(
+                "expected_citations: (corpus/doc0.md, 0) failed locator validity"
+            )
+    return block
+
+
+def evaluation_document(
+    *,
+    step: int = 0,
+    context: str = "demo",
+    generated_at: str = "2026-07-28T10:05:12Z",
+    case_ids: Sequence[str] = CASE_IDS,
+    revision: tuple[int, int, int] = (10, 7, 0),
+    thresholds: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A whole evaluation.json object (taguru's shape: no ``inputs.concurrency``)."""
+    cases = [case_block(case_id, i, step) for i, case_id in enumerate(case_ids)]
+    graph, passages, config = revision
+    rev = {"graph": graph, "passages": passages, "config": config}
+    definitions = catalog.definitions()
+    metrics: dict[str, Any] = {}
+    for name, definition in definitions.items():
+        metrics[name] = (
+            distribution([]) if definition["statistic"] == "distribution" else ratio(0, 0)
+        )
+
+    def values(path: Sequence[str]) -> list[float]:
+        out: list[float] = []
+        for case in cases:
+            current: Any = case
+            for key in path:
+                current = current.get(key) if isinstance(current, dict) else None
+            if current is not None:
+                out.append(float(current))
+        return out
+
+    metrics["recall.recall_at_k"] = distribution(values(["recall", "recall_at_k"]))
+    metrics["recall.mrr"] = distribution(values(["recall", "mrr"]))
+    metrics["recall.ndcg"] = distribution(values(["recall", "ndcg"]))
+    metrics["coverage.concepts"] = distribution(values(["coverage", "concepts", "value"]))
+    metrics["coverage.associations"] = distribution(values(["coverage", "associations", "value"]))
+    metrics["citations.recall"] = distribution(values(["citations", "recall", "value"]))
+    metrics["citations.locator_validity"] = distribution(values(["citations", "validity", "value"]))
+    metrics["latency.passage_ms"] = distribution(values(["passage", "latency_ms"]))
+    metrics["diversity.sources"] = distribution(values(["diversity_sources"]))
+    metrics["passage.failure_rate"] = ratio(0, len(cases))
+    metrics["structural.case_rate"] = ratio(len(cases), len(cases))
+    return {
+        "taguru_evaluation": 1,
+        "generated_at": generated_at,
+        "matching": {
+            "normalization": "taguru::context::normalize_entry",
+            "normalized": ["expected_concepts", "expected_labels"],
+            "sources": "exact (source, paragraph) match — no normalization",
+        },
+        "inputs": {
+            "eval": {"path": "eval.jsonl", "name": "demo set", "cases": len(cases)},
+            "context": context,
+            "url": "http://127.0.0.1:8248",
+            "out": "evaluation.json",
+            "default_limit": 10,
+            "resolve_limit": 5,
+            "mode": "baseline",
+        },
+        "corpus": {
+            "revision_before": rev,
+            "revision_after": rev,
+            "stable": True,
+            "last_write_epoch_before": 1700000000,
+            "last_write_epoch_after": 1700000000,
+            "embeddings": {"provider_model": None},
+            "sources_count": 3,
+        },
+        "thresholds": thresholds,
+        "definitions": definitions,
+        "cases": cases,
+        "metrics": dict(sorted(metrics.items())),
+    }
+
+
+def write_document(path: Path, document: dict[str, Any]) -> Path:
+    """Write ``document`` as taguru does (2-space indented JSON, UTF-8)."""
+    path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def history_documents(runs: int, context: str = "demo") -> list[dict[str, Any]]:
+    """``runs`` documents of one context whose metrics and revision move each run."""
+    documents = []
+    for step in range(runs):
+        documents.append(
+            evaluation_document(
+                step=step,
+                context=context,
+                generated_at=f"2026-07-28T10:{step:02d}:00Z",
+                revision=(10 + (step + 1) // 2, 7 + step // 2, 0),
+            )
+        )
+    return documents
