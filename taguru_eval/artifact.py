@@ -1,0 +1,892 @@
+"""evaluation.json (EVALUATE.md §6): build, serialise, write atomically, read back.
+
+The artifact only serialises: per-case metrics come from the scorer's
+``cases`` frame, aggregates from its metrics map, and the lane blocks
+(passage, structural, citation checks, evidence, budget) are copied from the
+lane outputs through *canonicalisers* that emit the spec's keys in the spec's
+order and nothing else — so a stray ``text`` key can never reach the file.
+
+Binary32 values (hit and lane scores, plan floors) are wrapped in :class:`F32`
+and printed from their binary32 value (``0.86304635``); other floats use
+Python's shortest round-trip ``repr``. The writer is a small JSON printer of
+its own because :mod:`json` formats every float with ``float.__repr__``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import polars as pl
+
+from taguru_eval import catalog
+from taguru_eval.errors import InputError, RunError
+from taguru_eval.score import Scores, metrics_frame
+from taguru_eval.tables import (
+    CASES,
+    CallRecord,
+    LaneOutput,
+    RunTables,
+    build_tables,
+    conform,
+)
+from taguru_eval.text import to_f32
+
+STAMP = 1
+MAX_STAMP = 1
+DEFAULT_LIMIT = 10
+RESOLVE_LIMIT = 5
+
+MATCHING: dict[str, Any] = {
+    "normalization": "taguru::context::normalize_entry",
+    "normalized": ["expected_concepts", "expected_labels"],
+    "sources": "exact (source, paragraph) match — no normalization",
+}
+
+
+# ---------------------------------------------------------------------------
+# Numbers
+# ---------------------------------------------------------------------------
+
+
+class F32(float):
+    """A float that is a binary32 value and is printed as one."""
+
+    def __new__(cls, value: float) -> F32:
+        return super().__new__(cls, to_f32(float(value)))
+
+
+def _round_trips(text: str, value: float) -> bool:
+    try:
+        return to_f32(float(text)) == value
+    except OverflowError:  # a short candidate above binary32's largest finite value
+        return False
+
+
+def _shortest_f32_digits(value: float) -> tuple[str, int]:
+    """Digits ``D`` and exponent ``k`` (value = D x 10^k) of the shortest binary32 round trip."""
+    for precision in range(1, 10):
+        text = f"{value:.{precision - 1}e}"
+        if _round_trips(text, value):
+            break
+    mantissa, exponent = text.split("e")
+    digits = mantissa.replace(".", "").lstrip("-")
+    exp = int(exponent) - (len(digits) - 1)
+    stripped = digits.rstrip("0")
+    exp += len(digits) - len(stripped)
+    return stripped, exp
+
+
+def format_f32(value: float) -> str:
+    """The reference's binary32 spelling (EVALUATE.md §7.3.3); non-finite -> ``null``."""
+    f32 = to_f32(value)
+    if not math.isfinite(f32):
+        return "null"
+    if f32 == 0.0:
+        return "-0.0" if math.copysign(1.0, f32) < 0 else "0.0"
+    sign = "-" if f32 < 0 else ""
+    digits, k = _shortest_f32_digits(abs(f32))
+    length = len(digits)
+    kk = length + k
+    if k >= 0 and kk <= 13:
+        body = digits + "0" * k + ".0"
+    elif 0 < kk <= 13:
+        body = digits[:kk] + "." + digits[kk:]
+    elif -6 < kk <= 0:
+        body = "0." + "0" * (-kk) + digits
+    elif length == 1:
+        body = f"{digits}e{kk - 1}"
+    else:
+        body = f"{digits[0]}.{digits[1:]}e{kk - 1}"
+    return sign + body
+
+
+def _format_float(value: float) -> str:
+    if isinstance(value, F32):
+        return format_f32(value)
+    if not math.isfinite(value):
+        return "null"
+    return repr(float(value))
+
+
+# ---------------------------------------------------------------------------
+# Serialisation
+# ---------------------------------------------------------------------------
+
+
+def dumps(doc: Any, indent: int = 2) -> str:
+    """Pretty JSON: ``indent`` spaces, ``": "``, non-ASCII kept, no trailing newline."""
+    parts: list[str] = []
+    _emit(doc, parts, 0, indent)
+    return "".join(parts)
+
+
+def _emit(value: Any, out: list[str], level: int, indent: int) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        out.append(str(int(value)))
+    elif isinstance(value, float):
+        out.append(_format_float(value))
+    elif isinstance(value, str):
+        out.append(json.dumps(value, ensure_ascii=False))
+    elif isinstance(value, Mapping):
+        if not value:
+            out.append("{}")
+            return
+        pad = "\n" + " " * (indent * (level + 1))
+        out.append("{")
+        for position, (key, item) in enumerate(value.items()):
+            if not isinstance(key, str):
+                raise TypeError(f"object key {key!r} is not a string")
+            out.append(pad if position == 0 else "," + pad)
+            out.append(json.dumps(key, ensure_ascii=False))
+            out.append(": ")
+            _emit(item, out, level + 1, indent)
+        out.append("\n" + " " * (indent * level) + "}")
+    elif isinstance(value, list | tuple):
+        if not value:
+            out.append("[]")
+            return
+        pad = "\n" + " " * (indent * (level + 1))
+        out.append("[")
+        for position, item in enumerate(value):
+            out.append(pad if position == 0 else "," + pad)
+            _emit(item, out, level + 1, indent)
+        out.append("\n" + " " * (indent * level) + "]")
+    else:
+        raise TypeError(f"cannot serialise {type(value).__name__} into evaluation.json")
+
+
+def write_json_atomic(path: str | Path, doc: Any) -> None:
+    """Serialise ``doc`` fully, then write it via a temp file + rename (EVALUATE.md §3.9).
+
+    Serialisation happens before any file is created, and a failed write
+    removes its temp file, so a failure (or Ctrl-C) never leaves a partial
+    file behind. Failure -> :class:`RunError` ``writing {path}: {error}``.
+    """
+    target = Path(path)
+    try:
+        payload = dumps(doc).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise RunError(f"writing {path}: {exc}") from None
+    directory = target.parent if str(target.parent) else Path(".")
+    temp_name: str | None = None
+    try:
+        fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, target)
+        temp_name = None
+        _fsync_directory(directory)
+    except OSError as exc:
+        raise RunError(f"writing {path}: {exc.strerror or exc}") from None
+    finally:
+        if temp_name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp_name)
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------
+# Canonical nested shapes (EVALUATE.md §6.7)
+# ---------------------------------------------------------------------------
+
+
+def _lane_score(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {"rank": value["rank"], "score": F32(value["score"])}
+
+
+def _hit(hit: Mapping[str, Any]) -> dict[str, Any]:
+    lanes = hit.get("lanes") or {}
+    return {
+        "source": hit["source"],
+        "paragraph": hit["paragraph"],
+        "score": F32(hit.get("score", 0.0)),
+        "lanes": {lane: _lane_score(lanes[lane]) for lane in ("bm25", "vector") if lane in lanes},
+    }
+
+
+def _lane_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"ran": plan["ran"]}
+    if plan.get("reason") is not None:
+        out["reason"] = plan["reason"]
+    if plan.get("floor") is not None:
+        out["floor"] = F32(plan["floor"])
+    return out
+
+
+def _plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+    lanes = plan["lanes"]
+    out: dict[str, Any] = {
+        "context": plan["context"],
+        "lanes": {"bm25": _lane_plan(lanes["bm25"]), "vector": _lane_plan(lanes["vector"])},
+    }
+    if plan.get("filter") is not None:
+        flt = plan["filter"]
+        out["filter"] = {
+            "eligible_sources": flt["eligible_sources"],
+            "total_sources": flt["total_sources"],
+        }
+    return out
+
+
+def passage_block(passage: Mapping[str, Any]) -> dict[str, Any]:
+    """``{outcome: searched, plan?, hits, latency_ms}`` or ``{outcome: failed, message, ...}``."""
+    if passage["outcome"] == "searched":
+        out: dict[str, Any] = {"outcome": "searched"}
+        if passage.get("plan") is not None:
+            out["plan"] = _plan(passage["plan"])
+        out["hits"] = [_hit(hit) for hit in passage.get("hits") or []]
+        out["latency_ms"] = passage["latency_ms"]
+        return out
+    return {
+        "outcome": passage["outcome"],
+        "message": passage.get("message", ""),
+        "latency_ms": passage["latency_ms"],
+    }
+
+
+def _cue(cue: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "cue": cue["cue"],
+        "kind": cue["kind"],
+        "resolved_names": list(cue.get("resolved_names") or []),
+    }
+    if cue.get("tier") is not None:
+        out["tier"] = cue["tier"]
+    out["limit"] = cue.get("limit", RESOLVE_LIMIT)
+    out["latency_ms"] = cue["latency_ms"]
+    if cue.get("error") is not None:
+        out["error"] = cue["error"]
+    return out
+
+
+_POSITION_KEYS = {
+    "not_found": (),
+    "resolved": ("name", "tier"),
+    "ambiguous": ("tier", "candidates"),
+    "errored": ("message",),
+}
+
+
+def _position(position: Mapping[str, Any]) -> dict[str, Any]:
+    outcome = position["outcome"]
+    out: dict[str, Any] = {"outcome": outcome}
+    for key in _POSITION_KEYS.get(outcome, ("name", "tier", "candidates", "message")):
+        if key in position and position[key] is not None:
+            out[key] = list(position[key]) if key == "candidates" else position[key]
+    out["latency_ms"] = position["latency_ms"]
+    return out
+
+
+def _query(query: Mapping[str, Any]) -> dict[str, Any]:
+    if query["outcome"] == "queried":
+        out: dict[str, Any] = {
+            "outcome": "queried",
+            "total": query["total"],
+            "matches": query["matches"],
+        }
+        attributions = query.get("attributions") or []
+        if attributions:
+            out["attributions"] = [
+                {"source": item["source"], "paragraph": item.get("paragraph")}
+                for item in attributions
+            ]
+        out["latency_ms"] = query["latency_ms"]
+        return out
+    return {
+        "outcome": query["outcome"],
+        "message": query.get("message", ""),
+        "latency_ms": query["latency_ms"],
+    }
+
+
+def _probe(probe: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "subject_cue": probe["subject_cue"],
+        "label_cue": probe["label_cue"],
+        "object_cue": probe["object_cue"],
+        "subject": _position(probe["subject"]),
+        "label": _position(probe["label"]),
+        "object": _position(probe["object"]),
+    }
+    if probe.get("query") is not None:
+        out["query"] = _query(probe["query"])
+    return out
+
+
+def structural_block(structural: Mapping[str, Any]) -> dict[str, Any]:
+    """``{cues: [CueResolution], associations: [AssociationProbe]}``."""
+    return {
+        "cues": [_cue(cue) for cue in structural.get("cues") or []],
+        "associations": [_probe(probe) for probe in structural.get("associations") or []],
+    }
+
+
+def citation_check_block(check: Mapping[str, Any]) -> dict[str, Any]:
+    """A CitationCheck with its outcome fields inlined, never any text."""
+    out: dict[str, Any] = {
+        "source": check["source"],
+        "paragraph": check["paragraph"],
+        "served": check["served"],
+        "outcome": check["outcome"],
+    }
+    if check["outcome"] == "resolved":
+        section = check.get("section") or {"check": "not_checked"}
+        out["section"] = (
+            {"check": section["check"]}
+            if section["check"] == "not_checked"
+            else {"check": section["check"], "expected": section.get("expected")}
+        )
+        if check.get("quote") is not None:
+            quote = check["quote"]
+            out["quote"] = {"declared": quote["declared"], "matched": quote["matched"]}
+    else:
+        out["code"] = check.get("code")
+        out["message"] = check.get("message", "")
+    out["latency_ms"] = check["latency_ms"]
+    return out
+
+
+def budget_block(budget: Mapping[str, Any]) -> dict[str, Any]:
+    limits = budget["limits"]
+    return {
+        "items_used": budget["items_used"],
+        "bytes_used": budget["bytes_used"],
+        "tokens_used": budget["tokens_used"],
+        "limits": {
+            "max_items": limits["max_items"],
+            "max_bytes": limits["max_bytes"],
+            "max_tokens": limits["max_tokens"],
+        },
+        "omitted_total": budget["omitted_total"],
+    }
+
+
+# ---------------------------------------------------------------------------
+# Case blocks and the whole document
+# ---------------------------------------------------------------------------
+
+
+def _ratio_block(expected: int, matched: int, value: float, matched_key: str) -> dict[str, Any]:
+    return {"expected_total": expected, matched_key: matched, "value": value}
+
+
+def case_block(lane_output: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``cases[]`` entry (§6.6) from a lane output and its row of the cases frame."""
+    block: dict[str, Any] = {"case_id": lane_output["case_id"], "query": lane_output["query"]}
+    cues = list(lane_output.get("cues") or [])
+    if cues:
+        block["cues"] = cues
+    block["limit"] = lane_output["limit"]
+    block["passage"] = passage_block(lane_output["passage"])
+    if lane_output.get("structural") is not None:
+        block["structural"] = structural_block(lane_output["structural"])
+    if row["recall_expected_total"] is not None:
+        block["recall"] = {
+            "recall_at_k": row["recall_at_k"],
+            "mrr": row["mrr"],
+            "ndcg": row["ndcg"],
+            "expected_total": row["recall_expected_total"],
+            "matched": row["recall_matched"],
+        }
+    coverage = {
+        name: {
+            "expected": row[f"coverage_{name}_expected"],
+            "matched": row[f"coverage_{name}_matched"],
+            "value": row[f"coverage_{name}"],
+        }
+        for name in ("concepts", "labels", "associations")
+        if row[f"coverage_{name}_expected"] is not None
+    }
+    if coverage:
+        block["coverage"] = coverage
+    if row["lane_cross_structural_hit"] is not None:
+        block["lane_cross"] = {
+            "structural_hit": row["lane_cross_structural_hit"],
+            "passage_hit": row["lane_cross_passage_hit"],
+        }
+    if row["citations_expected_total"] is not None:
+        block["citations"] = {
+            "recall": _ratio_block(
+                row["citations_expected_total"],
+                row["citations_matched"],
+                row["citations_recall"],
+                "matched",
+            ),
+            "validity": _ratio_block(
+                row["citations_expected_total"],
+                row["citations_valid"],
+                row["citations_locator_validity"],
+                "valid",
+            ),
+            "checks": [citation_check_block(check) for check in lane_output.get("checks") or []],
+        }
+    block["missed"] = list(row["missed"] or [])
+    block["missed_truncated"] = row["missed_truncated"]
+    if lane_output.get("evidence") is not None:
+        block["evidence"] = dict(lane_output["evidence"])
+    if lane_output.get("budget") is not None:
+        block["budget"] = budget_block(lane_output["budget"])
+    if row["diversity_sources"] is not None:
+        block["diversity_sources"] = row["diversity_sources"]
+    return block
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The run-level facts the artifact records besides cases and metrics (§6.3, §6.4).
+
+    ``url`` must already be masked (scheme://host:port). ``embeddings_read``
+    False omits ``corpus.embeddings`` (the GET failed); True writes
+    ``{provider_model}`` (null = the server has no provider).
+    """
+
+    eval_path: str
+    eval_name: str | None
+    context: str
+    url: str
+    out: str
+    generated_at: str
+    revision_before: Mapping[str, int]
+    revision_after: Mapping[str, int]
+    last_write_epoch_before: int
+    last_write_epoch_after: int
+    sources_count: int
+    embeddings_read: bool = True
+    provider_model: str | None = None
+    mode: str = "baseline"
+    budget: Mapping[str, int] | None = None
+    rerank: str | None = None
+    concurrency: int = 8
+    must_refuse: Mapping[str, Any] | None = None
+    thresholds: Mapping[str, Any] | None = None
+    warnings: Sequence[str] = field(default_factory=tuple)
+
+
+def _revision(revision: Mapping[str, int]) -> dict[str, int]:
+    return {key: revision[key] for key in ("graph", "passages", "config")}
+
+
+def inputs_block(context: RunContext, case_count: int) -> dict[str, Any]:
+    inputs: dict[str, Any] = {
+        "eval": {"path": context.eval_path, "name": context.eval_name, "cases": case_count},
+        "context": context.context,
+        "url": context.url,
+        "out": context.out,
+        "default_limit": DEFAULT_LIMIT,
+        "resolve_limit": RESOLVE_LIMIT,
+        "mode": context.mode,
+    }
+    if context.budget is not None:
+        inputs["budget"] = {
+            key: context.budget[key] for key in ("max_items", "max_bytes", "max_tokens")
+        }
+    if context.rerank is not None:
+        inputs["rerank"] = context.rerank
+    inputs["concurrency"] = context.concurrency
+    if context.must_refuse is not None:
+        inputs["must_refuse"] = dict(context.must_refuse)
+    return inputs
+
+
+def corpus_block(context: RunContext) -> dict[str, Any]:
+    before = _revision(context.revision_before)
+    after = _revision(context.revision_after)
+    corpus: dict[str, Any] = {
+        "revision_before": before,
+        "revision_after": after,
+        "stable": before == after,
+        "last_write_epoch_before": context.last_write_epoch_before,
+        "last_write_epoch_after": context.last_write_epoch_after,
+    }
+    if context.embeddings_read:
+        corpus["embeddings"] = {"provider_model": context.provider_model}
+    corpus["sources_count"] = context.sources_count
+    return corpus
+
+
+def build_artifact(
+    context: RunContext,
+    lane_outputs: Sequence[LaneOutput],
+    scores: Scores,
+    *,
+    extra_definitions: Mapping[str, catalog.MetricDefinition] | None = None,
+    extra_metrics: Mapping[str, Mapping[str, Any]] | None = None,
+    case_extras: Mapping[str, Mapping[str, Any]] | None = None,
+    extra_top_level: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The whole evaluation.json document, keys in §6.1 order.
+
+    The ``extra_*``/``case_extras`` hooks carry additive blocks (e.g.
+    ABSTENTION.md §3.8 with ``--must-refuse``): extra definitions/metrics are
+    merged into the sorted maps, ``case_extras[case_id]`` keys are appended to
+    that case's block, and ``extra_top_level`` keys come after ``metrics``.
+    """
+    ordered = sorted(lane_outputs, key=lambda output: output["case_index"])
+    rows = scores.cases.sort("case_index").to_dicts()
+    if len(rows) != len(ordered):
+        raise ValueError("the cases frame and the lane outputs disagree on the case count")
+    metrics = dict(scores.metrics)
+    metrics.update({name: dict(value) for name, value in (extra_metrics or {}).items()})
+    doc: dict[str, Any] = {
+        "taguru_evaluation": STAMP,
+        "generated_at": context.generated_at,
+        "matching": {
+            "normalization": MATCHING["normalization"],
+            "normalized": list(MATCHING["normalized"]),
+            "sources": MATCHING["sources"],
+        },
+        "inputs": inputs_block(context, len(ordered)),
+        "corpus": corpus_block(context),
+        "thresholds": None if context.thresholds is None else dict(context.thresholds),
+        "definitions": catalog.definitions(extra_definitions),
+    }
+    if context.warnings:
+        doc["warnings"] = list(context.warnings)
+    cases = [case_block(output, row) for output, row in zip(ordered, rows, strict=True)]
+    for block in cases:
+        block.update((case_extras or {}).get(block["case_id"], {}))
+    doc["cases"] = cases
+    doc["metrics"] = {name: metrics[name] for name in sorted(metrics)}
+    doc.update(extra_top_level or {})
+    return doc
+
+
+# ---------------------------------------------------------------------------
+# Reading an artifact back (ours or taguru's)
+# ---------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_artifact(text: str, path: str) -> dict[str, Any]:
+    """Parse evaluation.json text; every problem is an InputError naming ``path``."""
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path}: line {exc.lineno}: not valid JSON: {exc.msg}", path=path, line=exc.lineno
+        ) from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}", path=path) from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: not an evaluation.json: expected a JSON object", path=path)
+    stamp = doc.get("taguru_evaluation")
+    if isinstance(stamp, bool) or not isinstance(stamp, int):
+        raise InputError(
+            f"{path}: not an evaluation.json: missing integer 'taguru_evaluation'",
+            path=path,
+            field="taguru_evaluation",
+        )
+    if not 1 <= stamp <= MAX_STAMP:
+        raise InputError(
+            f"{path}: unsupported taguru_evaluation {stamp} (this reader accepts 1..={MAX_STAMP})",
+            path=path,
+            field="taguru_evaluation",
+        )
+    cases = doc.get("cases", [])
+    if not isinstance(cases, list) or not all(isinstance(case, dict) for case in cases):
+        raise InputError(f"{path}: 'cases' must be an array of objects", path=path, field="cases")
+    return doc
+
+
+def read_artifact(path: str | Path) -> dict[str, Any]:
+    """Read an evaluation.json file (strict JSON, stamp checked)."""
+    shown = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {shown}: {exc.strerror or exc}", path=shown) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read {shown}: invalid UTF-8 ({exc.reason})", path=shown) from None
+    return parse_artifact(text, shown)
+
+
+_CUE_ENDPOINT = {
+    "concept": "POST /contexts/{name}/resolve",
+    "label": "POST /contexts/{name}/resolve_label",
+}
+_POSITION_ENDPOINT = {
+    "subject": "POST /contexts/{name}/resolve",
+    "label": "POST /contexts/{name}/resolve_label",
+    "object": "POST /contexts/{name}/resolve",
+}
+
+
+def calls_from_shapes(output: Mapping[str, Any], *, assembly: bool = False) -> list[CallRecord]:
+    """The call records implied by a case's recorded shapes (no HTTP status is known)."""
+    calls: list[CallRecord] = []
+
+    def add(
+        lane: str,
+        endpoint: str,
+        item: int | None,
+        position: str | None,
+        outcome: str,
+        latency: int,
+        error: str | None,
+    ) -> None:
+        calls.append(
+            {
+                "case_index": output["case_index"],
+                "case_id": output["case_id"],
+                "seq": len(calls),
+                "lane": lane,
+                "endpoint": endpoint,
+                "item_index": item,
+                "position": position,
+                "outcome": outcome,
+                "http_status": None,
+                "latency_ms": latency,
+                "error": error,
+            }
+        )
+
+    passage = output["passage"]
+    if assembly:
+        add(
+            "evidence",
+            "POST /contexts/{name}/evidence",
+            None,
+            None,
+            passage["outcome"],
+            passage["latency_ms"],
+            passage.get("message"),
+        )
+    else:
+        add(
+            "passage",
+            "POST /contexts/{name}/sources/search",
+            None,
+            None,
+            passage["outcome"],
+            passage["latency_ms"],
+            passage.get("message"),
+        )
+    structural = output.get("structural")
+    if structural is not None:
+        for index, cue in enumerate(structural.get("cues") or []):
+            add(
+                "coverage",
+                _CUE_ENDPOINT.get(cue.get("kind", "concept"), _CUE_ENDPOINT["concept"]),
+                index,
+                None,
+                "errored" if cue.get("error") is not None else "resolved",
+                cue["latency_ms"],
+                cue.get("error"),
+            )
+        for index, probe in enumerate(structural.get("associations") or []):
+            for position in ("subject", "label", "object"):
+                outcome = probe[position]
+                add(
+                    "association",
+                    _POSITION_ENDPOINT[position],
+                    index,
+                    position,
+                    outcome["outcome"],
+                    outcome["latency_ms"],
+                    outcome.get("message"),
+                )
+            query = probe.get("query")
+            if query is not None:
+                add(
+                    "association",
+                    "POST /contexts/{name}/query",
+                    index,
+                    "query",
+                    query["outcome"],
+                    query["latency_ms"],
+                    query.get("message"),
+                )
+    for index, check in enumerate(output.get("checks") or []):
+        add(
+            "citation",
+            "POST /contexts/{name}/citations",
+            index,
+            None,
+            check["outcome"],
+            check["latency_ms"],
+            check.get("message"),
+        )
+    return calls
+
+
+def _check_lists(case: Mapping[str, Any], index: int) -> None:
+    """Lists the frames explode must really be lists (Polars would null them silently)."""
+    nested = (
+        ("passage", "hits"),
+        ("structural", "cues"),
+        ("structural", "associations"),
+        ("citations", "checks"),
+    )
+    for path in nested:
+        value = _get(case, *path)
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(item, Mapping) for item in value)
+        ):
+            raise TypeError(f"cases[{index}].{'.'.join(path)} must be an array of objects")
+    if not isinstance(case.get("passage"), Mapping):
+        raise TypeError(f"cases[{index}].passage must be an object")
+
+
+def artifact_to_lane_outputs(doc: Mapping[str, Any]) -> list[LaneOutput]:
+    """The lane outputs recorded in an artifact, in case order (calls rebuilt from shapes)."""
+    assembly = (doc.get("inputs") or {}).get("mode") == "assembly"
+    outputs: list[LaneOutput] = []
+    for index, case in enumerate(doc.get("cases") or []):
+        _check_lists(case, index)
+        output: dict[str, Any] = {
+            "case_index": index,
+            "case_id": case["case_id"],
+            "query": case.get("query", ""),
+            "cues": list(case.get("cues") or []),
+            "limit": case.get("limit", DEFAULT_LIMIT),
+            "passage": case["passage"],
+            "checks": list((case.get("citations") or {}).get("checks") or []),
+        }
+        if case.get("structural") is not None:
+            output["structural"] = case["structural"]
+        if case.get("evidence") is not None:
+            output["evidence"] = case["evidence"]
+        if case.get("budget") is not None:
+            output["budget"] = case["budget"]
+        output["calls"] = calls_from_shapes(output, assembly=assembly)
+        outputs.append(cast(LaneOutput, output))
+    return outputs
+
+
+def _get(block: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(block, Mapping):
+            return None
+        block = block.get(key)
+    return block
+
+
+_CASE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "recall_expected_total": ("recall", "expected_total"),
+    "recall_matched": ("recall", "matched"),
+    "recall_at_k": ("recall", "recall_at_k"),
+    "mrr": ("recall", "mrr"),
+    "ndcg": ("recall", "ndcg"),
+    **{
+        column: ("coverage", name, key)
+        for name in ("concepts", "labels", "associations")
+        for column, key in (
+            (f"coverage_{name}_expected", "expected"),
+            (f"coverage_{name}_matched", "matched"),
+            (f"coverage_{name}", "value"),
+        )
+    },
+    "lane_cross_structural_hit": ("lane_cross", "structural_hit"),
+    "lane_cross_passage_hit": ("lane_cross", "passage_hit"),
+    "citations_expected_total": ("citations", "recall", "expected_total"),
+    "citations_matched": ("citations", "recall", "matched"),
+    "citations_recall": ("citations", "recall", "value"),
+    "citations_valid": ("citations", "validity", "valid"),
+    "citations_locator_validity": ("citations", "validity", "value"),
+    "missed": ("missed",),
+    "missed_truncated": ("missed_truncated",),
+    "diversity_sources": ("diversity_sources",),
+    "passage_outcome": ("passage", "outcome"),
+    "passage_latency_ms": ("passage", "latency_ms"),
+    "evidence_latency_ms": ("evidence", "latency_ms"),
+    "budget_items_used": ("budget", "items_used"),
+    "budget_bytes_used": ("budget", "bytes_used"),
+    "budget_tokens_used": ("budget", "tokens_used"),
+    "budget_omitted_total": ("budget", "omitted_total"),
+}
+
+
+def cases_from_artifact(doc: Mapping[str, Any], run_id: str) -> pl.DataFrame:
+    """The per-case frame exactly as the artifact recorded it (nothing is recomputed)."""
+    cases = list(doc.get("cases") or [])
+    columns: dict[str, list[Any]] = {
+        "run_id": [run_id] * len(cases),
+        "case_index": list(range(len(cases))),
+        "case_id": [case.get("case_id") for case in cases],
+        "structural_ran": [case.get("structural") is not None for case in cases],
+    }
+    for column, path in _CASE_COLUMNS.items():
+        columns[column] = [_get(case, *path) for case in cases]
+    columns["missed"] = [list(value or []) for value in columns["missed"]]
+    columns["missed_truncated"] = [value or 0 for value in columns["missed_truncated"]]
+    strict = {name: dtype for name, dtype in CASES.items() if name in columns}
+    return conform(pl.DataFrame(columns, schema=strict, strict=False), CASES)
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A run read back from an evaluation.json: the same frames a live run has."""
+
+    doc: dict[str, Any]
+    lane_outputs: list[LaneOutput]
+    tables: RunTables
+    scores: Scores
+
+
+def tables_from_artifact(
+    doc: Mapping[str, Any], run_id: str | None = None, *, label: str = "evaluation.json"
+) -> LoadedRun:
+    """Rebuild the run's frames from an artifact (ours or taguru's).
+
+    Lane tables go through the same :func:`build_tables` as a live run; the
+    per-case frame and the metrics are the values the artifact recorded. A
+    case block missing a required field or holding a wrongly typed value is
+    an :class:`InputError` naming ``label``.
+    """
+    rid = run_id if run_id is not None else str(doc.get("generated_at", "imported"))
+    try:
+        outputs = artifact_to_lane_outputs(doc)
+        tables = build_tables(outputs, rid)
+        cases = cases_from_artifact(doc, rid)
+    except (KeyError, TypeError, ValueError, AttributeError, pl.exceptions.PolarsError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise InputError(f"{label}: malformed case block: {detail}", path=label) from None
+    metrics = {
+        name: dict(value)
+        for name, value in sorted((doc.get("metrics") or {}).items())
+        if isinstance(value, Mapping)
+    }
+    statistics = {
+        name: str(definition.get("statistic"))
+        for name, definition in (doc.get("definitions") or {}).items()
+        if isinstance(definition, Mapping)
+    }
+    scores = Scores(
+        cases=cases, metrics=metrics, metrics_frame=metrics_frame(metrics, rid, statistics)
+    )
+    return LoadedRun(doc=dict(doc), lane_outputs=outputs, tables=tables, scores=scores)
+
+
+def load_artifact(path: str | Path, run_id: str | None = None) -> LoadedRun:
+    """:func:`read_artifact` then :func:`tables_from_artifact`."""
+    return tables_from_artifact(read_artifact(path), run_id, label=str(path))

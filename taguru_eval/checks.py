@@ -1,0 +1,124 @@
+"""Per-call citation checks and the served set (EVALUATE.md §3.6).
+
+These run inside the citation lane, because the served text is never kept:
+the lane checks a quote against the text it just received and records only
+the outcome. The scorer reads the recorded checks; it never sees text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from taguru_eval.normalize import normalize_entry
+from taguru_eval.tables import CitationCheck, PassageOutcome, SectionCheck, Structural
+from taguru_eval.text import trim, truncate_utf8
+
+NOT_FOUND_STATUS = 404
+
+
+def section_check(expected_present: bool, expected: str | None, actual: str | None) -> SectionCheck:
+    """The recorded section check: ``not_checked`` or ``matched``/``mismatched`` + declared value.
+
+    ``expected_present`` keeps "key absent" (do not check) apart from a
+    declared ``null`` (assert the paragraph lies outside every section). The
+    server's own section value is never recorded.
+    """
+    if not expected_present:
+        return {"check": "not_checked"}
+    return {"check": "matched" if expected == actual else "mismatched", "expected": expected}
+
+
+def quote_matches(quote: str, text: str) -> bool:
+    """True when the folded quote is a code-point substring of the folded text (§3.6, §4.6)."""
+    return normalize_entry(trim(quote)) in normalize_entry(trim(text))
+
+
+def served_set(passage: PassageOutcome, structural: Structural | None) -> set[tuple[str, int]]:
+    """Every searched hit locator plus every queried attribution that names a paragraph."""
+    served: set[tuple[str, int]] = set()
+    if passage.get("outcome") == "searched":
+        served.update((hit["source"], hit["paragraph"]) for hit in passage.get("hits", []))
+    if structural is not None:
+        for probe in structural.get("associations", []):
+            query = probe.get("query")
+            if query is None or query.get("outcome") != "queried":
+                continue
+            for attribution in query.get("attributions", []):
+                paragraph = attribution.get("paragraph")
+                if paragraph is not None:
+                    served.add((attribution["source"], paragraph))
+    return served
+
+
+def _payload_error(payload: object) -> str | None:
+    """Why a /citations payload does not parse, or None when it is well-formed."""
+    if not isinstance(payload, Mapping):
+        return "invalid type: expected an object"
+    for key in ("text", "source"):
+        if key not in payload:
+            return f"missing field `{key}`"
+        if not isinstance(payload[key], str):
+            return f"invalid type for `{key}`: expected a string"
+    section = payload.get("section")
+    if section is not None and not isinstance(section, str):
+        return "invalid type for `section`: expected a string or null"
+    return None
+
+
+def citation_check(
+    *,
+    source: str,
+    paragraph: int,
+    section_expected_present: bool,
+    section_expected: str | None,
+    quote: str | None,
+    served: bool,
+    response: Mapping[str, Any],
+    latency_ms: int,
+) -> CitationCheck:
+    """The CitationCheck of one ``POST /citations`` exchange.
+
+    ``response`` is ``{"status": 200, "body": PAYLOAD}`` for a 200 envelope, or
+    ``{"status": STATUS_OR_None, "code": CODE_OR_None, "message": TEXT}`` for a
+    failure (status ``None`` = transport failure; ``message`` is the client's
+    full failure text, truncated here). A 404's code is kept; any other
+    failure's code is dropped.
+    """
+    status = response.get("status")
+    if status == 200 and "body" in response:
+        payload = response["body"]
+        problem = _payload_error(payload)
+        if problem is None:
+            assert isinstance(payload, Mapping)
+            resolved: CitationCheck = {
+                "source": source,
+                "paragraph": paragraph,
+                "served": served,
+                "outcome": "resolved",
+                "section": section_check(
+                    section_expected_present, section_expected, payload.get("section")
+                ),
+                "latency_ms": latency_ms,
+            }
+            if quote is not None:
+                resolved["quote"] = {
+                    "declared": quote,
+                    "matched": quote_matches(quote, payload["text"]),
+                }
+            return resolved
+        message = f"citation response did not parse: {problem}"
+        code = None
+    else:
+        message = str(response.get("message", ""))
+        code = response.get("code") if status == NOT_FOUND_STATUS else None
+    unresolved: CitationCheck = {
+        "source": source,
+        "paragraph": paragraph,
+        "served": served,
+        "outcome": "unresolved",
+        "code": code if isinstance(code, str) else None,
+        "message": truncate_utf8(message),
+        "latency_ms": latency_ms,
+    }
+    return unresolved

@@ -1,0 +1,642 @@
+"""Scoring (EVALUATE.md §4) and aggregation (§5.2) as Polars expressions.
+
+Everything here is a pure function of the run's tables and the eval set's
+``expected`` frame: matching expectations to hits is a join, per-case values
+are group-by aggregations, and every Distribution goes through
+:mod:`taguru_eval.stats`. No score served by the server is ever read.
+
+Sums whose last bit matters (DCG, IDCG) are sequential ``cum_sum`` folds in
+a fixed order, and ``log2`` comes from the C library (Polars' ``log(2)``
+divides natural logs and differs in the last bit for about a third of the
+integers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import polars as pl
+
+from taguru_eval import catalog
+from taguru_eval.normalize import normalize_entry
+from taguru_eval.stats import (
+    DISTRIBUTION_KEYS,
+    distribution_frame,
+    grouped_sequential_sum,
+    position_in_group,
+    ratio,
+)
+from taguru_eval.tables import CASES, METRICS, RunTables, conform
+
+MISSED_CAP = 3
+POSITIONS = ("subject", "label", "object")
+
+
+class HasExpected(Protocol):
+    """Anything carrying the eval set's ``expected`` frame (``dataset.EvalSet``)."""
+
+    @property
+    def expected(self) -> pl.DataFrame: ...
+
+
+@dataclass(frozen=True)
+class Scores:
+    """The per-case frame (``cases``) and the aggregate metrics of one run."""
+
+    cases: pl.DataFrame
+    metrics: dict[str, dict[str, Any]]
+    metrics_frame: pl.DataFrame
+
+
+# ---------------------------------------------------------------------------
+# Small expression helpers
+# ---------------------------------------------------------------------------
+
+
+def _normalized(column: str) -> pl.Expr:
+    """``normalize_entry`` of a string column (folded once per distinct value)."""
+
+    def fold(series: pl.Series) -> pl.Series:
+        distinct = series.unique().drop_nulls().to_list()
+        mapping = {value: normalize_entry(value) for value in distinct}
+        return series.replace_strict(mapping, default=None, return_dtype=pl.String)
+
+    return pl.col(column).map_batches(fold, return_dtype=pl.String)
+
+
+def _log2_of_position_plus_two(positions: pl.Expr, largest: int) -> pl.Expr:
+    """``log2(position + 2)`` from the C library, for positions ``0..=largest``."""
+    table = {position: math.log2(position + 2) for position in range(max(largest, 0) + 1)}
+    return positions.replace_strict(table, default=None, return_dtype=pl.Float64)
+
+
+def _valid_check() -> pl.Expr:
+    """EVALUATE.md §3.6: resolved, section not mismatched, any declared quote matched."""
+    return (
+        (pl.col("outcome") == "resolved")
+        & (pl.col("section_check").fill_null("") != "mismatched")
+        & (pl.col("quote_declared").is_null() | pl.col("quote_matched").fill_null(False))
+    )
+
+
+def _expected(eval_set: HasExpected) -> pl.DataFrame:
+    frame = eval_set.expected
+    return frame.with_columns(
+        pl.col("case_index").cast(pl.Int32),
+        pl.col("paragraph").cast(pl.Int64),
+        pl.col("relevance").cast(pl.Int64),
+        pl.col("entry_index").cast(pl.Int32),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Per-case blocks
+# ---------------------------------------------------------------------------
+
+
+def _judged_items(
+    expected: pl.DataFrame, searched: pl.DataFrame, hits: pl.DataFrame
+) -> pl.DataFrame:
+    """One row per judged expectation of a searched case with its first satisfying rank.
+
+    A source row with a null paragraph is a wildcard (any paragraph of the
+    source); an entry listing several paragraphs has one row per paragraph
+    and is satisfied by any of them (§4.1, §4.2).
+    """
+    judged = expected.filter((pl.col("kind") == "source") & (pl.col("relevance") >= 1)).join(
+        searched, on="case_index", how="semi"
+    )
+    # The loader writes an entry's paragraph rows next to each other.
+    entry_starts = (pl.col("case_index") != pl.col("case_index").shift(1)) | (
+        pl.col("entry_index") != pl.col("entry_index").shift(1)
+    )
+    items = judged.filter(entry_starts.fill_null(True)).select(
+        "case_index", "entry_index", "source", "relevance"
+    )
+    # Join on a 64-bit hash of (case, source), then keep exact matches only:
+    # hashing once is cheaper than a two-column string join, and the equality
+    # filter makes a hash collision harmless.
+    key = pl.col("source").hash(seed=1) ^ pl.col("case_index").cast(pl.UInt64).hash(seed=2)
+    served = hits.select(
+        key.alias("key"),
+        pl.col("case_index").alias("hit_case_index"),
+        pl.col("source").alias("hit_source"),
+        pl.col("paragraph").alias("hit_paragraph"),
+        "rank",
+    )
+    first_ranks = (
+        judged.with_columns(key.alias("key"))
+        .join(served, on="key", how="inner")
+        .filter(
+            (pl.col("case_index") == pl.col("hit_case_index"))
+            & (pl.col("source") == pl.col("hit_source"))
+            & (pl.col("paragraph").is_null() | (pl.col("paragraph") == pl.col("hit_paragraph")))
+        )
+        .group_by(["case_index", "entry_index"])
+        .agg(pl.col("rank").min().alias("first_rank"))
+    )
+    return items.join(first_ranks, on=["case_index", "entry_index"], how="left")
+
+
+def _recall_blocks(items: pl.DataFrame) -> pl.DataFrame:
+    """recall@k, MRR and graded nDCG per case (EVALUATE.md §4.2)."""
+    ideal = items.sort(["case_index", "relevance"], descending=[False, True]).with_columns(
+        position_in_group("case_index").cast(pl.Int64).alias("ideal_position")
+    )
+    largest = int(
+        max(
+            items.select(pl.col("first_rank").max()).item() or 0,
+            ideal.select(pl.col("ideal_position").max()).item() or 0,
+        )
+    )
+    gains = items.sort(["case_index", "entry_index"]).with_columns(
+        # An unsatisfied item adds 0.0 to the declaration-order fold, which changes nothing.
+        (
+            pl.col("relevance")
+            / _log2_of_position_plus_two(pl.col("first_rank").cast(pl.Int64), largest)
+        )
+        .fill_null(0.0)
+        .alias("gain")
+    )
+    ideal = ideal.with_columns(
+        (pl.col("relevance") / _log2_of_position_plus_two(pl.col("ideal_position"), largest)).alias(
+            "ideal_gain"
+        )
+    )
+    counts = gains.group_by("case_index").agg(
+        pl.len().cast(pl.Int64).alias("recall_expected_total"),
+        pl.col("first_rank").is_not_null().sum().cast(pl.Int64).alias("recall_matched"),
+        pl.col("first_rank").min().alias("best_rank"),
+    )
+    dcg = grouped_sequential_sum(gains, "case_index", "gain", "dcg")
+    idcg = grouped_sequential_sum(ideal, "case_index", "ideal_gain", "idcg")
+    return (
+        counts.join(dcg, on="case_index", how="left")
+        .join(idcg, on="case_index", how="left")
+        .select(
+            "case_index",
+            "recall_expected_total",
+            "recall_matched",
+            (pl.col("recall_matched") / pl.col("recall_expected_total")).alias("recall_at_k"),
+            pl.when(pl.col("best_rank").is_not_null())
+            .then(1.0 / (pl.col("best_rank").cast(pl.Float64) + 1.0))
+            .otherwise(0.0)
+            .alias("mrr"),
+            pl.min_horizontal(pl.col("dcg") / pl.col("idcg"), pl.lit(1.0)).alias("ndcg"),
+        )
+    )
+
+
+def _entry_matches(expected: pl.DataFrame, resolutions: pl.DataFrame) -> pl.DataFrame:
+    """Concept and label entries with ``matched`` (§4.3: equal after normalize_entry)."""
+    names = (
+        resolutions.filter(pl.col("name").is_not_null())
+        .select("case_index", "kind", _normalized("name").alias("key"))
+        .unique()
+        .with_columns(pl.lit(True).alias("matched"))
+    )
+    entries = expected.filter(pl.col("kind").is_in(["concept", "label"])).with_columns(
+        _normalized("text").alias("key")
+    )
+    return (
+        entries.join(names, on=["case_index", "kind", "key"], how="left")
+        .with_columns(pl.col("matched").fill_null(False))
+        .sort(["case_index", "kind", "entry_index"])
+    )
+
+
+def _coverage_blocks(
+    entries: pl.DataFrame, expected: pl.DataFrame, probes: pl.DataFrame
+) -> pl.DataFrame:
+    """Per case: concepts/labels/associations ``expected``/``matched``/value (§4.3, §4.4)."""
+    counts = entries.group_by(["case_index", "kind"]).agg(
+        pl.len().cast(pl.Int64).alias("expected"),
+        pl.col("matched").sum().cast(pl.Int64).alias("matched"),
+    )
+    declared_associations = (
+        expected.filter(pl.col("kind") == "association")
+        .group_by("case_index")
+        .agg(pl.len().cast(pl.Int64).alias("expected"))
+    )
+    covered = probes.group_by("case_index").agg(
+        ((pl.col("query_outcome") == "queried") & (pl.col("query_total") >= 1))
+        .sum()
+        .cast(pl.Int64)
+        .alias("matched"),
+    )
+    associations = (
+        declared_associations.join(covered, on="case_index", how="left")
+        .with_columns(pl.col("matched").fill_null(0), pl.lit("association").alias("kind"))
+        .select("case_index", "kind", "expected", "matched")
+    )
+    blocks = pl.concat([counts.select(associations.columns), associations]).with_columns(
+        (pl.col("matched") / pl.col("expected")).alias("value")
+    )
+    wide = None
+    for kind, name in (
+        ("concept", "concepts"),
+        ("label", "labels"),
+        ("association", "associations"),
+    ):
+        part = blocks.filter(pl.col("kind") == kind).select(
+            "case_index",
+            pl.col("expected").alias(f"coverage_{name}_expected"),
+            pl.col("matched").alias(f"coverage_{name}_matched"),
+            pl.col("value").alias(f"coverage_{name}"),
+        )
+        wide = part if wide is None else wide.join(part, on="case_index", how="full", coalesce=True)
+    assert wide is not None
+    return wide
+
+
+def _citation_blocks(expected: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
+    """Per case declaring citations: recall (served) and validity, never merged (§4.5)."""
+    declared = expected.filter(pl.col("kind") == "citation").select("case_index").unique()
+    per_case = checks.group_by("case_index").agg(
+        pl.len().cast(pl.Int64).alias("citations_expected_total"),
+        pl.col("served").sum().cast(pl.Int64).alias("citations_matched"),
+        _valid_check().sum().cast(pl.Int64).alias("citations_valid"),
+    )
+    return (
+        declared.join(per_case, on="case_index", how="left")
+        .with_columns(
+            pl.col("citations_expected_total").fill_null(0),
+            pl.col("citations_matched").fill_null(0),
+            pl.col("citations_valid").fill_null(0),
+        )
+        .with_columns(
+            (pl.col("citations_matched") / pl.col("citations_expected_total")).alias(
+                "citations_recall"
+            ),
+            (pl.col("citations_valid") / pl.col("citations_expected_total")).alias(
+                "citations_locator_validity"
+            ),
+        )
+    )
+
+
+def _association_why() -> pl.Expr:
+    """The §4.7 reason an association probe is not covered."""
+    errored_positions = pl.concat_list(
+        [
+            pl.when(pl.col(f"{position}_outcome") == "errored").then(
+                pl.format("{}: {}", pl.lit(position), pl.col(f"{position}_message"))
+            )
+            for position in POSITIONS
+        ]
+    ).list.drop_nulls()
+    any_errored = pl.any_horizontal(
+        [pl.col(f"{position}_outcome") == "errored" for position in POSITIONS]
+    )
+    return (
+        pl.when((pl.col("query_outcome") == "queried") & (pl.col("query_total") == 0))
+        .then(pl.lit("query returned no association"))
+        .when(pl.col("query_outcome") == "errored")
+        .then(pl.lit("query errored"))
+        .when(pl.col("query_outcome").is_null() & any_errored)
+        .then(
+            pl.lit("a position could not be resolved due to a transport error: ")
+            + errored_positions.list.join("; ")
+        )
+        .otherwise(pl.lit("query never ran (a position did not pin)"))
+    )
+
+
+_MISSED_COLUMNS = ["case_index", "group", "item", "sub", "text"]
+
+
+def _missed_rows(
+    items: pl.DataFrame, entries: pl.DataFrame, probes: pl.DataFrame, checks: pl.DataFrame
+) -> pl.DataFrame:
+    """Every missed[] entry of every case, with its §4.7 ordering keys."""
+
+    def keyed(frame: pl.DataFrame, group: int, item: str, sub: int, text: pl.Expr) -> pl.DataFrame:
+        return frame.select(
+            pl.col("case_index"),
+            pl.lit(group, dtype=pl.Int32).alias("group"),
+            pl.col(item).cast(pl.Int32).alias("item"),
+            pl.lit(sub, dtype=pl.Int32).alias("sub"),
+            text.alias("text"),
+        )
+
+    sources = keyed(
+        items.filter(pl.col("first_rank").is_null()),
+        1,
+        "entry_index",
+        0,
+        pl.format("expected_sources: '{}' not found among passage hits", pl.col("source")),
+    )
+    unmatched = entries.filter(~pl.col("matched"))
+    concepts = keyed(
+        unmatched.filter(pl.col("kind") == "concept"),
+        2,
+        "entry_index",
+        0,
+        pl.format("expected_concepts: '{}' not resolved", pl.col("text")),
+    )
+    labels = keyed(
+        unmatched.filter(pl.col("kind") == "label"),
+        3,
+        "entry_index",
+        0,
+        pl.format("expected_labels: '{}' not resolved", pl.col("text")),
+    )
+    associations = keyed(
+        probes.filter(
+            ~((pl.col("query_outcome") == "queried") & (pl.col("query_total") >= 1)).fill_null(
+                False
+            )
+        ),
+        4,
+        "association_index",
+        0,
+        pl.format(
+            "expected_associations: ({}, {}, {}) ",
+            pl.col("subject_cue"),
+            pl.col("label_cue"),
+            pl.col("object_cue"),
+        )
+        + _association_why(),
+    )
+    locator = pl.format("expected_citations: ({}, {}) ", pl.col("source"), pl.col("paragraph"))
+    unserved = keyed(
+        checks.filter(~pl.col("served")),
+        5,
+        "citation_index",
+        0,
+        locator + pl.lit("not found among served results"),
+    )
+    invalid = keyed(
+        checks.filter(~_valid_check()),
+        5,
+        "citation_index",
+        1,
+        locator + pl.lit("failed locator validity"),
+    )
+    return pl.concat([sources, concepts, labels, associations, unserved, invalid])
+
+
+def _missed_lists(rows: pl.DataFrame) -> pl.DataFrame:
+    return (
+        rows.sort(["case_index", "group", "item", "sub"])
+        .group_by("case_index", maintain_order=True)
+        .agg(pl.col("text").alias("all_missed"))
+        .select(
+            "case_index",
+            pl.col("all_missed").list.head(MISSED_CAP).alias("missed"),
+            (pl.col("all_missed").list.len().cast(pl.Int64) - MISSED_CAP)
+            .clip(lower_bound=0)
+            .alias("missed_truncated"),
+        )
+    )
+
+
+def score_cases(eval_set: HasExpected, tables: RunTables) -> pl.DataFrame:
+    """The per-case frame (schema ``tables.CASES``), one row per case in case order."""
+    expected = _expected(eval_set)
+    lanes = tables.case_lanes
+    searched = lanes.filter(pl.col("passage_outcome") == "searched").select("case_index")
+
+    items = _judged_items(expected, searched, tables.hits)
+    recall = _recall_blocks(items)
+    entries = _entry_matches(expected, tables.resolutions)
+    coverage = _coverage_blocks(entries, expected, tables.probes)
+    citations = _citation_blocks(expected, tables.citation_checks)
+    missed = _missed_lists(_missed_rows(items, entries, tables.probes, tables.citation_checks))
+    diversity = searched.join(
+        tables.hits.select("case_index", "source")
+        .unique()
+        .group_by("case_index")
+        .agg(pl.len().cast(pl.Int64).alias("diversity_sources")),
+        on="case_index",
+        how="left",
+    ).with_columns(pl.col("diversity_sources").fill_null(0))
+
+    declares = expected.group_by("case_index").agg(
+        ((pl.col("kind") == "source") & (pl.col("relevance") >= 1)).any().alias("declares_source"),
+        pl.col("kind")
+        .is_in(["concept", "label", "association"])
+        .any()
+        .alias("declares_structural"),
+    )
+
+    frame = (
+        lanes.select(
+            "run_id",
+            "case_index",
+            "case_id",
+            "passage_outcome",
+            "passage_latency_ms",
+            "structural_ran",
+            "evidence_latency_ms",
+            "budget_items_used",
+            "budget_bytes_used",
+            "budget_tokens_used",
+            "budget_omitted_total",
+        )
+        .join(declares, on="case_index", how="left")
+        .join(recall, on="case_index", how="left")
+        .join(coverage, on="case_index", how="left")
+        .join(citations, on="case_index", how="left")
+        .join(missed, on="case_index", how="left")
+        .join(diversity, on="case_index", how="left")
+        .sort("case_index")
+    )
+    cross = (
+        pl.col("declares_source").fill_null(False)
+        & pl.col("declares_structural").fill_null(False)
+        & (pl.col("passage_outcome") == "searched")
+    )
+    structural_hit = pl.any_horizontal(
+        [
+            pl.col(f"coverage_{name}_matched").fill_null(0) > 0
+            for name in ("concepts", "labels", "associations")
+        ]
+    )
+    frame = frame.with_columns(
+        pl.when(cross).then(structural_hit).alias("lane_cross_structural_hit"),
+        pl.when(cross)
+        .then(pl.col("recall_matched").fill_null(0) > 0)
+        .alias("lane_cross_passage_hit"),
+        pl.col("missed").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        pl.col("missed_truncated").fill_null(0),
+    )
+    return conform(frame, CASES)
+
+
+# ---------------------------------------------------------------------------
+# Aggregation (§5.2)
+# ---------------------------------------------------------------------------
+
+
+def _samples(metric: str, frame: pl.DataFrame, column: str) -> pl.DataFrame:
+    return frame.select(
+        pl.lit(metric).alias("metric"), pl.col(column).cast(pl.Float64).alias("sample")
+    )
+
+
+def aggregate(
+    cases: pl.DataFrame, tables: RunTables, *, rerank_requested: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The 31 aggregate metrics (keys ascending), from the per-case frame and the tables."""
+    cue_latencies = tables.resolutions.unique(["case_index", "cue_index"], keep="first")
+    probes = tables.probes
+    checks = tables.citation_checks
+    position_latencies = pl.concat(
+        [
+            probes.select(pl.col(f"{position}_latency_ms").alias("latency_ms"))
+            for position in POSITIONS
+        ]
+    )
+    samples = pl.concat(
+        [
+            _samples("latency.passage_ms", cases, "passage_latency_ms"),
+            _samples("latency.resolve_ms", cue_latencies, "latency_ms"),
+            _samples("latency.resolve_ms", position_latencies, "latency_ms"),
+            _samples(
+                "latency.query_ms",
+                probes.filter(pl.col("query_outcome").is_not_null()),
+                "query_latency_ms",
+            ),
+            _samples("recall.recall_at_k", cases, "recall_at_k"),
+            _samples("recall.mrr", cases, "mrr"),
+            _samples("recall.ndcg", cases, "ndcg"),
+            _samples("coverage.concepts", cases, "coverage_concepts"),
+            _samples("coverage.labels", cases, "coverage_labels"),
+            _samples("coverage.associations", cases, "coverage_associations"),
+            _samples("citations.recall", cases, "citations_recall"),
+            _samples("citations.locator_validity", cases, "citations_locator_validity"),
+            _samples("latency.citation_ms", checks, "latency_ms"),
+            _samples("diversity.sources", cases, "diversity_sources"),
+            _samples("latency.evidence_ms", cases, "evidence_latency_ms"),
+            _samples("budget.items_used", cases, "budget_items_used"),
+            _samples("budget.bytes_used", cases, "budget_bytes_used"),
+            _samples("budget.tokens_used", cases, "budget_tokens_used"),
+        ]
+    ).filter(pl.col("sample").is_not_null())
+    distributions = {
+        row["metric"]: {key: row[key] for key in DISTRIBUTION_KEYS}
+        for row in distribution_frame(samples, "sample", ["metric"]).iter_rows(named=True)
+    }
+
+    def count(frame: pl.DataFrame, predicate: pl.Expr) -> int:
+        return int(frame.select(predicate.fill_null(False).sum()).item())
+
+    lane_cross = cases.filter(pl.col("lane_cross_structural_hit").is_not_null())
+    structural_hit = pl.col("lane_cross_structural_hit")
+    passage_hit = pl.col("lane_cross_passage_hit")
+    resolved = pl.col("outcome") == "resolved"
+    unresolved = pl.col("outcome") == "unresolved"
+    code = pl.col("code")
+    section_declared = resolved & pl.col("section_check").is_in(["matched", "mismatched"])
+    quote_declared = resolved & pl.col("quote_declared").is_not_null()
+    lanes = tables.case_lanes
+    budgeted = lanes.filter(pl.col("budget_items_used").is_not_null())
+    budget_numerator = int(
+        budgeted.select(pl.col("budget_omitted_by_budget").fill_null(0).sum()).item()
+    )
+    budget_denominator = int(
+        budgeted.select((pl.col("budget_omitted_total") + pl.col("budget_items_used")).sum()).item()
+    )
+    rerank_population = (
+        lanes.filter(
+            (pl.col("evidence_outcome") == "assembled")
+            & (pl.col("reranker_reason").fill_null("") != "empty_pool")
+        )
+        if rerank_requested
+        else lanes.clear()
+    )
+    ratios = {
+        "passage.failure_rate": ratio(
+            count(cases, pl.col("passage_outcome") == "failed"), cases.height
+        ),
+        "structural.case_rate": ratio(count(cases, pl.col("structural_ran")), cases.height),
+        "citations.resolved": ratio(count(checks, resolved), checks.height),
+        "citations.no_source": ratio(
+            count(checks, unresolved & (code == "no_source")), checks.height
+        ),
+        "citations.no_paragraph": ratio(
+            count(checks, unresolved & (code == "no_paragraph")), checks.height
+        ),
+        "citations.other": ratio(
+            count(
+                checks,
+                unresolved & (code.is_null() | ~code.is_in(["no_source", "no_paragraph"])),
+            ),
+            checks.height,
+        ),
+        "citations.section_match": ratio(
+            count(checks, section_declared & (pl.col("section_check") == "matched")),
+            count(checks, section_declared),
+        ),
+        "citations.quote_match": ratio(
+            count(checks, quote_declared & pl.col("quote_matched")), count(checks, quote_declared)
+        ),
+        "lanes.structural_hit": ratio(count(lane_cross, structural_hit), lane_cross.height),
+        "lanes.passage_hit": ratio(count(lane_cross, passage_hit), lane_cross.height),
+        "lanes.both": ratio(count(lane_cross, structural_hit & passage_hit), lane_cross.height),
+        "lanes.neither": ratio(
+            count(lane_cross, ~structural_hit & ~passage_hit), lane_cross.height
+        ),
+        "budget.omitted_rate": ratio(budget_numerator, budget_denominator),
+        "rerank.ran": ratio(
+            count(rerank_population, pl.col("reranker_ran")), rerank_population.height
+        ),
+    }
+    empty = {key: None for key in DISTRIBUTION_KEYS} | {"n": 0}
+    metrics: dict[str, dict[str, Any]] = {}
+    for name, statistic in sorted(catalog.statistics().items()):
+        if statistic == "distribution":
+            metrics[name] = dict(distributions.get(name, empty))
+        elif name in ratios:
+            metrics[name] = dict(ratios[name])
+        else:
+            raise KeyError(f"no aggregation for catalog metric {name!r}")
+    unknown = (set(distributions) | set(ratios)) - set(metrics)
+    if unknown:
+        raise KeyError(f"aggregated metrics missing from the catalog: {sorted(unknown)}")
+    return metrics
+
+
+def metrics_frame(
+    metrics: Mapping[str, Mapping[str, Any]],
+    run_id: str,
+    statistics: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """The ``metrics`` table: one row per aggregate metric.
+
+    A metric's shape comes from ``statistics`` (e.g. an artifact's own
+    ``definitions``) or the catalog — never from the value's keys.
+    """
+    known: dict[str, str] = {**catalog.statistics(), **(statistics or {})}
+    rows = [
+        {"run_id": run_id, "metric": name, "statistic": known.get(name), **value}
+        for name, value in metrics.items()
+    ]
+    if not rows:
+        return pl.DataFrame(schema=METRICS)
+    return conform(pl.from_dicts(rows, infer_schema_length=None), METRICS)
+
+
+def score_run(
+    eval_set: HasExpected, tables: RunTables, *, rerank_requested: bool = False
+) -> Scores:
+    """Score a run: the per-case frame plus every aggregate metric of the catalog."""
+    cases = score_cases(eval_set, tables)
+    metrics = aggregate(cases, tables, rerank_requested=rerank_requested)
+    return Scores(cases=cases, metrics=metrics, metrics_frame=metrics_frame(metrics, tables.run_id))
+
+
+def lane_cross_line(metrics: dict[str, dict[str, Any]]) -> str | None:
+    """The §3.9 cross-tab console line, or None when no case is in the population."""
+    both = metrics["lanes.both"]
+    if not both["n"]:
+        return None
+    neither = metrics["lanes.neither"]["numerator"]
+    return (
+        f"  lane cross-tab over {both['n']} case(s) declaring both a structural and a source "
+        f"expectation (passage lane completed): {both['numerator']} both, {neither} neither"
+    )
