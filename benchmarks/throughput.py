@@ -1,0 +1,219 @@
+"""Throughput and latency fidelity of run mode against a 50 ms stub server.
+
+Starts its own stub (an aiohttp app on a loopback port, in a child process,
+that answers every route after a fixed 50 ms), then runs the real network
+phase of ``taguru_eval`` (preflight, the cases, the second context read) over
+a synthetic 2,000-case eval set:
+
+* throughput: passage calls per second at ``--concurrency 64`` against the
+  ideal 64 / 0.050 s = 1,280 calls/s (target: at least 80 %);
+* latency fidelity: p50 of ``latency.passage_ms`` at concurrency 64 vs 1
+  (target: within 20 %).
+
+Both transports are measured side by side (httpx's own pool and
+httpx-aiohttp), each figure the median of ``--repeats`` runs. The stub stops
+with the script (and by itself after ``--stub-lifetime`` seconds).
+
+    python benchmarks/throughput.py [--cases 2000] [--concurrency 64] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DELAY_S = 0.050
+CONTEXT = "bench"
+
+
+def _stub_main(port_queue: Any, lifetime_s: float) -> None:
+    """The stub server process: every route answers after DELAY_S."""
+    from aiohttp import web
+
+    entry = {
+        "name": CONTEXT,
+        "description": "",
+        "pinned": False,
+        "loaded": True,
+        "dice_floor": None,
+        "semantic_floor": None,
+        "stats": {},
+        "usage": {"last_write_epoch": 0},
+        "revision": {"graph": 1, "passages": 1, "config": 0},
+        "schema_mode": None,
+    }
+    page = {
+        "plan": {
+            "contexts": [
+                {
+                    "context": CONTEXT,
+                    "lanes": {
+                        "bm25": {"ran": True},
+                        "vector": {"ran": False, "reason": "no embedding provider is configured"},
+                    },
+                }
+            ]
+        },
+        "hits": [
+            {
+                "source": "doc.md",
+                "paragraph": 0,
+                "score": 0.5,
+                "text": "stub paragraph",
+                "lanes": {"bm25": {"rank": 1, "score": 0.5}},
+            }
+        ],
+    }
+
+    def ok(result: object) -> bytes:
+        return json.dumps({"result": result, "status": "ok", "time": 0.0}).encode()
+
+    bodies = {
+        "entry": ok(entry),
+        "embeddings": ok({"provider_model": None}),
+        "sources_first": ok({"total": 1, "sources": ["doc.md"], "entries": []}),
+        "sources_end": ok({"total": 1, "sources": [], "entries": []}),
+        "search": ok(page),
+        "empty": ok([]),
+    }
+
+    async def handle(request: web.Request) -> web.Response:
+        await asyncio.sleep(DELAY_S)
+        path = request.path
+        if path == "/health":
+            body = b'{"status":"ok","version":"0.9.3"}'
+        elif path.endswith("/sources/search"):
+            body = bodies["search"]
+        elif path.endswith("/sources"):
+            body = bodies["sources_end" if "after" in request.query else "sources_first"]
+        elif path.endswith("/embeddings"):
+            body = bodies["embeddings"]
+        elif path.count("/") == 2:
+            body = bodies["entry"]
+        else:
+            body = bodies["empty"]
+        return web.Response(body=body, content_type="application/json")
+
+    async def serve() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=2048)
+        await site.start()
+        port_queue.put(runner.addresses[0][1])
+        await asyncio.sleep(lifetime_s)
+        await runner.cleanup()
+
+    asyncio.run(serve())
+
+
+def _write_eval(directory: Path, cases: int) -> Path:
+    path = directory / "eval.jsonl"
+    lines = [json.dumps({"taguru_eval": 1, "name": "throughput"})]
+    lines.extend(
+        json.dumps(
+            {
+                "case_id": f"c{index:05d}",
+                "query": f"query {index}",
+                "expected_sources": [{"source": "doc.md", "relevance": 1}],
+            }
+        )
+        for index in range(cases)
+    )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _measure(
+    eval_path: Path, port: int, concurrency: int, transport_name: str
+) -> tuple[float, float]:
+    """(passage calls per second, p50 passage latency in ms) of one run."""
+    from taguru_eval.client import make_transport
+    from taguru_eval.console import Console
+    from taguru_eval.options import RunOptions
+    from taguru_eval.prepare import prepare_run
+    from taguru_eval.runner import network_phase
+
+    options = RunOptions(
+        eval_path=str(eval_path),
+        context=CONTEXT,
+        url=f"http://127.0.0.1:{port}",
+        concurrency=concurrency,
+        no_store=True,
+    )
+    prepared = prepare_run(options, {})
+    console = Console(stdout=io.StringIO(), stderr=io.StringIO())
+    transport = make_transport(transport_name, concurrency)  # type: ignore[arg-type]
+    phase = asyncio.run(network_phase(prepared, console=console, transport=transport))
+    seconds = phase.cases_elapsed_s
+    latencies = sorted(output["passage"]["latency_ms"] for output in phase.outputs)
+    rank = (50 * len(latencies) + 99) // 100
+    return len(phase.outputs) / seconds, float(latencies[max(rank, 1) - 1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sequential-cases", type=int, default=200)
+    parser.add_argument("--stub-lifetime", type=float, default=900.0)
+    parser.add_argument("--transports", default="httpx,aiohttp")
+    args = parser.parse_args(argv)
+
+    context = multiprocessing.get_context("spawn")
+    ports = context.Queue()
+    stub = context.Process(target=_stub_main, args=(ports, args.stub_lifetime), daemon=True)
+    stub.start()
+    try:
+        port = ports.get(timeout=30)
+        ideal = args.concurrency / DELAY_S
+        with tempfile.TemporaryDirectory() as tmp:
+            big = _write_eval(Path(tmp), args.cases)
+            small_dir = Path(tmp) / "seq"
+            small_dir.mkdir()
+            small = _write_eval(small_dir, args.sequential_cases)
+            print(
+                f"stub: every route after {DELAY_S * 1000:.0f} ms; {args.cases} cases at "
+                f"--concurrency {args.concurrency} (ideal {ideal:,.0f} calls/s); "
+                f"median of {args.repeats} runs"
+            )
+            for name in args.transports.split(","):
+                rates: list[float] = []
+                p50_parallel: list[float] = []
+                p50_sequential: list[float] = []
+                for _ in range(args.repeats):
+                    rate, p50 = _measure(big, port, args.concurrency, name)
+                    rates.append(rate)
+                    p50_parallel.append(p50)
+                    p50_sequential.append(_measure(small, port, 1, name)[1])
+                rate = statistics.median(rates)
+                par = statistics.median(p50_parallel)
+                seq = statistics.median(p50_sequential)
+                print(
+                    f"{name:8s} {rate:8,.0f} calls/s = {rate / ideal:6.1%} of ideal | "
+                    f"p50 latency.passage_ms: {par:.0f} ms at {args.concurrency} vs "
+                    f"{seq:.0f} ms at 1 = {par / seq - 1:+.1%}"
+                )
+                sys.stdout.flush()
+    finally:
+        stub.terminate()
+        stub.join(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    status = main()
+    print(f"(benchmark took {time.monotonic() - started:.0f} s)")
+    sys.exit(status)

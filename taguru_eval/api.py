@@ -1,0 +1,195 @@
+"""The library API: run an evaluation, or load one, and get Polars frames back.
+
+    import taguru_eval
+    run = taguru_eval.run("eval.jsonl", "sake", url="http://127.0.0.1:8248")
+    run.cases          # one row per case, every per-case metric a column
+    run.metrics        # one row per aggregate metric
+    run.tables.hits    # any lane table (calls, hits, resolutions, …)
+    old = taguru_eval.load_run("runs/context=sake/run=…")   # or any evaluation.json
+    everything = taguru_eval.scan_runs("runs", "metrics")    # one lazy scan over all runs
+
+Works inside Jupyter: when an event loop is already running, the run gets
+its own loop on a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import io
+import os
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import polars as pl
+
+from taguru_eval.artifact import read_artifact, tables_from_artifact
+from taguru_eval.console import Console
+from taguru_eval.errors import InputError
+from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions
+from taguru_eval.prepare import prepare_run
+from taguru_eval.runner import RunResult, execute_async
+from taguru_eval.store import ARTIFACT_NAME, read_tables, scan_runs
+from taguru_eval.tables import ARROW_SCHEMAS as _SCHEMAS
+from taguru_eval.tables import RunTables, conform, polars_schema
+
+T = TypeVar("T")
+
+__all__ = ["Run", "load_run", "run", "scan_runs"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run as frames: the lane tables, the per-case frame, the metrics frame.
+
+    ``doc`` is the evaluation.json document; ``exit_code`` is the code the CLI
+    would have returned (None for a loaded run); ``output`` holds the console
+    lines a library run did not print.
+    """
+
+    run_id: str
+    doc: dict[str, Any]
+    tables: RunTables
+    cases: pl.DataFrame
+    metrics: pl.DataFrame
+    exit_code: int | None = None
+    path: Path | None = None
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def metric_values(self) -> dict[str, Any]:
+        """The artifact's ``metrics`` map (name -> Distribution / Ratio)."""
+        metrics = self.doc.get("metrics") or {}
+        return dict(metrics) if isinstance(metrics, Mapping) else {}
+
+    def table(self, name: str) -> pl.DataFrame:
+        """Any table by name: a lane table, ``cases`` or ``metrics``."""
+        if name == "cases":
+            return self.cases
+        if name == "metrics":
+            return self.metrics
+        frames = self.tables.frames()
+        if name not in frames:
+            raise KeyError(f"no table '{name}' (have: {', '.join([*frames, 'cases', 'metrics'])})")
+        return frames[name]
+
+
+def _run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run``, or on a worker thread when a loop already runs (Jupyter)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def run(
+    eval_path: str | os.PathLike[str],
+    context: str,
+    *,
+    url: str | None = None,
+    config: str | None = None,
+    out: str | os.PathLike[str] = DEFAULT_OUT,
+    thresholds: str | os.PathLike[str] | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    store: str | os.PathLike[str] | None = None,
+    no_store: bool = False,
+    env: Mapping[str, str] | None = None,
+    verbose: bool = False,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Run:
+    """Evaluate ``context`` with ``eval_path`` exactly as the CLI run mode does.
+
+    Writes ``out`` (evaluation.json) and, unless ``no_store``, the run into the
+    Parquet store (``store``, default ``runs/``). Bad input raises
+    ``InputError``/``UsageError``; an incomplete run raises ``RunError``.
+    ``verbose`` prints the console lines; otherwise they are in ``Run.output``.
+    """
+    if concurrency < 1:
+        raise InputError("concurrency must be a positive integer")
+    options = RunOptions(
+        eval_path=os.fspath(eval_path),
+        context=context,
+        url=None if url is None else url.rstrip("/"),
+        config=config,
+        out=os.fspath(out),
+        thresholds=None if thresholds is None else os.fspath(thresholds),
+        concurrency=concurrency,
+        store_dir=None if store is None else os.fspath(store),
+        no_store=no_store,
+    )
+    captured = io.StringIO()
+    console = Console() if verbose else Console(stdout=captured, stderr=captured)
+    prepared = prepare_run(options, env, stderr=console.err)
+    result = _run_coroutine(execute_async(prepared, console=console, transport=transport))
+    return _from_result(result, captured.getvalue().splitlines())
+
+
+def _from_result(result: RunResult, output: list[str]) -> Run:
+    return Run(
+        run_id=result.run_id,
+        doc=result.doc,
+        tables=result.tables,
+        cases=result.scores.cases,
+        metrics=result.scores.metrics_frame,
+        exit_code=result.exit_code,
+        path=result.store_path,
+        output=output,
+    )
+
+
+def load_run(path: str | os.PathLike[str]) -> Run:
+    """Read a stored run directory, or any evaluation.json (ours or taguru's).
+
+    A store directory's Parquet files are read as written; a bare
+    evaluation.json is rebuilt into the same frames through the artifact reader.
+    """
+    target = Path(path)
+    if target.is_dir():
+        return _load_stored(target)
+    loaded = tables_from_artifact(read_artifact(target))
+    return Run(
+        run_id=loaded.tables.run_id,
+        doc=loaded.doc,
+        tables=loaded.tables,
+        cases=loaded.scores.cases,
+        metrics=loaded.scores.metrics_frame,
+        path=target,
+    )
+
+
+def _load_stored(directory: Path) -> Run:
+    artifact = directory / ARTIFACT_NAME
+    if not artifact.is_file():
+        raise InputError(f"{directory}: not a stored run (no {ARTIFACT_NAME})", path=str(directory))
+    doc = read_artifact(artifact)
+    frames = read_tables(directory)
+    run_id = directory.name.removeprefix("run=")
+
+    def frame(name: str) -> pl.DataFrame:
+        schema = polars_schema(_SCHEMAS[name])
+        found = frames.get(name)
+        return conform(found, schema) if found is not None else pl.DataFrame(schema=schema)
+
+    tables = RunTables(
+        run_id=run_id,
+        case_lanes=frame("case_lanes"),
+        calls=frame("calls"),
+        hits=frame("hits"),
+        resolutions=frame("resolutions"),
+        probes=frame("probes"),
+        attributions=frame("attributions"),
+        citation_checks=frame("citation_checks"),
+    )
+    return Run(
+        run_id=run_id,
+        doc=doc,
+        tables=tables,
+        cases=frame("cases"),
+        metrics=frame("metrics"),
+        path=directory,
+    )

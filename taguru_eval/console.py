@@ -1,0 +1,162 @@
+"""Run mode's console: where lines go, the §3.9 summary, a terminal progress bar.
+
+The summary is read from the finished run (the artifact's case blocks, the
+scorer's frames and metrics); nothing here computes a metric.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import polars as pl
+
+from taguru_eval.gate import UNSTABLE_CORPUS_WARNING_LINE
+from taguru_eval.prepare import PreparedRun
+from taguru_eval.score import Scores, lane_cross_line
+from taguru_eval.tables import RunTables
+
+Progress = Callable[[int, int], None]
+"""Called with (cases done, cases total) after each case finishes."""
+
+
+@dataclass
+class Console:
+    """Where run output goes (stdout summary, stderr diagnostics)."""
+
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+
+    def out(self, line: str) -> None:
+        print(line, file=self.stdout, flush=True)
+
+    def err(self, line: str) -> None:
+        print(line, file=self.stderr, flush=True)
+
+
+def _mean(metric: Mapping[str, Any]) -> float:
+    value = metric.get("mean")
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def summary_lines(
+    prepared: PreparedRun, doc: Mapping[str, Any], scores: Scores, tables: RunTables
+) -> list[str]:
+    """The §3.9 stdout summary up to (not including) the ``wrote`` line."""
+    context = prepared.options.context
+    metrics = scores.metrics
+    cases = scores.cases
+    total = cases.height
+    failed = cases.filter(pl.col("passage_outcome") == "failed").height
+    structural = cases.filter(pl.col("structural_ran")).height
+    positions = tables.probes.select(
+        pl.concat_list([f"{p}_outcome" for p in ("subject", "label", "object")]).alias("outcome")
+    ).explode("outcome")
+    ambiguous = positions.filter(pl.col("outcome") == "ambiguous").height
+    not_found = positions.filter(pl.col("outcome") == "not_found").height
+    lines = [
+        f"taguru evaluate: {prepared.masked_url} / context '{context}'",
+        f"  {total} case(s) — passage: {total - failed} ok, {failed} failed; structural lane "
+        f"ran on {structural} case(s) ({ambiguous} ambiguous, {not_found} not-found position(s))",
+    ]
+    recall = metrics["recall.recall_at_k"]
+    if recall["n"]:
+        lines.append(
+            f"  recall over {recall['n']} case(s): mean recall@k {_mean(recall):.3f}, "
+            f"mean MRR {_mean(metrics['recall.mrr']):.3f}, "
+            f"mean nDCG {_mean(metrics['recall.ndcg']):.3f}"
+        )
+    cross = lane_cross_line(metrics)
+    if cross is not None:
+        lines.append(cross)
+    citations = metrics["citations.recall"]
+    if citations["n"]:
+        lines.append(
+            f"  citations over {citations['n']} case(s): mean recall {_mean(citations):.3f}, "
+            f"mean locator validity {_mean(metrics['citations.locator_validity']):.3f}"
+        )
+        invalid = [
+            check
+            for case in doc["cases"]
+            for check in (case.get("citations") or {}).get("checks", [])
+            if not _valid(check)
+        ]
+        for check in invalid[:3]:
+            # Interpolated raw, as the reference's format string does (no JSON escaping).
+            body = f'{{"source": "{check["source"]}", "paragraph": {check["paragraph"]}}}'
+            lines.append(
+                f"    invalid locator — reproduce with: POST /contexts/{context}/citations {body}"
+            )
+        if len(invalid) > 3:
+            lines.append(f"    ... and {len(invalid) - 3} more invalid locator(s)")
+    lines.extend(_budget_lines(prepared, metrics))
+    if not doc["corpus"]["stable"]:
+        lines.append(UNSTABLE_CORPUS_WARNING_LINE)
+    return lines
+
+
+def _valid(check: Mapping[str, Any]) -> bool:
+    """§3.6: resolved, section not mismatched, quote (if declared) matched."""
+    if check.get("outcome") != "resolved":
+        return False
+    if (check.get("section") or {}).get("check") == "mismatched":
+        return False
+    quote = check.get("quote")
+    return quote is None or bool(quote.get("matched"))
+
+
+def _budget_lines(prepared: PreparedRun, metrics: Mapping[str, Any]) -> list[str]:
+    """§7.5: budget, diversity and rerank lines."""
+    lines: list[str] = []
+    if prepared.options.records_budget:
+        items = metrics["budget.items_used"]
+
+        def one(metric: Mapping[str, Any]) -> str:
+            return "n/a" if not metric["n"] else f"{_mean(metric):.1f}"
+
+        rate = metrics["budget.omitted_rate"]["value"]
+        lines.append(
+            f"  budget over {items['n']} case(s): mean {one(items)} item(s) / "
+            f"{one(metrics['budget.bytes_used'])} byte(s) / "
+            f"{one(metrics['budget.tokens_used'])} token(s) used, budget-omitted rate "
+            f"{'n/a' if rate is None else f'{rate:.3f}'}"
+        )
+    diversity = metrics["diversity.sources"]
+    if diversity["n"]:
+        lines.append(
+            f"  diversity over {diversity['n']} case(s): mean {_mean(diversity):.1f} distinct "
+            "source(s) in admitted evidence"
+        )
+    if prepared.options.rerank is not None:
+        rerank = metrics["rerank.ran"]
+        attempted = rerank["n"]
+        ran = rerank["numerator"] or 0
+        lines.append(
+            f"  rerank '{prepared.options.rerank}' over {attempted} attempted case(s): "
+            f"{ran} ran, {attempted - ran} degraded"
+        )
+    return lines
+
+
+class ProgressBar:
+    """A one-line progress bar on a terminal (never written to a pipe or file)."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def __call__(self, done: int, total: int) -> None:
+        filled = self.WIDTH if total == 0 else self.WIDTH * done // total
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        end = "\n" if done >= total else ""
+        self.stream.write(f"\r  [{bar}] {done}/{total} case(s){end}")
+        self.stream.flush()
+
+
+def terminal_progress(stream: TextIO) -> Progress | None:
+    """A progress bar when ``stream`` is a terminal, else None."""
+    isatty = getattr(stream, "isatty", None)
+    return ProgressBar(stream) if callable(isatty) and isatty() else None
