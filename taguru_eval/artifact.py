@@ -14,11 +14,8 @@ its own because :mod:`json` formats every float with ``float.__repr__``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +25,7 @@ import polars as pl
 
 from taguru_eval import catalog
 from taguru_eval.errors import InputError, RunError
+from taguru_eval.files import write_bytes_atomic
 from taguru_eval.score import Scores, metrics_frame
 from taguru_eval.tables import (
     CASES,
@@ -181,35 +179,10 @@ def write_json_atomic(path: str | Path, doc: Any) -> None:
         payload = dumps(doc).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise RunError(f"writing {path}: {exc}") from None
-    directory = target.parent if str(target.parent) else Path(".")
-    temp_name: str | None = None
     try:
-        fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp_name, target)
-        temp_name = None
-        _fsync_directory(directory)
+        write_bytes_atomic(target, payload)
     except OSError as exc:
         raise RunError(f"writing {path}: {exc.strerror or exc}") from None
-    finally:
-        if temp_name is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp_name)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # ---------------------------------------------------------------------------

@@ -34,7 +34,7 @@ EXIT_INTERRUPTED: Final = 130
 SUBCOMMANDS: dict[str, str] = {
     "compare": "taguru_eval.compare:main",
     "serve": "taguru_eval.refserver.serve:main",
-    "demo": "taguru_eval.runner:demo_main",
+    "demo": "taguru_eval.demo:demo_main",
     "report": "taguru_eval.report:main",
     "ingest": "taguru_eval.ingest:main",
     "import-golden": "taguru_eval.golden:main",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TextIO
@@ -179,25 +178,3 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         return EXIT_RUN_FAILED
     out_stream.write(comparison.summary(args.out))
     return EXIT_OK
-
-
-class _CallableModule(types.ModuleType):
-    """Lets ``taguru_eval.compare(base, head)`` work as DESIGN.md promises.
-
-    The package attribute ``taguru_eval.compare`` is this module once it has
-    been imported (Python binds submodules onto their package), so the module
-    itself forwards a call to :func:`compare` instead of shadowing it.
-    """
-
-    def __call__(
-        self,
-        base: Side,
-        head: Side,
-        *,
-        base_label: str | None = None,
-        head_label: str | None = None,
-    ) -> Comparison:
-        return compare(base, head, base_label=base_label, head_label=head_label)
-
-
-sys.modules[__name__].__class__ = _CallableModule

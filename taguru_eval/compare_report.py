@@ -9,11 +9,9 @@ line. The terminal summary is §6.10.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import tempfile
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
@@ -26,6 +24,7 @@ from taguru_eval.compare_classify import (
     direction_column,
     head_column,
 )
+from taguru_eval.files import write_bytes_atomic
 
 if TYPE_CHECKING:
     from taguru_eval.compare_classify import Comparison
@@ -156,17 +155,7 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` through a temp file in the same
     directory and a rename; on failure nothing is left behind and the
     ``OSError`` propagates. A missing directory is not created (§1.3)."""
-    target = os.fspath(path)
-    directory = os.path.dirname(target) or "."
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=".changes-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def _fixed3(value: float) -> str:

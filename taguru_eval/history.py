@@ -34,6 +34,7 @@ from urllib.parse import quote
 import httpx
 
 from taguru_eval.errors import RunError
+from taguru_eval.files import write_bytes_atomic
 
 if TYPE_CHECKING:
     from taguru_eval.api import Run
@@ -270,8 +271,8 @@ def demo_history(
     if runs < 1:
         raise ValueError(f"--runs needs at least one run (got {runs})")
     from taguru_eval.api import run as evaluate
+    from taguru_eval.demo import demo_data_dir
     from taguru_eval.refserver.serve import running_server
-    from taguru_eval.runner import demo_data_dir
 
     data = Path(data_dir) if data_dir is not None else demo_data_dir()
     folder = data / context
@@ -295,5 +296,5 @@ def demo_history(
             if on_run is not None:
                 on_run(index, result)
     last = target / f"evaluation-{runs}.json"
-    (target / "evaluation.json").write_bytes(last.read_bytes())
+    write_bytes_atomic(target / "evaluation.json", last.read_bytes())
     return store

@@ -15,13 +15,10 @@ artifact itself, so any evaluation.json can be reported on.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import html
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +30,7 @@ from taguru_eval import charts, drift
 from taguru_eval.compare import compare
 from taguru_eval.compare_load import read_view
 from taguru_eval.errors import EXIT_OK, RunError, TaguruEvalError, UsageError
+from taguru_eval.files import write_bytes_atomic
 from taguru_eval.ingest import tables_from_document
 from taguru_eval.store import ARTIFACT_NAME
 
@@ -484,23 +482,7 @@ def build_report(
 
 def write_report(path: str | Path, text: str) -> None:
     """Write the report atomically (temp file in the same directory, then rename)."""
-    target = os.fspath(path)
-    directory = os.path.dirname(target) or "."
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=".report-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp creates 0600; a report is meant to be shared like any output file.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o666 & ~umask)
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def parse_args(argv: Sequence[str]) -> ReportArgs | None:

@@ -413,7 +413,9 @@ METRICS_SCHEMA = pa.schema(
 
 def polars_schema(schema: pa.Schema) -> pl.Schema:
     """The Polars schema of an Arrow schema (the one derivation used everywhere)."""
-    frame = pl.from_arrow(schema.empty_table())
+    # Not ``schema.empty_table()``: that drags pandas in through pyarrow's
+    # pandas metadata hook, and the package promises a pandas-free import.
+    frame = pl.from_arrow(pa.Table.from_batches([], schema=schema))
     assert isinstance(frame, pl.DataFrame)
     return frame.schema
 

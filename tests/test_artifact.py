@@ -12,7 +12,7 @@ from conftest import vector_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taguru_eval import artifact
+from taguru_eval import artifact, files
 from taguru_eval.artifact import (
     F32,
     RunContext,
@@ -432,7 +432,7 @@ def test_atomic_write_keeps_the_old_file_when_the_rename_fails(
     def refuse(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(artifact.os, "replace", refuse)
+    monkeypatch.setattr(files.os, "replace", refuse)
     with pytest.raises(RunError, match="No space left on device"):
         write_json_atomic(out, {"a": 1})
     assert out.read_text(encoding="utf-8") == "old"
@@ -447,7 +447,7 @@ def test_atomic_write_interrupted_leaves_no_temp(
     def interrupt(fd: int) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(artifact.os, "fsync", interrupt)
+    monkeypatch.setattr(files.os, "fsync", interrupt)
     with pytest.raises(KeyboardInterrupt):
         write_json_atomic(out, {"a": 1})
     assert list(tmp_path.iterdir()) == []
