@@ -15,7 +15,6 @@ its own because :mod:`json` formats every float with ``float.__repr__``.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from taguru_eval.tables import (
     build_tables,
     conform,
 )
-from taguru_eval.text import to_f32
+from taguru_eval.text import F32, json_f32, json_f64
 
 STAMP = 1
 MAX_STAMP = 1
@@ -54,64 +53,8 @@ MATCHING: dict[str, Any] = {
 # ---------------------------------------------------------------------------
 
 
-class F32(float):
-    """A float that is a binary32 value and is printed as one."""
-
-    def __new__(cls, value: float) -> F32:
-        return super().__new__(cls, to_f32(float(value)))
-
-
-def _round_trips(text: str, value: float) -> bool:
-    try:
-        return to_f32(float(text)) == value
-    except OverflowError:  # a short candidate above binary32's largest finite value
-        return False
-
-
-def _shortest_f32_digits(value: float) -> tuple[str, int]:
-    """Digits ``D`` and exponent ``k`` (value = D x 10^k) of the shortest binary32 round trip."""
-    for precision in range(1, 10):
-        text = f"{value:.{precision - 1}e}"
-        if _round_trips(text, value):
-            break
-    mantissa, exponent = text.split("e")
-    digits = mantissa.replace(".", "").lstrip("-")
-    exp = int(exponent) - (len(digits) - 1)
-    stripped = digits.rstrip("0")
-    exp += len(digits) - len(stripped)
-    return stripped, exp
-
-
-def format_f32(value: float) -> str:
-    """The reference's binary32 spelling (EVALUATE.md §7.3.3); non-finite -> ``null``."""
-    f32 = to_f32(value)
-    if not math.isfinite(f32):
-        return "null"
-    if f32 == 0.0:
-        return "-0.0" if math.copysign(1.0, f32) < 0 else "0.0"
-    sign = "-" if f32 < 0 else ""
-    digits, k = _shortest_f32_digits(abs(f32))
-    length = len(digits)
-    kk = length + k
-    if k >= 0 and kk <= 13:
-        body = digits + "0" * k + ".0"
-    elif 0 < kk <= 13:
-        body = digits[:kk] + "." + digits[kk:]
-    elif -6 < kk <= 0:
-        body = "0." + "0" * (-kk) + digits
-    elif length == 1:
-        body = f"{digits}e{kk - 1}"
-    else:
-        body = f"{digits[0]}.{digits[1:]}e{kk - 1}"
-    return sign + body
-
-
 def _format_float(value: float) -> str:
-    if isinstance(value, F32):
-        return format_f32(value)
-    if not math.isfinite(value):
-        return "null"
-    return repr(float(value))
+    return json_f32(value) if isinstance(value, F32) else json_f64(value)
 
 
 # ---------------------------------------------------------------------------

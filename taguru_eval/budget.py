@@ -15,57 +15,13 @@ not Python's ``repr`` of the widened double.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from taguru_eval.tables import LaneScore
-from taguru_eval.text import to_f32
+from taguru_eval.text import json_f32, json_f64
 
 _ASCII_LIMIT = 0x80
-
-
-def format_f32(value: float) -> str:
-    """The reference's shortest-round-trip spelling of a binary32 value."""
-    f32 = to_f32(value)
-    if math.isnan(f32) or math.isinf(f32):
-        return "null"
-    if f32 == 0.0:
-        return "-0.0" if math.copysign(1.0, f32) < 0 else "0.0"
-    sign = "-" if f32 < 0 else ""
-    digits, exponent = _shortest_digits(abs(f32))
-    length = len(digits)
-    kk = exponent + 1  # value = 0.D × 10^kk
-    k = kk - length
-    if k >= 0 and kk <= 13:
-        text = digits + "0" * k + ".0"
-    elif 0 < kk <= 13:
-        text = digits[:kk] + "." + digits[kk:]
-    elif -6 < kk <= 0:
-        text = "0." + "0" * (-kk) + digits
-    elif length == 1:
-        text = f"{digits}e{kk - 1}"
-    else:
-        text = f"{digits[0]}.{digits[1:]}e{kk - 1}"
-    return sign + text
-
-
-def _shortest_digits(value: float) -> tuple[str, int]:
-    """(significant digits without trailing zeros, decimal exponent of the first digit)."""
-    for precision in range(1, 10):
-        candidate = f"{value:.{precision - 1}e}"
-        if _round_trips(float(candidate), value):
-            break
-    mantissa, _, exponent = candidate.partition("e")
-    digits = mantissa.replace(".", "").rstrip("0") or "0"
-    return digits, int(exponent)
-
-
-def _round_trips(candidate: float, value: float) -> bool:
-    try:
-        return to_f32(candidate) == value
-    except OverflowError:  # a rounded-up spelling beyond binary32's range
-        return False
 
 
 def quarters(text: str) -> int:
@@ -101,7 +57,7 @@ def compact_json(value: object, f32_fields: Iterable[str] = ()) -> str:
         if isinstance(item, int):
             return str(item)
         if isinstance(item, float):
-            return format_f32(item) if as_f32 else _f64(item)
+            return json_f32(item) if as_f32 else json_f64(item)
         if isinstance(item, str):
             return _string(item)
         if isinstance(item, Mapping):
@@ -112,13 +68,6 @@ def compact_json(value: object, f32_fields: Iterable[str] = ()) -> str:
         raise TypeError(f"cannot measure {type(item).__name__}")
 
     return emit(value, False)
-
-
-def _f64(value: float) -> str:
-    if math.isnan(value) or math.isinf(value):
-        return "null"
-    text = repr(value)
-    return text if ("." in text or "e" in text) else text + ".0"
 
 
 def measure(text: str) -> tuple[int, int]:
@@ -150,7 +99,7 @@ def passage_envelope(context: str, hit: MeasuredHit, rank: int) -> str:
     """The compact evidence envelope of the hit at 1-based ``rank`` (§7.3.1)."""
     lanes = ",".join(
         f'"{lane}":{{"rank":{int(hit.lanes[lane]["rank"])},'
-        f'"score":{format_f32(float(hit.lanes[lane]["score"]))}}}'
+        f'"score":{json_f32(float(hit.lanes[lane]["score"]))}}}'
         for lane in ("bm25", "vector")
         if lane in hit.lanes
     )
@@ -159,7 +108,7 @@ def passage_envelope(context: str, hit: MeasuredHit, rank: int) -> str:
         f'{{"candidate_id":{candidate},"kind":"passage","fused_rank":{rank},'
         f'"lane_ranks":[{{"lane":"{lane_name(hit.lanes)}","rank":{rank}}}],'
         f'"citation_refs":[],"passage":{{"source":{_string(hit.source)},'
-        f'"paragraph":{hit.paragraph},"score":{format_f32(hit.score)},'
+        f'"paragraph":{hit.paragraph},"score":{json_f32(hit.score)},'
         f'"text":{_string(hit.text)},"lanes":{{{lanes}}}}}}}'
     )
 

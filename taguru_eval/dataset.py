@@ -61,7 +61,7 @@ import polars as pl
 
 from taguru_eval import jsonstrict as js
 from taguru_eval.errors import InputError, os_error_text
-from taguru_eval.text import format_f32, split_lines, trim
+from taguru_eval.text import display_f32, split_lines, trim
 
 DEFAULT_LIMIT: Final = 10
 MAX_LIMIT: Final = 1000
@@ -468,7 +468,7 @@ class _CaseLoader:
         floor = self._typed(in_case, options.get("floor"), "options.floor", js.read_f32)
         if floor is not None and not 0.0 <= floor <= 1.0:
             raise self.fail(
-                f"{in_case}: options.floor must be 0.0..=1.0, got {format_f32(floor)}",
+                f"{in_case}: options.floor must be 0.0..=1.0, got {display_f32(floor)}",
                 "options.floor",
             )
         tags = self._typed(in_case, options.get("tags"), "options.tags", js.read_str_array) or []

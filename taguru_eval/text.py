@@ -7,7 +7,11 @@ whitespace or line breaks), so these helpers pin the reference's rules once.
 
 from __future__ import annotations
 
+import json
+import math
 import struct
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
 
 # Unicode White_Space, which is what Rust's str::trim removes (EVALUATE.md §0.2).
 WHITE_SPACE = (
@@ -57,37 +61,159 @@ def truncate_utf8(message: str, limit: int = ERROR_BYTES_LIMIT) -> str:
 
 
 def to_f32(value: float) -> float:
-    """Round a Python float to the nearest IEEE-754 binary32 value."""
-    result: float = struct.unpack("<f", struct.pack("<f", value))[0]
+    """Round a Python float to the nearest IEEE-754 binary32 value (Rust's ``as f32``).
+
+    Values that round past binary32's largest finite value become infinite,
+    as the cast does, where ``struct`` would raise.
+    """
+    try:
+        result: float = struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
     return result
 
 
-def format_f32(value: float) -> str:
-    """Shortest decimal text that round-trips ``value`` as a binary32.
+class F32(float):
+    """A float that is a binary32 value and is spelled as one when serialised.
 
-    Integral values keep no decimal point and no exponent is ever used, which is
-    how the reference prints an f32 in messages (``1.5``, ``2``, ``-0.5``).
+    Scores and floors are f32 on the wire; spelling them from their binary32
+    value gives ``0.86304635`` where the widened double would print
+    ``0.8630463480949402`` (EVALUATE.md §6.9, §7.3.3).
     """
+
+    def __new__(cls, value: float) -> F32:
+        return super().__new__(cls, to_f32(float(value)))
+
+
+# serde_json (ryu) switches to exponent form outside these decimal-point positions.
+_F32_POSITIONS = (-6, 13)
+_F64_POSITIONS = (-5, 16)
+
+
+def json_f32(value: float) -> str:
+    """serde_json's spelling of a binary32: shortest round-trip digits, ``1.0``, ``1e-7``."""
     f32 = to_f32(value)
-    if f32 != f32 or f32 in (float("inf"), float("-inf")):
-        return repr(f32)
-    for digits in range(1, 10):
-        candidate = f"{f32:.{digits}g}"
-        if to_f32(float(candidate)) == f32:
-            text = _plain_decimal(candidate)
-            break
-    else:  # pragma: no cover - 9 significant digits always round-trip a binary32
-        text = _plain_decimal(repr(f32))
-    return text
+    if not math.isfinite(f32):
+        return "null"
+    return _ryu_layout(_shortest_f32_text(f32), *_F32_POSITIONS)
+
+
+def json_f64(value: float) -> str:
+    """serde_json's spelling of an f64 (HTTP.md §8.2): ``1e16``, not Python's ``1e+16``."""
+    if not math.isfinite(value):
+        return "null"
+    return _ryu_layout(repr(float(value)), *_F64_POSITIONS)
+
+
+def display_f32(value: float) -> str:
+    """Rust's ``Display`` of an f32, used in messages: ``1.5``, ``2``, ``0.0000001``."""
+    f32 = to_f32(value)
+    if not math.isfinite(f32):
+        return _display_non_finite(f32)
+    return _plain_decimal(_shortest_f32_text(f32))
+
+
+def display_f64(value: float) -> str:
+    """Rust's ``Display`` of an f64, used in messages: ``0.9``, ``3``, ``inf``, ``NaN``."""
+    if not math.isfinite(value):
+        return _display_non_finite(value)
+    return _plain_decimal(repr(float(value)))
+
+
+def _display_non_finite(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    return "inf" if value > 0 else "-inf"
+
+
+def _shortest_f32_text(f32: float) -> str:
+    """The shortest ``%e`` text that reads back as the same binary32."""
+    for precision in range(1, 10):
+        candidate = f"{f32:.{precision - 1}e}"
+        try:
+            if to_f32(float(candidate)) == f32:
+                return candidate
+        except OverflowError:  # a short rounding above binary32's largest finite value
+            continue
+    return repr(f32)  # pragma: no cover - 9 significant digits always round-trip
 
 
 def _plain_decimal(text: str) -> str:
-    """Rewrite ``1e-05``-style text as a plain decimal, and ``2.0`` as ``2``."""
-    from decimal import Decimal
-
+    """Positional decimal without a trailing ``.0`` (``2``, ``-0.5``, ``0.0000001``)."""
     plain = format(Decimal(text), "f")
     if "." in plain:
         plain = plain.rstrip("0").rstrip(".")
-    if plain in ("-0", ""):
-        plain = "-0" if text.startswith("-") else "0"
     return plain
+
+
+def _ryu_layout(text: str, min_point: int, max_point: int) -> str:
+    """Lay shortest digits out as ryu does: plain decimal inside the window, else ``1.5e-7``."""
+    sign = "-" if text.startswith("-") else ""
+    mantissa, _, exponent_text = text.lstrip("-").lower().partition("e")
+    exponent = int(exponent_text) if exponent_text else 0
+    whole, _, fraction = mantissa.partition(".")
+    all_digits = whole + fraction
+    digits = all_digits.lstrip("0")
+    if not digits:
+        return f"{sign}0.0"
+    # value = 0.<digits> * 10^point once leading zeros are gone.
+    point = len(whole) + exponent - (len(all_digits) - len(digits))
+    digits = digits.rstrip("0")
+    trailing_zeros = point - len(digits)
+    if trailing_zeros >= 0 and point <= max_point:
+        return f"{sign}{digits}{'0' * trailing_zeros}.0"
+    if 0 < point <= max_point:
+        return f"{sign}{digits[:point]}.{digits[point:]}"
+    if min_point < point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    if len(digits) == 1:
+        return f"{sign}{digits}e{point - 1}"
+    return f"{sign}{digits[0]}.{digits[1:]}e{point - 1}"
+
+
+def dumps_compact(value: object) -> str:
+    """Compact JSON as serde_json writes it: no spaces, raw UTF-8, ryu float spelling.
+
+    ``F32`` values are spelled as binary32, every other float as an f64. This
+    is the text taguru's server sends and the text its budget accounting
+    measures (HTTP.md §8.2), so it must be byte-exact.
+    """
+    parts: list[str] = []
+    _encode_compact(value, parts)
+    return "".join(parts)
+
+
+def _encode_compact(value: object, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        # serde_json escapes as Python does with ensure_ascii=False (lower-case \u00xx).
+        out.append(json.dumps(value, ensure_ascii=False))
+    elif isinstance(value, F32):
+        out.append(json_f32(value))
+    elif isinstance(value, float):
+        out.append(json_f64(value))
+    elif isinstance(value, int):
+        out.append(str(value))
+    elif isinstance(value, Mapping):
+        out.append("{")
+        for index, (key, item) in enumerate(value.items()):
+            if index:
+                out.append(",")
+            out.append(json.dumps(str(key), ensure_ascii=False))
+            out.append(":")
+            _encode_compact(item, out)
+        out.append("}")
+    elif isinstance(value, Sequence):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _encode_compact(item, out)
+        out.append("]")
+    else:
+        raise TypeError(f"cannot encode {type(value).__name__} as JSON")

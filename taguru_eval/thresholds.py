@@ -25,7 +25,6 @@ import os
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Final
 
@@ -35,6 +34,7 @@ from taguru_eval import jsonstrict
 from taguru_eval.catalog import CASE_SCOPED_METRICS
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.jsonstrict import JsonPath, JsonShapeError, JsonSyntaxError
+from taguru_eval.text import display_f64
 
 THRESHOLDS_VERSION: Final = 1
 """The only accepted ``taguru_evaluate_thresholds`` stamp (equality, §4.3)."""
@@ -141,34 +141,16 @@ def sha256_hex(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def format_plain(value: float) -> str:
-    """Rust's ``Display`` for f64: shortest round-trip digits, positional, no ``.0``.
-
-    ``0.9`` -> ``0.9``, ``3.0`` -> ``3``, ``1e-07`` -> ``0.0000001``,
-    ``inf`` -> ``inf``, ``nan`` -> ``NaN`` (GATE_AND_COMPARE.md §1.4).
-    """
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    text = repr(value)
-    if "e" in text or "E" in text:
-        text = format(Decimal(text), "f")
-    if text.endswith(".0"):
-        text = text[:-2]
-    return text
-
-
 def bound_problem(bound: Bound) -> str | None:
     """The first problem of one bound (§4.4 step 4), without its scope, or ``None``."""
     if bound.min is None and bound.max is None:
         return "needs at least one of min/max"
     if bound.min is not None and not math.isfinite(bound.min):
-        return f"min {format_plain(bound.min)} must be finite"
+        return f"min {display_f64(bound.min)} must be finite"
     if bound.max is not None and not math.isfinite(bound.max):
-        return f"max {format_plain(bound.max)} must be finite"
+        return f"max {display_f64(bound.max)} must be finite"
     if bound.min is not None and bound.max is not None and bound.min > bound.max:
-        return f"min {format_plain(bound.min)} must be <= max {format_plain(bound.max)}"
+        return f"min {display_f64(bound.min)} must be <= max {display_f64(bound.max)}"
     return None
 
 

@@ -14,11 +14,9 @@ from hypothesis import strategies as st
 
 from taguru_eval import artifact, files
 from taguru_eval.artifact import (
-    F32,
     RunContext,
     build_artifact,
     dumps,
-    format_f32,
     parse_artifact,
     read_artifact,
     tables_from_artifact,
@@ -28,7 +26,7 @@ from taguru_eval.dataset import load_eval_text
 from taguru_eval.errors import InputError, RunError
 from taguru_eval.score import score_run
 from taguru_eval.tables import LaneOutput, build_tables
-from taguru_eval.text import to_f32
+from taguru_eval.text import F32, json_f32, to_f32
 
 SECRET = "SECRET-PARAGRAPH-TEXT-青嶺は青嶺酒造が造る銘柄です"
 
@@ -404,7 +402,7 @@ def test_f32_scores_are_printed_from_binary32() -> None:
 @pytest.mark.parametrize("case", vector_cases("budget_accounting", "f32_format"))
 def test_f32_format_vectors(case: dict[str, Any]) -> None:
     assert set(case["expected"]) <= {"text"}
-    assert format_f32(case["input"]["value"]) == case["expected"]["text"]
+    assert json_f32(case["input"]["value"]) == case["expected"]["text"]
 
 
 def test_dumps_layout() -> None:
@@ -544,7 +542,7 @@ def test_additive_blocks_go_after_the_spec_keys() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.floats(width=32, allow_nan=False, allow_infinity=False))
 def test_f32_spelling_round_trips_as_binary32(value: float) -> None:
-    text = format_f32(value)
+    text = json_f32(value)
     assert to_f32(float(text)) == value
     assert "+" not in text and "e-0" not in text
 

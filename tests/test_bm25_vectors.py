@@ -12,7 +12,7 @@ from conftest import EXAMPLES, WIRE, vector_cases, vector_doc
 from taguru_eval.refserver import bm25
 from taguru_eval.refserver.bm25 import PassageIndex, ScoredParagraph, f32, idf
 from taguru_eval.refserver.paragraphs import split_paragraphs
-from taguru_eval.text import to_f32
+from taguru_eval.text import json_f32
 
 HIT_KEYS = {
     "hits",
@@ -39,34 +39,6 @@ VECTOR_DEFAULT_LIMIT = 10
 HTTP_DEFAULT_LIMIT = 5
 
 
-def format_f32(value: float) -> str:
-    """The server's JSON spelling of a binary32 (EVALUATE.md §7.3.3), for comparing vectors."""
-    value = to_f32(value)
-    if value == 0.0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    sign = "-" if value < 0 else ""
-    for precision in range(1, 10):
-        text = f"{abs(value):.{precision - 1}e}"
-        try:
-            if to_f32(float(text)) == abs(value):
-                break
-        except OverflowError:  # a too-short rounding of the largest binary32 overflows
-            continue
-    mantissa, exponent = text.split("e")
-    digits = mantissa.replace(".", "").rstrip("0")
-    kk = int(exponent) + 1  # value = 0.D x 10^kk
-    k = kk - len(digits)
-    if k >= 0 and kk <= 13:
-        return f"{sign}{digits}{'0' * k}.0"
-    if 0 < kk <= 13:
-        return f"{sign}{digits[:kk]}.{digits[kk:]}"
-    if -6 < kk <= 0:
-        return f"{sign}0.{'0' * -kk}{digits}"
-    if len(digits) == 1:
-        return f"{sign}{digits}e{kk - 1}"
-    return f"{sign}{digits[0]}.{digits[1:]}e{kk - 1}"
-
-
 @pytest.mark.parametrize(
     ("value", "text"),
     [
@@ -83,7 +55,7 @@ def format_f32(value: float) -> str:
     ],
 )
 def test_wire_spelling_helper(value: float, text: str) -> None:
-    assert format_f32(value) == text
+    assert json_f32(value) == text
 
 
 _CASES_BY_NAME = {case["name"]: case for case in vector_doc("bm25")["cases"]}
@@ -119,7 +91,7 @@ def test_bm25_vector(case: dict[str, Any]) -> None:
         assert not unknown, f"unhandled expected keys {unknown}"
         value = idf(given["live_paragraphs"], given["carriers"])
         if "value" in expected:
-            assert format_f32(value) == expected["value"]
+            assert json_f32(value) == expected["value"]
         if "greater_than" in expected:
             assert value > expected["greater_than"]
         return
@@ -129,7 +101,7 @@ def test_bm25_vector(case: dict[str, Any]) -> None:
     hits, texts = _search(given)
     sources = [hit.source for hit in hits]
     if "hits" in expected:
-        got = [[hit.source, hit.paragraph, format_f32(hit.score)] for hit in hits]
+        got = [[hit.source, hit.paragraph, json_f32(hit.score)] for hit in hits]
         assert got == expected["hits"]
     if "top" in expected:
         assert [hits[0].source, hits[0].paragraph] == expected["top"]
@@ -184,7 +156,7 @@ def _replay(fixture: dict[str, Any], index: PassageIndex, eligible: set[str] | N
         assert (hit.source, hit.paragraph) == (want["source"], want["paragraph"])
         # Recorded numbers are binary32 values printed shortest; compare as binary32.
         assert hit.score == f32(want["score"])
-        assert format_f32(hit.score) == repr(want["score"])
+        assert json_f32(hit.score) == repr(want["score"])
         assert want["lanes"]["bm25"] == {"rank": rank, "score": want["score"]}
 
 
@@ -195,7 +167,7 @@ def test_wire_sources_search_replays_exactly() -> None:
     index = PassageIndex()
     index.put_source(hit["source"], split_paragraphs(hit["text"]))
     _replay(fixture, index, None)
-    assert format_f32(index.search(fixture["request"]["query"], 5)[0].score) == "0.28768212"
+    assert json_f32(index.search(fixture["request"]["query"], 5)[0].score) == "0.28768212"
 
 
 OFFLINE_CORPUS = {
@@ -257,6 +229,6 @@ def test_idf_uses_the_c_library_logf_not_the_correctly_rounded_log(
 ) -> None:
     # HTTP.md §9.4: for N = n = 17 glibc's logf is one binary32 step below the
     # correctly rounded value; the fallback (no libm) gives the latter.
-    assert format_f32(idf(17, 17)) == "0.028170932"
+    assert json_f32(idf(17, 17)) == "0.028170932"
     monkeypatch.setattr(bm25, "logf", bm25._correctly_rounded_logf)
-    assert format_f32(bm25.idf(17, 17)) == "0.028170934"
+    assert json_f32(bm25.idf(17, 17)) == "0.028170934"

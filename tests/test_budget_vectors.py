@@ -11,7 +11,6 @@ from taguru_eval.budget import (
     MeasuredHit,
     array_overhead,
     compact_json,
-    format_f32,
     measure,
     passage_envelope,
     quarters,
@@ -19,6 +18,7 @@ from taguru_eval.budget import (
     truncate,
 )
 from taguru_eval.options import resolve_budget
+from taguru_eval.text import json_f32
 
 
 def _hit(raw: dict[str, Any]) -> MeasuredHit:
@@ -59,7 +59,7 @@ def _actual(case: dict[str, Any]) -> dict[str, Any]:
     if check == "array_overhead":
         return {"bytes": array_overhead(data["n"])}
     if check == "f32_format":
-        return {"text": format_f32(data["value"])}
+        return {"text": json_f32(data["value"])}
     if check == "content_metrics":
         text = compact_json(data["object"], data.get("f32_fields", ()))
         size, weight = measure(text)

@@ -10,11 +10,11 @@ import pytest
 
 from taguru_eval.catalog import CASE_SCOPED_METRICS, CATALOG_KEYS
 from taguru_eval.errors import EXIT_INPUT, InputError
+from taguru_eval.text import display_f64
 from taguru_eval.thresholds import (
     Bound,
     Thresholds,
     bound_problem,
-    format_plain,
     load_thresholds,
     parse_thresholds,
     sha256_hex,
@@ -537,8 +537,8 @@ def test_bound_problem(bound: Bound, problem: str | None) -> None:
         (math.nan, "NaN"),
     ],
 )
-def test_format_plain(value: float, text: str) -> None:
-    assert format_plain(value) == text
+def test_display_f64(value: float, text: str) -> None:
+    assert display_f64(value) == text
 
 
 # --------------------------------------------------------------------------- §4.6 identity

@@ -15,7 +15,8 @@ import json
 import math
 from collections.abc import Mapping
 
-from taguru_eval.refserver.envelope import ApiError, format_f64
+from taguru_eval.refserver.envelope import ApiError
+from taguru_eval.text import json_f64
 
 DESERIALIZE_PREFIX = "Failed to deserialize the JSON body into the target type: "
 U32_MAX = 2**32 - 1
@@ -31,7 +32,7 @@ def describe(value: object) -> str:
     if isinstance(value, int):
         return f"integer `{value}`"
     if isinstance(value, float):
-        return f"floating point `{format_f64(value)}`"
+        return f"floating point `{json_f64(value)}`"
     if isinstance(value, str):
         return f"string {json.dumps(value, ensure_ascii=False)}"
     if isinstance(value, list):

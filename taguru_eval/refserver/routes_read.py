@@ -10,7 +10,7 @@ listings do not count (HTTP.md §6.3).
 from __future__ import annotations
 
 from taguru_eval.refserver.bm25 import has_searchable_terms
-from taguru_eval.refserver.envelope import F32, ApiError
+from taguru_eval.refserver.envelope import ApiError
 from taguru_eval.refserver.model import (
     MAX_NAME_BYTES,
     MAX_TAG_BYTES,
@@ -28,6 +28,7 @@ from taguru_eval.refserver.routes_common import (
     query_cursor,
     query_uint,
 )
+from taguru_eval.text import F32
 
 SERVER_VERSION = "0.9.3"  # the taguru release whose contract this server speaks (HTTP.md §11.11)
 
