@@ -75,12 +75,14 @@ run-mode flags:
   --out FILE           artifact path (default evaluation.json)
   --thresholds FILE    gate the run: exit 3 when a bound is violated
   --assembly           use POST /contexts/{name}/evidence as the passage lane
+                       (parsed and validated; not available in this build)
   --max-items N        budget ceiling (default 40, at most 1000)
   --max-bytes N        budget ceiling (default 65536, at most 1048576)
   --max-tokens N       budget ceiling (default 4000)
   --rerank MODEL       reranker model; only with --assembly
   --concurrency N      cases in flight at once (default 8; 1 = sequential)
-  --must-refuse FILE   must-refuse probes (their own gate)
+  --must-refuse FILE   must-refuse probes, their own gate (parsed and validated;
+                       not available in this build)
   --refusal-rule RULE  semantic (default) or any; only with --must-refuse
   --store DIR          keep the run's tables under DIR (Parquet run store)
   --no-store           do not keep the run in the run store
