@@ -34,7 +34,7 @@ from taguru_eval.tables import (
     build_tables,
     conform,
 )
-from taguru_eval.text import F32, json_f32, json_f64
+from taguru_eval.text import F32, dumps_json
 
 STAMP = 1
 MAX_STAMP = 1
@@ -53,61 +53,9 @@ MATCHING: dict[str, Any] = {
 # ---------------------------------------------------------------------------
 
 
-def _format_float(value: float) -> str:
-    return json_f32(value) if isinstance(value, F32) else json_f64(value)
-
-
-# ---------------------------------------------------------------------------
-# Serialisation
-# ---------------------------------------------------------------------------
-
-
-def dumps(doc: Any, indent: int = 2) -> str:
-    """Pretty JSON: ``indent`` spaces, ``": "``, non-ASCII kept, no trailing newline."""
-    parts: list[str] = []
-    _emit(doc, parts, 0, indent)
-    return "".join(parts)
-
-
-def _emit(value: Any, out: list[str], level: int, indent: int) -> None:
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
-        out.append(str(int(value)))
-    elif isinstance(value, float):
-        out.append(_format_float(value))
-    elif isinstance(value, str):
-        out.append(json.dumps(value, ensure_ascii=False))
-    elif isinstance(value, Mapping):
-        if not value:
-            out.append("{}")
-            return
-        pad = "\n" + " " * (indent * (level + 1))
-        out.append("{")
-        for position, (key, item) in enumerate(value.items()):
-            if not isinstance(key, str):
-                raise TypeError(f"object key {key!r} is not a string")
-            out.append(pad if position == 0 else "," + pad)
-            out.append(json.dumps(key, ensure_ascii=False))
-            out.append(": ")
-            _emit(item, out, level + 1, indent)
-        out.append("\n" + " " * (indent * level) + "}")
-    elif isinstance(value, list | tuple):
-        if not value:
-            out.append("[]")
-            return
-        pad = "\n" + " " * (indent * (level + 1))
-        out.append("[")
-        for position, item in enumerate(value):
-            out.append(pad if position == 0 else "," + pad)
-            _emit(item, out, level + 1, indent)
-        out.append("\n" + " " * (indent * level) + "]")
-    else:
-        raise TypeError(f"cannot serialise {type(value).__name__} into evaluation.json")
+def dumps(doc: Any) -> str:
+    """evaluation.json's text: serde_json's pretty layout with 2-space indent."""
+    return dumps_json(doc, indent=2)
 
 
 def write_json_atomic(path: str | Path, doc: Any) -> None:

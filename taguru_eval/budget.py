@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from taguru_eval.tables import LaneScore
-from taguru_eval.text import json_f32, json_f64
+from taguru_eval.text import F32, dumps_json, json_f32
 
 _ASCII_LIMIT = 0x80
 
@@ -49,25 +49,16 @@ def compact_json(value: object, f32_fields: Iterable[str] = ()) -> str:
     """Compact JSON text of ``value``; floats under a key in ``f32_fields`` are binary32."""
     f32 = frozenset(f32_fields)
 
-    def emit(item: object, as_f32: bool) -> str:
-        if item is None:
-            return "null"
-        if isinstance(item, bool):
-            return "true" if item else "false"
-        if isinstance(item, int):
-            return str(item)
-        if isinstance(item, float):
-            return json_f32(item) if as_f32 else json_f64(item)
-        if isinstance(item, str):
-            return _string(item)
+    def mark(item: object, as_f32: bool) -> object:
+        if isinstance(item, float) and not isinstance(item, bool):
+            return F32(item) if as_f32 else item
         if isinstance(item, Mapping):
-            members = (f"{_string(str(k))}:{emit(v, str(k) in f32)}" for k, v in item.items())
-            return "{" + ",".join(members) + "}"
-        if isinstance(item, Sequence):
-            return "[" + ",".join(emit(v, as_f32) for v in item) + "]"
-        raise TypeError(f"cannot measure {type(item).__name__}")
+            return {str(key): mark(child, str(key) in f32) for key, child in item.items()}
+        if isinstance(item, list | tuple):
+            return [mark(child, as_f32) for child in item]
+        return item
 
-    return emit(value, False)
+    return dumps_json(mark(value, False))
 
 
 def measure(text: str) -> tuple[int, int]:

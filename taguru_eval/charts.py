@@ -153,7 +153,7 @@ def case_metrics_chart(cases: pl.DataFrame, metric_columns: dict[str, str]) -> C
     """One run's per-case metrics: cases (rows) x metrics (columns), colour = value.
 
     ``metric_columns`` maps metric names to ``cases`` columns
-    (drift.CASE_METRIC_COLUMNS minus latency/diversity, which are not ratios).
+    (CASE_METRIC_COLUMNS minus latency/diversity, which are not ratios).
     """
     long = cases.select(
         "case_id",

@@ -20,6 +20,7 @@ import polars as pl
 
 from taguru_eval.errors import InputError
 from taguru_eval.store import ARTIFACT_NAME, context_dir, list_runs, scan_runs
+from taguru_eval.tables import CASE_METRIC_COLUMNS
 
 DRIFT_METRICS: Final[tuple[str, ...]] = (
     "recall.recall_at_k",
@@ -33,19 +34,6 @@ DRIFT_METRICS: Final[tuple[str, ...]] = (
 )
 """The metrics the drift view shows by default (the issue's list)."""
 
-CASE_METRIC_COLUMNS: Final[dict[str, str]] = {
-    "recall.recall_at_k": "recall_at_k",
-    "recall.mrr": "mrr",
-    "recall.ndcg": "ndcg",
-    "coverage.concepts": "coverage_concepts",
-    "coverage.labels": "coverage_labels",
-    "coverage.associations": "coverage_associations",
-    "citations.recall": "citations_recall",
-    "citations.locator_validity": "citations_locator_validity",
-    "latency.passage_ms": "passage_latency_ms",
-    "diversity.sources": "diversity_sources",
-}
-"""Case-scoped metric name (GATE_AND_COMPARE.md §3) -> its column in the ``cases`` table."""
 
 RUN_INDEX_SCHEMA: Final = pl.Schema(
     {

@@ -34,6 +34,7 @@ import polars as pl
 
 from taguru_eval.catalog import CASE_METRIC_PATHS, CASE_SCOPED_METRICS, statistics
 from taguru_eval.errors import EXIT_GATE, EXIT_OK
+from taguru_eval.tables import CASE_METRIC_COLUMNS
 from taguru_eval.thresholds import Thresholds
 
 CASE_VALUES_SCHEMA: Final = {"case_id": pl.String, "metric": pl.String, "value": pl.Float64}
@@ -242,21 +243,6 @@ def case_metric_frame(cases: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=CASE_VALUES_SCHEMA, orient="row")
 
 
-# The score module's wide per-case frame (``tables.CASES``): metric -> column.
-CASES_FRAME_COLUMNS: Final[Mapping[str, str]] = {
-    "recall.recall_at_k": "recall_at_k",
-    "recall.mrr": "mrr",
-    "recall.ndcg": "ndcg",
-    "coverage.concepts": "coverage_concepts",
-    "coverage.labels": "coverage_labels",
-    "coverage.associations": "coverage_associations",
-    "citations.recall": "citations_recall",
-    "citations.locator_validity": "citations_locator_validity",
-    "latency.passage_ms": "passage_latency_ms",
-    "diversity.sources": "diversity_sources",
-}
-
-
 def case_values_from_cases_frame(cases: pl.DataFrame) -> pl.DataFrame:
     """The gate's long per-case frame from the score module's wide ``cases`` frame.
 
@@ -268,7 +254,7 @@ def case_values_from_cases_frame(cases: pl.DataFrame) -> pl.DataFrame:
             pl.col("case_id").cast(pl.String),
             *(
                 pl.col(column).cast(pl.Float64).alias(metric)
-                for metric, column in CASES_FRAME_COLUMNS.items()
+                for metric, column in CASE_METRIC_COLUMNS.items()
             ),
         )
         .unpivot(index="case_id", variable_name="metric", value_name="value")

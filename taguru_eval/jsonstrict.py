@@ -37,7 +37,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeAlias, TypeVar
 
-from taguru_eval.text import to_f32
+from taguru_eval.text import json_f64, to_f32
 
 JsonPath = tuple[str | int, ...]
 """Where a value sits inside its document: object keys and array indices."""
@@ -202,8 +202,13 @@ def _check_string(text: str) -> None:
 # --------------------------------------------------------------------------- describing
 
 
-def describe(value: object) -> str:
-    """serde's name for a JSON value in an ``invalid type`` message."""
+def describe(value: object, *, max_string: int | None = 60) -> str:
+    """serde's name for a JSON value in an ``invalid type`` message.
+
+    Strings longer than ``max_string`` characters are shortened with ``…`` so a
+    local error stays one readable line; the reference server passes ``None``
+    to quote them whole, as serde does.
+    """
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -211,9 +216,10 @@ def describe(value: object) -> str:
     if isinstance(value, int):
         return f"integer `{value}`"
     if isinstance(value, float):
-        return f"floating point `{value!r}`"
+        return f"floating point `{json_f64(value)}`"
     if isinstance(value, str):
-        shown = value if len(value) <= 60 else value[:60] + "…"
+        long = max_string is not None and len(value) > max_string
+        shown = value[:max_string] + "…" if long else value
         return f"string {json.dumps(shown, ensure_ascii=False)}"
     if isinstance(value, list):
         return "sequence"

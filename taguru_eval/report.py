@@ -33,6 +33,7 @@ from taguru_eval.errors import EXIT_OK, RunError, TaguruEvalError, UsageError
 from taguru_eval.files import write_bytes_atomic
 from taguru_eval.ingest import tables_from_document
 from taguru_eval.store import ARTIFACT_NAME
+from taguru_eval.tables import CASE_METRIC_COLUMNS
 
 PREFIX: Final = "taguru: evaluate: "
 USAGE_SUFFIX: Final = " — try 'python -m taguru_eval report --help'"
@@ -68,7 +69,7 @@ exit codes:
 _RATIO_METRICS_UNIT: Final = "ratio"
 _CASE_CHART_METRICS: Final = {
     metric: column
-    for metric, column in drift.CASE_METRIC_COLUMNS.items()
+    for metric, column in CASE_METRIC_COLUMNS.items()
     if metric not in ("latency.passage_ms", "diversity.sources")
 }
 
@@ -280,7 +281,7 @@ def cases_section(page: _Page, tables: Mapping[str, pl.DataFrame]) -> str:
     """Per-case metrics (heat map + table), misses and the lane cross-tab."""
     cases = tables["cases"]
     chart = page.chart("case_metrics", charts.case_metrics_chart(cases, _CASE_CHART_METRICS))
-    columns = ["case_id", "passage_outcome", *drift.CASE_METRIC_COLUMNS.values()]
+    columns = ["case_id", "passage_outcome", *CASE_METRIC_COLUMNS.values()]
     table = table_html(cases.select(columns))
     misses = drift.misses(cases)
     missed = (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
 import polars as pl
 import pyarrow as pa
@@ -409,6 +409,21 @@ METRICS_SCHEMA = pa.schema(
         pa.field("sum", pa.float64()),
     ]
 )
+
+
+CASE_METRIC_COLUMNS: Final[Mapping[str, str]] = {
+    "recall.recall_at_k": "recall_at_k",
+    "recall.mrr": "mrr",
+    "recall.ndcg": "ndcg",
+    "coverage.concepts": "coverage_concepts",
+    "coverage.labels": "coverage_labels",
+    "coverage.associations": "coverage_associations",
+    "citations.recall": "citations_recall",
+    "citations.locator_validity": "citations_locator_validity",
+    "latency.passage_ms": "passage_latency_ms",
+    "diversity.sources": "diversity_sources",
+}
+"""Case-scoped metric (GATE_AND_COMPARE.md §3) -> its column in the ``cases`` table."""
 
 
 def polars_schema(schema: pa.Schema) -> pl.Schema:

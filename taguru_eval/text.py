@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from decimal import Decimal
+from typing import Any
 
 # Unicode White_Space, which is what Rust's str::trim removes (EVALUATE.md §0.2).
 WHITE_SPACE = (
@@ -171,19 +172,21 @@ def _ryu_layout(text: str, min_point: int, max_point: int) -> str:
     return f"{sign}{digits[0]}.{digits[1:]}e{point - 1}"
 
 
-def dumps_compact(value: object) -> str:
-    """Compact JSON as serde_json writes it: no spaces, raw UTF-8, ryu float spelling.
+def dumps_json(value: object, indent: int | None = None) -> str:
+    """JSON text as serde_json writes it: raw UTF-8, ryu float spelling.
 
-    ``F32`` values are spelled as binary32, every other float as an f64. This
-    is the text taguru's server sends and the text its budget accounting
-    measures (HTTP.md §8.2), so it must be byte-exact.
+    ``indent=None`` is ``to_string`` (compact: the server's bodies, and the
+    text taguru's budget accounting measures, HTTP.md §8.2, so it must be
+    byte-exact); an ``indent`` is ``to_string_pretty`` (``": "``, empty
+    containers as ``{}``/``[]``, no trailing newline: evaluation.json). ``F32``
+    values are spelled as binary32, every other float as an f64.
     """
     parts: list[str] = []
-    _encode_compact(value, parts)
+    _encode(value, parts, indent, 0)
     return "".join(parts)
 
 
-def _encode_compact(value: object, out: list[str]) -> None:
+def _encode(value: object, out: list[str], indent: int | None, level: int) -> None:
     if value is None:
         out.append("null")
     elif value is True:
@@ -198,22 +201,32 @@ def _encode_compact(value: object, out: list[str]) -> None:
     elif isinstance(value, float):
         out.append(json_f64(value))
     elif isinstance(value, int):
-        out.append(str(value))
+        out.append(str(int(value)))
     elif isinstance(value, Mapping):
-        out.append("{")
-        for index, (key, item) in enumerate(value.items()):
-            if index:
-                out.append(",")
-            out.append(json.dumps(str(key), ensure_ascii=False))
-            out.append(":")
-            _encode_compact(item, out)
-        out.append("}")
-    elif isinstance(value, Sequence):
-        out.append("[")
-        for index, item in enumerate(value):
-            if index:
-                out.append(",")
-            _encode_compact(item, out)
-        out.append("]")
+        _encode_container("{", "}", list(value.items()), out, indent, level)
+    elif isinstance(value, list | tuple):
+        _encode_container("[", "]", list(value), out, indent, level)
     else:
         raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def _encode_container(
+    opening: str, closing: str, items: list[Any], out: list[str], indent: int | None, level: int
+) -> None:
+    if not items:
+        out.append(opening + closing)
+        return
+    keyed = opening == "{"
+    separator = "," if indent is None else ",\n" + " " * (indent * (level + 1))
+    out.append(opening if indent is None else opening + "\n" + " " * (indent * (level + 1)))
+    for position, item in enumerate(items):
+        if position:
+            out.append(separator)
+        if keyed:
+            key, item = item
+            if not isinstance(key, str):
+                raise TypeError(f"object key {key!r} is not a string")
+            out.append(json.dumps(key, ensure_ascii=False))
+            out.append(":" if indent is None else ": ")
+        _encode(item, out, indent, level + 1)
+    out.append(closing if indent is None else "\n" + " " * (indent * level) + closing)

@@ -787,10 +787,11 @@ def test_case_metric_frame_reader_side_nulls_are_absent() -> None:
 
 def test_case_values_from_the_score_modules_wide_frame() -> None:
     tables = pytest.importorskip("taguru_eval.tables")
-    from taguru_eval.gate import CASES_FRAME_COLUMNS, case_values_from_cases_frame
+    from taguru_eval.gate import case_values_from_cases_frame
+    from taguru_eval.tables import CASE_METRIC_COLUMNS
 
     schema = tables.CASES
-    assert set(CASES_FRAME_COLUMNS.values()) <= set(schema.names())
+    assert set(CASE_METRIC_COLUMNS.values()) <= set(schema.names())
     rows: list[dict[str, Any]] = [dict.fromkeys(schema.names()) for _ in range(2)]
     rows[0].update(case_id="c1", recall_at_k=0.25, passage_latency_ms=7, diversity_sources=2)
     rows[1].update(case_id="c2", passage_latency_ms=9, citations_locator_validity=1.0)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from conftest import vector_cases
 
-from taguru_eval.text import F32, dumps_compact, json_f32, json_f64
+from taguru_eval.text import F32, dumps_json, json_f32, json_f64
 
 
 @pytest.mark.parametrize("case", vector_cases("budget_accounting", "f32_format"))
@@ -15,7 +15,7 @@ def test_f32_format_vectors(case: dict[str, Any]) -> None:
     expected = case["expected"]
     assert set(expected) == {"text"}, f"unknown expected keys {sorted(expected)}"
     assert json_f32(case["input"]["value"]) == expected["text"]
-    assert dumps_compact(F32(case["input"]["value"])) == expected["text"]
+    assert dumps_json(F32(case["input"]["value"])) == expected["text"]
 
 
 @pytest.mark.parametrize(
@@ -42,4 +42,4 @@ def test_f64_layout(value: float, text: str) -> None:
 
 def test_dumps_is_compact_raw_utf8_with_serde_escapes() -> None:
     doc = {"a": [1, True, None, 0.5, F32(0.28768211603164673)], "名": '青嶺\u0000\n"/'}
-    assert dumps_compact(doc) == '{"a":[1,true,null,0.5,0.28768212],"名":"青嶺\\u0000\\n\\"/"}'
+    assert dumps_json(doc) == '{"a":[1,true,null,0.5,0.28768212],"名":"青嶺\\u0000\\n\\"/"}'

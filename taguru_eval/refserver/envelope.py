@@ -2,7 +2,7 @@
 
 Every handler answers through ``ok`` / ``bare`` / ``error_response`` so the
 envelope keys, the error-code-to-status table and the float text live in one
-place. Bodies are serialised by :func:`taguru_eval.text.dumps_compact`, which
+place. Bodies are serialised by :func:`taguru_eval.text.dumps_json`, which
 spells floats the way serde_json does; a value wrapped in ``F32`` is written
 with the shortest digits that round-trip as binary32, the way taguru writes
 passage scores (``0.28768212``, never ``0.28768211603164673``).
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from starlette.responses import Response
 
-from taguru_eval.text import dumps_compact
+from taguru_eval.text import dumps_json
 
 JSON_MEDIA_TYPE = "application/json"
 
@@ -118,7 +118,7 @@ def json_response(
     payload: object, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:
     return Response(
-        dumps_compact(payload).encode("utf-8"),
+        dumps_json(payload).encode("utf-8"),
         status_code=status,
         media_type=JSON_MEDIA_TYPE,
         headers=dict(headers) if headers else None,

@@ -11,40 +11,29 @@ and read operations themselves.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 
+from taguru_eval.jsonstrict import describe
 from taguru_eval.refserver.envelope import ApiError
-from taguru_eval.text import json_f64
 
 DESERIALIZE_PREFIX = "Failed to deserialize the JSON body into the target type: "
+
+
+def _whole(value: object) -> str:
+    """serde's wording for ``value``, quoting a string in full as the server does."""
+    return describe(value, max_string=None)
+
+
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
-
-
-def describe(value: object) -> str:
-    """serde's ``Unexpected`` wording for a JSON value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"boolean `{'true' if value else 'false'}`"
-    if isinstance(value, int):
-        return f"integer `{value}`"
-    if isinstance(value, float):
-        return f"floating point `{json_f64(value)}`"
-    if isinstance(value, str):
-        return f"string {json.dumps(value, ensure_ascii=False)}"
-    if isinstance(value, list):
-        return "sequence"
-    return "map"
 
 
 def type_error(path: str, value: object, expected: str) -> ApiError:
     where = f"{path}: " if path else ""
     return ApiError(
         "malformed_request",
-        f"{DESERIALIZE_PREFIX}{where}invalid type: {describe(value)}, expected {expected}",
+        f"{DESERIALIZE_PREFIX}{where}invalid type: {_whole(value)}, expected {expected}",
         status=422,
     )
 
@@ -53,7 +42,7 @@ def value_error(path: str, value: object, expected: str) -> ApiError:
     where = f"{path}: " if path else ""
     return ApiError(
         "malformed_request",
-        f"{DESERIALIZE_PREFIX}{where}invalid value: {describe(value)}, expected {expected}",
+        f"{DESERIALIZE_PREFIX}{where}invalid value: {_whole(value)}, expected {expected}",
         status=422,
     )
 
