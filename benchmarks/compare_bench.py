@@ -3,13 +3,19 @@
 Writes two evaluation.json files shaped like real ones (ten scored hits per
 case with lane ranks, recall/coverage/citation blocks, pretty-printed as the
 artifact is) into a temporary directory, plus the same two runs as stored run
-directories (``runs/context=<ctx>/run=<id>/`` with the evaluation.json beside
-the tables, as the Parquet run store lays them out). Then times the whole
+directories written by the run store itself (``store.write_run``:
+``runs/context=<ctx>/run=<id>/`` with ``cases.parquet`` and
+``metrics.parquet`` built from the artifact by the same readers ``ingest``
+uses, and the evaluation.json beside them). Then times the whole
 ``python -m taguru_eval compare`` work — load both sides, join, classify,
-write changes.jsonl — three times per form in a fresh child process each, and
-prints the median seconds and the child's peak resident memory.
+write changes.jsonl — three times per form, each in a fresh child process,
+and prints the median seconds (of ``compare.main``, imports excluded; the
+child's whole wall time is shown too) and the child's peak resident memory
+(VmHWM). Both forms must write the same changes.jsonl (apart from the header's
+paths and generated_at); the script checks that.
 
-Targets (issue 5): at most 15 s from evaluation.json files.
+Targets (issue 5): at most 2 s from the Parquet store, at most 15 s from
+evaluation.json files.
 
     .venv/bin/python benchmarks/compare_bench.py [--cases N] [--keep DIR [--reuse]]
 """
@@ -32,6 +38,8 @@ import msgspec
 
 ROOT = Path(__file__).resolve().parents[1]
 REPEATS = 3
+STORE_TARGET_S = 2.0
+JSON_TARGET_S = 15.0
 
 _CHILD = """
 import resource, sys, time
@@ -152,30 +160,70 @@ def _write_pretty(path: Path, doc: dict[str, Any]) -> None:
     path.write_bytes(msgspec.json.format(msgspec.json.encode(doc), indent=2))
 
 
-def _store_run(store: Path, run_id: str, artifact: Path) -> Path:
-    """A run directory laid out as the Parquet run store lays one out
-    (``store.run_dir``); compare reads a stored run through the evaluation.json
-    kept beside its tables, so that file is what the directory needs here."""
-    run_dir = store / "context=sake" / f"run={run_id}"
-    run_dir.mkdir(parents=True)
-    shutil.copyfile(artifact, run_dir / "evaluation.json")
-    return run_dir
+def _store_run(store: Path, run_id: str, doc: dict[str, Any], artifact: Path) -> Path:
+    """Write ``doc`` as a stored run: the ``cases`` and ``metrics`` tables
+    (what compare reads from a run directory) built by the artifact readers
+    that ``ingest`` uses, cast to the store's schemas by ``store.write_run``,
+    and ``artifact``'s text as its evaluation.json. The lane tables (calls,
+    hits, …) are left out: compare never reads them, and building ten hits
+    per case for 100,000 cases would only slow generation down."""
+    from taguru_eval.artifact import cases_from_artifact
+    from taguru_eval.score import metrics_frame
+    from taguru_eval.store import write_run
+
+    statistics = {name: str(entry["statistic"]) for name, entry in doc["definitions"].items()}
+    frames = {
+        "cases": cases_from_artifact(doc, run_id),
+        "metrics": metrics_frame(doc["metrics"], run_id, statistics),
+    }
+    context = str(doc["inputs"]["context"])
+    return write_run(store, context, run_id, frames, artifact.read_text("utf-8"))
 
 
-def _time(base: Path, head: Path, out: Path) -> tuple[list[float], int]:
+def _time(base: Path, head: Path, out: Path) -> tuple[list[float], list[float], int]:
+    """Per repeat: seconds inside ``compare.main`` and the child's whole wall
+    time; and the highest VmHWM (KiB) over the repeats."""
     seconds: list[float] = []
+    walls: list[float] = []
     peak_kib = 0
     for _ in range(REPEATS):
         child = _CHILD.format(root=str(ROOT), base=str(base), head=str(head), out=str(out))
+        started = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-c", child], capture_output=True, text=True, check=True, timeout=300
         )
+        walls.append(time.perf_counter() - started)
         code, elapsed, peak = done.stdout.split()
         if code != "0":
             raise SystemExit(f"compare exited {code}: {done.stderr}")
         seconds.append(float(elapsed))
         peak_kib = max(peak_kib, int(peak))
-    return seconds, peak_kib
+    return seconds, walls, peak_kib
+
+
+def _report(form: str, target: float, timing: tuple[list[float], list[float], int]) -> bool:
+    seconds, walls, peak = timing
+    median = statistics.median(seconds)
+    met = median <= target
+    print(
+        f"{form}: median {median:.2f} s (runs {', '.join(f'{s:.2f}' for s in seconds)}; "
+        f"child wall median {statistics.median(walls):.2f} s with imports), "
+        f"peak memory (VmHWM) {peak / 1024:.0f} MiB — target <= {target:g} s: "
+        f"{'met' if met else 'MISSED'}"
+    )
+    return met
+
+
+def _comparable(path: Path) -> list[object]:
+    """changes.jsonl without what legitimately differs between the two forms."""
+    import json
+
+    lines = path.read_text("utf-8").splitlines()
+    header = json.loads(lines[0])
+    header.pop("generated_at")
+    for side in ("base", "head"):
+        header[side].pop("path")
+    return [header, *lines[1:]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--keep", type=Path, help="write the files here and keep them")
     parser.add_argument(
-        "--reuse", action="store_true", help="with --keep: reuse base.json/head.json found there"
+        "--reuse",
+        action="store_true",
+        help="with --keep: reuse the files and run store found there",
     )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -192,37 +242,45 @@ def main(argv: list[str] | None = None) -> int:
     try:
         started = time.perf_counter()
         base, head = work / "base.json", work / "head.json"
-        if not (args.reuse and base.exists() and head.exists()):
-            _write_pretty(base, _document(args.cases, 1, head=False))
-            _write_pretty(head, _document(args.cases, 2, head=True))
+        store = work / "runs"
+        reuse = args.reuse and base.exists() and head.exists() and store.exists()
+        run_dirs: list[Path] = []
+        if reuse:
+            run_dirs = sorted(store.glob("context=*/run=*"))
+        else:
+            shutil.rmtree(store, ignore_errors=True)
+            # One document at a time, so generation holds one run in memory.
+            for path, seed, is_head, run_id in (
+                (base, 1, False, "20260728T100000.000000Z-base00"),
+                (head, 2, True, "20260729T093000.000000Z-head00"),
+            ):
+                doc = _document(args.cases, seed, head=is_head)
+                _write_pretty(path, doc)
+                run_dirs.append(_store_run(store, run_id, doc, path))
+                del doc
         size_mb = (base.stat().st_size + head.stat().st_size) / 1e6
+        table_mb = sum(p.stat().st_size for d in run_dirs for p in d.glob("*.parquet")) / 1e6
         print(
-            f"generated 2 x {args.cases} cases ({size_mb:.0f} MB of evaluation.json) "
+            f"{'reused' if reuse else 'generated'} 2 x {args.cases} cases "
+            f"({size_mb:.0f} MB of evaluation.json, {table_mb:.1f} MB of Parquet tables) "
             f"in {time.perf_counter() - started:.1f} s"
         )
-        out = work / "changes.jsonl"
-        seconds, peak = _time(base, head, out)
-        lines = sum(1 for _ in out.open("rb"))
-        print(
-            f"evaluation.json: median {statistics.median(seconds):.2f} s "
-            f"(runs {', '.join(f'{s:.2f}' for s in seconds)}), "
-            f"peak RSS {peak / 1024:.0f} MiB, changes.jsonl {lines} lines — target <= 15 s"
-        )
-        store = work / "runs"
-        shutil.rmtree(store, ignore_errors=True)
-        base_dir = _store_run(store, "20260728T100000Z-base00", base)
-        head_dir = _store_run(store, "20260729T093000Z-head00", head)
-        seconds, peak = _time(base_dir, head_dir, out)
-        print(
-            f"stored run directories: median {statistics.median(seconds):.2f} s "
-            f"(runs {', '.join(f'{s:.2f}' for s in seconds)}), peak RSS {peak / 1024:.0f} MiB"
-        )
+        json_out, store_out = work / "changes-json.jsonl", work / "changes-store.jsonl"
+        from_json = _time(base, head, json_out)
+        from_store = _time(run_dirs[0], run_dirs[1], store_out)
+        lines = sum(1 for _ in json_out.open("rb"))
+        print(f"changes.jsonl: {lines} lines")
+        met = _report("evaluation.json files", JSON_TARGET_S, from_json)
+        met = _report("Parquet run store", STORE_TARGET_S, from_store) and met
+        if _comparable(json_out) != _comparable(store_out):
+            raise SystemExit("the two forms wrote different changes.jsonl")
+        print("both forms wrote the same changes.jsonl (apart from paths and generated_at)")
         generation_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"(generator process peak RSS {generation_peak:.0f} MiB, not part of compare)")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """``compare``: two runs -> a keyed join on case_id -> changes.jsonl.
 
 Library: :func:`compare` takes each side as an evaluation.json path, a stored
-run directory (``runs/context=<ctx>/run=<id>/``, which holds the run's
-evaluation.json) or an already-loaded evaluation.json object, and returns a
+run directory (``runs/context=<ctx>/run=<id>/``: its per-case and aggregate
+values are read from ``cases.parquet``/``metrics.parquet`` and only the head
+of its evaluation.json is decoded, :mod:`compare_store`) or an already-loaded
+evaluation.json object, and returns a
 :class:`Comparison` of Polars frames. Command line
 (``python -m taguru_eval compare BASE HEAD [--out FILE]``, GATE_AND_COMPARE.md
 §6): :func:`main`. The work is split by job — reading a side
-(:mod:`compare_load`), classifying (:mod:`compare_classify`), rendering
+(:mod:`compare_load`, :mod:`compare_store`), classifying (:mod:`compare_classify`), rendering
 (:mod:`compare_report`); this module is the thin shell over them.
 """
 
@@ -19,8 +21,9 @@ from dataclasses import dataclass
 from typing import Final, TextIO
 
 from taguru_eval.compare_classify import Comparison, compare_views
-from taguru_eval.compare_load import RunView, read_view, view_from_document
+from taguru_eval.compare_load import RunView, view_from_document
 from taguru_eval.compare_report import write_atomically
+from taguru_eval.compare_store import read_side
 from taguru_eval.errors import (
     EXIT_INPUT,
     EXIT_OK,
@@ -53,7 +56,8 @@ budget are warned about on stderr and in the header, never refused.
 
 arguments:
   BASE.json      the earlier run: an evaluation.json (written by taguru_eval or
-                 by taguru's own evaluate) or a stored run directory holding one
+                 by taguru's own evaluate) or a stored run directory
+                 (runs/context=<ctx>/run=<id>/, read through its Parquet tables)
   HEAD.json      the later run, same forms
   --out FILE     where to write changes.jsonl (default: changes.jsonl); the
                  file is replaced atomically, its directory must exist
@@ -118,7 +122,7 @@ def load_side(source: Side, side: str, *, label: str | None = None) -> RunView:
     try:
         if isinstance(source, Mapping):
             return view_from_document(source, label if label is not None else f"<{side}>")
-        return read_view(source, label=label)
+        return read_side(source, label=label)
     except InputError as exc:
         raise InputError(
             f"{side} {exc.message}", path=exc.path, line=exc.line, field=exc.field
@@ -134,8 +138,9 @@ def compare(
 ) -> Comparison:
     """Compare two runs; BASE is loaded and validated completely before HEAD.
 
-    Each side is a path to an evaluation.json, a stored run directory holding
-    one, or an already-loaded evaluation.json object. ``*_label`` overrides the
+    Each side is a path to an evaluation.json, a stored run directory (read
+    through its Parquet tables when it has them, giving the same result as its
+    evaluation.json), or an already-loaded evaluation.json object. ``*_label`` overrides the
     path recorded in the header (default: the path as given, or ``<BASE>`` /
     ``<HEAD>`` for an in-memory document). Raises :class:`InputError` (exit 2
     semantics) for an unreadable, malformed or out-of-range side.

@@ -257,7 +257,7 @@ def read_view(source: str | os.PathLike[str], *, label: str | None = None) -> Ru
         data = file_path.read_bytes()
     except OSError as exc:
         raise InputError(f"reading {shown}: {os_error_text(exc)}", path=shown) from None
-    if not _is_utf8(data):
+    if not is_utf8(data):
         raise InputError(f"reading {shown}: stream did not contain valid UTF-8", path=shown)
     return decode_view(data, shown, label=given if label is None else label)
 
@@ -280,6 +280,39 @@ def view_from_document(
 
 def decode_view(data: bytes, shown: str, *, label: str, check_stamp: bool = True) -> RunView:
     """Decode evaluation.json bytes; ``shown`` names the file in messages."""
+    view = _decode(data, shown, check_stamp=check_stamp)
+    cases, duplicates = _case_frame(view.cases)
+    return _run_view(
+        view,
+        shown,
+        label=label,
+        cases=cases,
+        duplicates=duplicates,
+        metrics={name: bytes(raw) for name, raw in view.metrics.items()},
+    )
+
+
+def decode_header(
+    data: bytes,
+    shown: str,
+    *,
+    label: str,
+    cases: pl.DataFrame,
+    duplicates: tuple[str, ...],
+    metrics: Mapping[str, bytes],
+) -> RunView:
+    """A view whose run-level facts come from ``data`` — an evaluation.json
+    object without its ``cases`` (and possibly ``metrics``) — and whose cases
+    and aggregate values were read elsewhere (the run store's tables).
+
+    ``data`` goes through the same typed decoder, checks and messages as a
+    whole file; ``cases`` must have :func:`decode_view`'s frame layout.
+    """
+    view = _decode(data, shown, check_stamp=True)
+    return _run_view(view, shown, label=label, cases=cases, duplicates=duplicates, metrics=metrics)
+
+
+def _decode(data: bytes, shown: str, *, check_stamp: bool) -> _View:
     try:
         view = _VIEW_DECODER.decode(data)
     except msgspec.ValidationError as exc:
@@ -297,7 +330,18 @@ def decode_view(data: bytes, shown: str, *, label: str, check_stamp: bool = True
             path=shown,
             field="taguru_evaluation",
         )
-    cases, duplicates = _case_frame(view.cases)
+    return view
+
+
+def _run_view(
+    view: _View,
+    shown: str,
+    *,
+    label: str,
+    cases: pl.DataFrame,
+    duplicates: tuple[str, ...],
+    metrics: Mapping[str, bytes],
+) -> RunView:
     budget = view.inputs.budget
     revision = view.corpus.revision_after
     return RunView(
@@ -310,7 +354,7 @@ def decode_view(data: bytes, shown: str, *, label: str, check_stamp: bool = True
         stable=view.corpus.stable,
         thresholds_sha256=None if view.thresholds is None else view.thresholds.sha256,
         statistics=_statistics(view.definitions, shown),
-        metrics={name: bytes(raw) for name, raw in view.metrics.items()},
+        metrics=metrics,
         cases=cases,
         duplicate_case_ids=duplicates,
     )
@@ -319,7 +363,8 @@ def decode_view(data: bytes, shown: str, *, label: str, check_stamp: bool = True
 # ------------------------------------------------------------------ helpers
 
 
-def _is_utf8(data: bytes) -> bool:
+def is_utf8(data: bytes) -> bool:
+    """Whether ``data`` is valid UTF-8 (without copying a large file into a ``str``)."""
     if data.isascii():  # the common case, checked word-at-a-time in C
         return True
     # Incremental so a large file is not copied into one more huge ``str``.
