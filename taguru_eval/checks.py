@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from taguru_eval import jsonstrict as js
 from taguru_eval.normalize import normalize_entry
 from taguru_eval.tables import CitationCheck, PassageOutcome, SectionCheck, Structural
 from taguru_eval.text import trim, truncate_utf8
@@ -51,19 +52,20 @@ def served_set(passage: PassageOutcome, structural: Structural | None) -> set[tu
     return served
 
 
-def _payload_error(payload: object) -> str | None:
-    """Why a /citations payload does not parse, or None when it is well-formed."""
-    if not isinstance(payload, Mapping):
-        return "invalid type: expected an object"
+def read_citation(payload: object) -> tuple[str, str | None]:
+    """(text, section) of a ``POST /citations`` payload; an absent section reads as null.
+
+    Raises :class:`taguru_eval.jsonstrict.JsonShapeError` naming the field when
+    the payload is not a Citation.
+    """
+    obj = js.read_object(payload, ())
     for key in ("text", "source"):
-        if key not in payload:
-            return f"missing field `{key}`"
-        if not isinstance(payload[key], str):
-            return f"invalid type for `{key}`: expected a string"
-    section = payload.get("section")
-    if section is not None and not isinstance(section, str):
-        return "invalid type for `section`: expected a string or null"
-    return None
+        if key not in obj:
+            raise js.JsonShapeError((), f"missing field `{key}`")
+    text = js.read_str(obj["text"], ("text",))
+    js.read_str(obj["source"], ("source",))
+    section = js.read_optional(obj.get("section"), ("section",), js.read_str)
+    return text, section
 
 
 def citation_check(
@@ -87,28 +89,30 @@ def citation_check(
     """
     status = response.get("status")
     if status == 200 and "body" in response:
-        payload = response["body"]
-        problem = _payload_error(payload)
-        if problem is None:
-            assert isinstance(payload, Mapping)
-            resolved: CitationCheck = {
+        try:
+            text, section = read_citation(response["body"])
+        except js.JsonShapeError as exc:
+            message, code = f"citation response did not parse: {exc.detail}", None
+        else:
+            checked = section_check(section_expected_present, section_expected, section)
+            if quote is None:
+                return {
+                    "source": source,
+                    "paragraph": paragraph,
+                    "served": served,
+                    "outcome": "resolved",
+                    "section": checked,
+                    "latency_ms": latency_ms,
+                }
+            return {
                 "source": source,
                 "paragraph": paragraph,
                 "served": served,
                 "outcome": "resolved",
-                "section": section_check(
-                    section_expected_present, section_expected, payload.get("section")
-                ),
+                "section": checked,
+                "quote": {"declared": quote, "matched": quote_matches(quote, text)},
                 "latency_ms": latency_ms,
             }
-            if quote is not None:
-                resolved["quote"] = {
-                    "declared": quote,
-                    "matched": quote_matches(quote, payload["text"]),
-                }
-            return resolved
-        message = f"citation response did not parse: {problem}"
-        code = None
     else:
         message = str(response.get("message", ""))
         code = response.get("code") if status == NOT_FOUND_STATUS else None

@@ -17,7 +17,7 @@ from typing import Literal
 
 from taguru_eval import jsonstrict as js
 from taguru_eval.budget import MeasuredHit, truncate
-from taguru_eval.checks import quote_matches, section_check, served_set
+from taguru_eval.checks import citation_check, served_set
 from taguru_eval.client import CallFailure, Reply, TaguruClient
 from taguru_eval.dataset import Absent, EvalCase, ExpectedCitation
 from taguru_eval.options import Budget
@@ -704,15 +704,6 @@ async def _query(
 # --------------------------------------------------------------------------- served set + citations
 
 
-def _read_citation(payload: object) -> tuple[str, str | None]:
-    """(text, section) of a Citation payload; ``section`` absent reads as null."""
-    obj = js.read_object(payload, ())
-    text = js.read_str(_require(obj, "text", ()), ("text",))
-    js.read_str(_require(obj, "source", ()), ("source",))
-    section = js.read_optional(obj.get("section"), ("section",), js.read_str)
-    return text, section
-
-
 async def citation_lane(
     client: TaguruClient,
     context: str,
@@ -735,66 +726,33 @@ async def _check_citation(
     served: set[tuple[str, int]],
     recorder: _Recorder,
 ) -> CitationCheck:
-    was_served = (expected.source, expected.paragraph) in served
     body: dict[str, object] = {"paragraph": expected.paragraph, "source": expected.source}
-
-    def unresolved(
-        code: str | None, message: str, latency: int, status: int | None
-    ) -> CitationCheck:
-        recorder.add(
-            lane="citation",
-            endpoint=CITATIONS_ENDPOINT,
-            item_index=index,
-            outcome="unresolved",
-            latency_ms=latency,
-            http_status=status,
-            error=message,
-        )
-        return {
-            "source": expected.source,
-            "paragraph": expected.paragraph,
-            "served": was_served,
-            "outcome": "unresolved",
-            "code": code,
-            "message": message,
-            "latency_ms": latency,
-        }
-
+    response: dict[str, object]
     try:
         reply = await client.post(["contexts", context, "citations"], body)
     except CallFailure as failure:
-        code = failure.code if failure.status == 404 else None
-        return unresolved(code, truncate_utf8(failure.message), failure.latency_ms, failure.status)
-    try:
-        text, section = _read_citation(reply.payload)
-    except js.JsonShapeError as exc:
-        message = truncate_utf8(f"citation response did not parse: {exc.detail}")
-        return unresolved(None, message, reply.latency_ms, reply.status)
+        status, latency = failure.status, failure.latency_ms
+        response = {"status": status, "code": failure.code, "message": failure.message}
+    else:
+        status, latency = reply.status, reply.latency_ms
+        response = {"status": 200, "body": reply.payload}
+    check = citation_check(
+        source=expected.source,
+        paragraph=expected.paragraph,
+        section_expected_present=expected.section_declared,
+        section_expected=None if isinstance(expected.section, Absent) else expected.section,
+        quote=expected.quote,
+        served=(expected.source, expected.paragraph) in served,
+        response=response,
+        latency_ms=latency,
+    )
     recorder.add(
         lane="citation",
         endpoint=CITATIONS_ENDPOINT,
         item_index=index,
-        outcome="resolved",
-        latency_ms=reply.latency_ms,
-        http_status=reply.status,
+        outcome=check["outcome"],
+        latency_ms=latency,
+        http_status=status,
+        error=check.get("message"),
     )
-    declared = None if isinstance(expected.section, Absent) else expected.section
-    section_result = section_check(expected.section_declared, declared, section)
-    if expected.quote is None:
-        return {
-            "source": expected.source,
-            "paragraph": expected.paragraph,
-            "served": was_served,
-            "outcome": "resolved",
-            "section": section_result,
-            "latency_ms": reply.latency_ms,
-        }
-    return {
-        "source": expected.source,
-        "paragraph": expected.paragraph,
-        "served": was_served,
-        "outcome": "resolved",
-        "section": section_result,
-        "quote": {"declared": expected.quote, "matched": quote_matches(expected.quote, text)},
-        "latency_ms": reply.latency_ms,
-    }
+    return check
