@@ -396,29 +396,52 @@ def diversity_sources(passage: PassageOutcome) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Candidate:
+class Candidate:
     name: str
     tier: str
 
 
-def _read_candidates(payload: object) -> list[_Candidate]:
-    def one(value: object, path: js.JsonPath) -> _Candidate:
+def _read_candidates(payload: object) -> list[Candidate]:
+    def one(value: object, path: js.JsonPath) -> Candidate:
         obj = js.read_object(value, path)
         name = js.read_str(_require(obj, "name", path), (*path, "name"))
         js.read_f64(_require(obj, "score", path), (*path, "score"))
         tier = js.read_str(_require(obj, "tier", path), (*path, "tier"))
-        return _Candidate(name, tier)
+        return Candidate(name, tier)
 
     return js.read_array(payload, (), one)
 
 
-def top_tier(candidates: Sequence[_Candidate]) -> tuple[str | None, list[str]]:
+def top_tier(candidates: Sequence[Candidate]) -> tuple[str | None, list[str]]:
     """The lexical group if any candidate is lexical, else the semantic group."""
     for tier in ("lexical", "semantic"):
         names = [c.name for c in candidates if c.tier == tier]
         if names:
             return tier, names
     return None, []
+
+
+def classify_position(tier: str | None, names: Sequence[str], latency_ms: int) -> PositionOutcome:
+    """An association position's outcome from its top tier (EVALUATE.md §3.5).
+
+    No candidate is ``not_found``, exactly one is ``resolved`` (the only case
+    whose name may be queried), two or more are ``ambiguous`` — never guessed.
+    """
+    if not names:
+        return PositionOutcome(outcome="not_found", latency_ms=latency_ms)
+    if len(names) == 1:
+        return {
+            "outcome": "resolved",
+            "name": names[0],
+            "tier": tier or "",
+            "latency_ms": latency_ms,
+        }
+    return {
+        "outcome": "ambiguous",
+        "tier": tier or "",
+        "candidates": list(names),
+        "latency_ms": latency_ms,
+    }
 
 
 async def _resolve(
@@ -576,25 +599,8 @@ async def _probe_position(
             error=message,
         )
         return PositionOutcome(outcome="errored", message=message, latency_ms=failure.latency_ms)
-    tier_name, names = tier
     latency = result.latency_ms
-    outcome: PositionOutcome
-    if not names:
-        outcome = PositionOutcome(outcome="not_found", latency_ms=latency)
-    elif len(names) == 1:
-        outcome = {
-            "outcome": "resolved",
-            "name": names[0],
-            "tier": tier_name or "",
-            "latency_ms": latency,
-        }
-    else:
-        outcome = {
-            "outcome": "ambiguous",
-            "tier": tier_name or "",
-            "candidates": names,
-            "latency_ms": latency,
-        }
+    outcome = classify_position(*tier, latency)
     recorder.add(
         lane="association",
         endpoint=endpoint,

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import DATA
+from conftest import DATA, vector_cases
 
 from taguru_eval.client import TaguruClient
 from taguru_eval.dataset import (
@@ -24,7 +24,15 @@ from taguru_eval.dataset import (
     ExpectedCitation,
     load_eval,
 )
-from taguru_eval.lanes import NO_HITS_MESSAGE, extract_hits, run_case, search_body
+from taguru_eval.lanes import (
+    NO_HITS_MESSAGE,
+    Candidate,
+    classify_position,
+    extract_hits,
+    run_case,
+    search_body,
+    top_tier,
+)
 from taguru_eval.refserver.app import create_app
 from taguru_eval.refserver.corpus import load_corpus_dir
 from taguru_eval.refserver.paragraphs import split_paragraphs
@@ -535,3 +543,29 @@ async def test_latency_excludes_the_wait_for_a_concurrency_slot() -> None:
     latencies = [o["passage"]["latency_ms"] for o in outputs]
     # The last case waited ~150 ms for its slot; only its own exchange is timed.
     assert all(25 <= latency < 120 for latency in latencies), latencies
+
+
+# ------------------------------------------------------------ resolve.json: evaluate's side
+
+
+@pytest.mark.parametrize("case", vector_cases("resolve", "top_tier"))
+def test_top_tier_vectors(case: dict[str, Any]) -> None:
+    expected = case["expected"]
+    assert set(expected) <= {"names", "len"}, f"unknown expected keys {sorted(expected)}"
+    candidates = [Candidate(c["name"], c["tier"]) for c in case["input"]["candidates"]]
+    _, names = top_tier(candidates)
+    if "names" in expected:
+        assert names == expected["names"]
+    if "len" in expected:
+        assert len(names) == expected["len"]
+
+
+@pytest.mark.parametrize("case", vector_cases("resolve", "classify_position"))
+def test_classify_position_vectors(case: dict[str, Any]) -> None:
+    expected = case["expected"]
+    known = {"outcome", "name", "tier", "candidates", "latency_ms"}
+    assert set(expected) <= known, f"unknown expected keys {sorted(set(expected) - known)}"
+    group = [Candidate(c["name"], c["tier"]) for c in case["input"]["group"]]
+    outcome = classify_position(*top_tier(group), case["input"]["latency_ms"])
+    for key, value in expected.items():
+        assert outcome[key] == value  # type: ignore[literal-required]
