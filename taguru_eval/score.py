@@ -68,9 +68,9 @@ def _normalized(column: str) -> pl.Expr:
 
 
 def _log2_of_position_plus_two(positions: pl.Expr, largest: int) -> pl.Expr:
-    """``log2(position + 2)`` from the C library, for positions ``0..=largest``."""
-    table = {position: math.log2(position + 2) for position in range(max(largest, 0) + 1)}
-    return positions.replace_strict(table, default=None, return_dtype=pl.Float64)
+    """``log2(position + 2)`` from the C library for positions ``0..=largest``; null stays null."""
+    table = pl.Series([math.log2(position + 2) for position in range(max(largest, 0) + 1)])
+    return pl.lit(table, dtype=pl.Float64).gather(positions)
 
 
 def _valid_check() -> pl.Expr:
@@ -97,6 +97,42 @@ def _expected(eval_set: HasExpected) -> pl.DataFrame:
 # ---------------------------------------------------------------------------
 
 
+_JOIN_CHUNK_ROWS = 200_000
+"""Right-side rows per chunk of a case-chunked join (a hash table that stays cache-sized)."""
+
+
+def _case_chunks(
+    left: pl.DataFrame, left_case: str, right: pl.DataFrame, right_case: str
+) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
+    """Pairs of slices of ``left`` and ``right`` covering the same range of cases.
+
+    A join on a key that includes the case only pairs rows of the same case,
+    so when both frames are in case order it can run range by range: each
+    hash table then fits in cache, which on a million cases is about twice as
+    fast as one big join. Frames not in case order come back whole.
+    """
+    left_cases = left.get_column(left_case)
+    right_cases = right.get_column(right_case)
+    if (
+        right.height <= _JOIN_CHUNK_ROWS
+        or not left_cases.is_sorted()
+        or not right_cases.is_sorted()
+    ):
+        return [(left, right)]
+    # Chunk boundaries are case values, so a case never straddles two chunks.
+    bounds = right_cases.gather(list(range(_JOIN_CHUNK_ROWS, right.height, _JOIN_CHUNK_ROWS)))
+    bounds = bounds.unique(maintain_order=True)
+    left_cuts = [0, *left_cases.search_sorted(bounds).to_list(), left.height]
+    right_cuts = [0, *right_cases.search_sorted(bounds).to_list(), right.height]
+    return [
+        (
+            left.slice(left_cuts[i], left_cuts[i + 1] - left_cuts[i]),
+            right.slice(right_cuts[i], right_cuts[i + 1] - right_cuts[i]),
+        )
+        for i in range(len(left_cuts) - 1)
+    ]
+
+
 def _judged_items(
     expected: pl.DataFrame, searched: pl.DataFrame, hits: pl.DataFrame
 ) -> pl.DataFrame:
@@ -104,22 +140,27 @@ def _judged_items(
 
     A source row with a null paragraph is a wildcard (any paragraph of the
     source); an entry listing several paragraphs has one row per paragraph
-    and is satisfied by any of them (§4.1, §4.2).
+    and is satisfied by any of them (§4.1, §4.2). Items keep the expected
+    frame's order (case, then declaration).
     """
-    judged = expected.filter((pl.col("kind") == "source") & (pl.col("relevance") >= 1)).join(
-        searched, on="case_index", how="semi"
+    judged = expected.filter(
+        (pl.col("kind") == "source")
+        & (pl.col("relevance") >= 1)
+        & pl.col("case_index").is_in(searched.get_column("case_index").implode())
     )
-    # The loader writes an entry's paragraph rows next to each other.
-    entry_starts = (pl.col("case_index") != pl.col("case_index").shift(1)) | (
-        pl.col("entry_index") != pl.col("entry_index").shift(1)
-    )
-    items = judged.filter(entry_starts.fill_null(True)).select(
-        "case_index", "entry_index", "source", "relevance"
-    )
-    # Join on a 64-bit hash of (case, source), then keep exact matches only:
-    # hashing once is cheaper than a two-column string join, and the equality
-    # filter makes a hash collision harmless.
-    key = pl.col("source").hash(seed=1) ^ pl.col("case_index").cast(pl.UInt64).hash(seed=2)
+    # The loader writes an entry's paragraph rows next to each other, so a
+    # running count of entry starts numbers the items 0, 1, 2 … densely.
+    entry_starts = (
+        (pl.col("case_index") != pl.col("case_index").shift(1))
+        | (pl.col("entry_index") != pl.col("entry_index").shift(1))
+    ).fill_null(True)
+    judged = judged.with_columns((entry_starts.cum_sum() - 1).cast(pl.UInt32).alias("item"))
+    items = judged.filter(entry_starts).select("case_index", "entry_index", "source", "relevance")
+    # Join on a 64-bit key of (case, source) — the source's hash plus the case
+    # number (wrapping) — then keep exact matches only: hashing once is cheaper
+    # than a two-column string join, and the equality filter makes a key
+    # collision harmless.
+    key = pl.col("source").hash(seed=1) + pl.col("case_index").cast(pl.UInt64)
     served = hits.select(
         key.alias("key"),
         pl.col("case_index").alias("hit_case_index"),
@@ -127,66 +168,127 @@ def _judged_items(
         pl.col("paragraph").alias("hit_paragraph"),
         "rank",
     )
-    first_ranks = (
-        judged.with_columns(key.alias("key"))
-        .join(served, on="key", how="inner")
-        .filter(
-            (pl.col("case_index") == pl.col("hit_case_index"))
-            & (pl.col("source") == pl.col("hit_source"))
-            & (pl.col("paragraph").is_null() | (pl.col("paragraph") == pl.col("hit_paragraph")))
-        )
-        .group_by(["case_index", "entry_index"])
-        .agg(pl.col("rank").min().alias("first_rank"))
+    candidates = judged.select("item", "case_index", "source", "paragraph", key.alias("key"))
+    first_ranks = pl.concat(
+        [
+            left.join(right, on="key", how="inner")
+            .filter(
+                (pl.col("case_index") == pl.col("hit_case_index"))
+                & (pl.col("source") == pl.col("hit_source"))
+                & (pl.col("paragraph").is_null() | (pl.col("paragraph") == pl.col("hit_paragraph")))
+            )
+            # An item belongs to one case, so its minimum is complete within its chunk.
+            .group_by("item")
+            .agg(pl.col("rank").min())
+            for left, right in _case_chunks(candidates, "case_index", served, "hit_case_index")
+        ]
     )
-    return items.join(first_ranks, on=["case_index", "entry_index"], how="left")
+    # Item numbers are dense row positions of ``items``: scatter instead of a join.
+    first_rank = (
+        pl.Series("first_rank", [], dtype=hits.schema["rank"])
+        .extend_constant(None, items.height)
+        .scatter(first_ranks.get_column("item"), first_ranks.get_column("rank"))
+    )
+    return items.with_columns(first_rank)
+
+
+def _in_case_order(frame: pl.DataFrame, within: pl.Expr) -> pl.DataFrame:
+    """``frame`` ordered by case, then ``within`` (a non-negative integer < 2**32).
+
+    One 64-bit key instead of a multi-column sort (which row-encodes every
+    column); skipped when the frame is already in that order. ``case_index``
+    comes back flagged sorted, so group-bys on it slice runs instead of hashing.
+    """
+    order = pl.col("case_index").cast(pl.UInt64) * (1 << 32) + within.cast(pl.UInt64)
+    keys = frame.select(order.alias("__order")).get_column("__order")
+    if not keys.is_sorted():
+        frame = frame.with_columns(keys).sort("__order", maintain_order=True).drop("__order")
+    return frame.with_columns(pl.col("case_index").set_sorted())
+
+
+_FOLD_MAX_ITEMS = 32
+"""Up to this many judged items per case, DCG/IDCG fold as list expressions (one pass)."""
+
+
+def _fold_left(lists: pl.Expr, lengths: pl.Expr, longest: int) -> pl.Expr:
+    """Left-to-right IEEE sum from 0.0 of each list's elements (``longest`` = max length)."""
+    total = pl.lit(0.0, dtype=pl.Float64)
+    for position in range(longest):
+        element = lists.list.get(position, null_on_oob=True)
+        total = pl.when(lengths > position).then(total + element).otherwise(total)
+    return total
 
 
 def _recall_blocks(items: pl.DataFrame) -> pl.DataFrame:
-    """recall@k, MRR and graded nDCG per case (EVALUATE.md §4.2)."""
-    ideal = items.sort(["case_index", "relevance"], descending=[False, True]).with_columns(
-        position_in_group("case_index").cast(pl.Int64).alias("ideal_position")
-    )
+    """recall@k, MRR and graded nDCG per case (EVALUATE.md §4.2), in case order."""
+    gains = _in_case_order(items, pl.col("entry_index"))
+    # Relevance descending within a case; ties are interchangeable (equal gains).
+    ideal = _in_case_order(
+        gains.select("case_index", "relevance"),
+        255 - pl.col("relevance").cast(pl.Int64).clip(0, 255),
+    ).with_columns(position_in_group("case_index").cast(pl.Int64).alias("ideal_position"))
     largest = int(
         max(
             items.select(pl.col("first_rank").max()).item() or 0,
             ideal.select(pl.col("ideal_position").max()).item() or 0,
         )
     )
-    gains = items.sort(["case_index", "entry_index"]).with_columns(
+    # Divisions are column by column: Polars divides by a scalar as a multiplication
+    # by its reciprocal, which differs from IEEE division in the last bit.
+    ideal_gain = ideal.select(
+        pl.col("relevance") / _log2_of_position_plus_two(pl.col("ideal_position"), largest)
+    ).to_series()
+    gains = gains.with_columns(
         # An unsatisfied item adds 0.0 to the declaration-order fold, which changes nothing.
         (
             pl.col("relevance")
             / _log2_of_position_plus_two(pl.col("first_rank").cast(pl.Int64), largest)
         )
         .fill_null(0.0)
-        .alias("gain")
+        .alias("gain"),
+        # The ideal order only permutes rows within a case, so row i of both
+        # frames belongs to the same case: the ideal gains line up by case run.
+        ideal_gain.alias("ideal_gain"),
     )
-    ideal = ideal.with_columns(
-        (pl.col("relevance") / _log2_of_position_plus_two(pl.col("ideal_position"), largest)).alias(
-            "ideal_gain"
-        )
-    )
-    counts = gains.group_by("case_index").agg(
+    counts = [
         pl.len().cast(pl.Int64).alias("recall_expected_total"),
-        pl.col("first_rank").is_not_null().sum().cast(pl.Int64).alias("recall_matched"),
+        pl.col("first_rank").count().cast(pl.Int64).alias("recall_matched"),
         pl.col("first_rank").min().alias("best_rank"),
-    )
-    dcg = grouped_sequential_sum(gains, "case_index", "gain", "dcg")
-    idcg = grouped_sequential_sum(ideal, "case_index", "ideal_gain", "idcg")
-    return (
-        counts.join(dcg, on="case_index", how="left")
-        .join(idcg, on="case_index", how="left")
-        .select(
-            "case_index",
-            "recall_expected_total",
-            "recall_matched",
-            (pl.col("recall_matched") / pl.col("recall_expected_total")).alias("recall_at_k"),
-            pl.when(pl.col("best_rank").is_not_null())
-            .then(1.0 / (pl.col("best_rank").cast(pl.Float64) + 1.0))
-            .otherwise(0.0)
-            .alias("mrr"),
-            pl.min_horizontal(pl.col("dcg") / pl.col("idcg"), pl.lit(1.0)).alias("ndcg"),
+    ]
+    longest = int(gains.group_by("case_index").len().select(pl.col("len").max()).item() or 0)
+    # ``case_index`` is flagged sorted, so these group-bys slice runs instead of hashing.
+    if longest <= _FOLD_MAX_ITEMS:
+        per_case = (
+            gains.group_by("case_index", maintain_order=True)
+            .agg(*counts, "gain", "ideal_gain")
+            .with_columns(
+                _fold_left(pl.col("gain"), pl.col("recall_expected_total"), longest).alias("dcg"),
+                _fold_left(pl.col("ideal_gain"), pl.col("recall_expected_total"), longest).alias(
+                    "idcg"
+                ),
+            )
         )
+    else:
+        per_case = gains.group_by("case_index", maintain_order=True).agg(*counts)
+        # Both sums come out in ascending case order, like per_case.
+        per_case = per_case.hstack(
+            [
+                grouped_sequential_sum(gains, "case_index", "gain", "dcg").get_column("dcg"),
+                grouped_sequential_sum(gains, "case_index", "ideal_gain", "idcg").get_column(
+                    "idcg"
+                ),
+            ]
+        )
+    return per_case.select(
+        "case_index",
+        "recall_expected_total",
+        "recall_matched",
+        (pl.col("recall_matched") / pl.col("recall_expected_total")).alias("recall_at_k"),
+        pl.when(pl.col("best_rank").is_not_null())
+        .then(1.0 / (pl.col("best_rank").cast(pl.Float64) + 1.0))
+        .otherwise(0.0)
+        .alias("mrr"),
+        pl.min_horizontal(pl.col("dcg") / pl.col("idcg"), pl.lit(1.0)).alias("ndcg"),
     )
 
 
@@ -394,11 +496,25 @@ def _missed_lists(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _searched(tables: RunTables) -> pl.DataFrame:
+    return tables.case_lanes.filter(pl.col("passage_outcome") == "searched").select("case_index")
+
+
+def recall_scores(eval_set: HasExpected, tables: RunTables) -> pl.DataFrame:
+    """The §4.2 recall block of every case that has one (the columns ``score_cases`` uses).
+
+    One row per searched case with at least one judged expectation:
+    ``case_index``, ``recall_expected_total``, ``recall_matched``,
+    ``recall_at_k``, ``mrr``, ``ndcg``.
+    """
+    return _recall_blocks(_judged_items(_expected(eval_set), _searched(tables), tables.hits))
+
+
 def score_cases(eval_set: HasExpected, tables: RunTables) -> pl.DataFrame:
     """The per-case frame (schema ``tables.CASES``), one row per case in case order."""
     expected = _expected(eval_set)
     lanes = tables.case_lanes
-    searched = lanes.filter(pl.col("passage_outcome") == "searched").select("case_index")
+    searched = _searched(tables)
 
     items = _judged_items(expected, searched, tables.hits)
     recall = _recall_blocks(items)

@@ -1,0 +1,150 @@
+"""The recall block's fast paths (case-chunked join, list folds) vs a plain oracle.
+
+``score.py`` joins expectations to hits range by range of cases when both
+tables are in case order, and folds DCG/IDCG over per-case lists unless a
+case is long (then ``stats.grouped_sequential_sum``). These tests
+score random runs through the production path (eval.jsonl loader ->
+``build_tables`` -> ``score_cases``) with each path forced on and off, and
+compare every per-case value bit for bit with a direct transcription of
+EVALUATE.md §4.1-§4.2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from typing import Any
+
+import polars as pl
+import pytest
+from test_score_vectors import FAILED_PASSAGE
+
+from taguru_eval import score
+from taguru_eval.dataset import load_eval_text
+from taguru_eval.tables import LaneOutput, build_tables
+
+SOURCES = ["a.md", "b.md", "c.md", "d.md"]
+
+
+def _random_run(rnd: random.Random, cases: int) -> tuple[list[dict[str, Any]], list[Any]]:
+    """(eval.jsonl case lines, passage outcomes) with wildcard / multi-paragraph / rel-0 entries."""
+    lines: list[dict[str, Any]] = []
+    passages: list[Any] = []
+    for index in range(cases):
+        sources = [
+            {
+                "source": rnd.choice(SOURCES),
+                "paragraphs": rnd.sample(range(5), rnd.randint(0, 3)),
+                "relevance": rnd.randint(0, 3),
+            }
+            for _ in range(rnd.randint(0, 5))
+        ]
+        lines.append({"case_id": f"c{index}", "query": "q", "expected_sources": sources})
+        if rnd.random() < 0.1:
+            passages.append(FAILED_PASSAGE)
+            continue
+        hits = [
+            {"source": rnd.choice(SOURCES), "paragraph": rnd.randint(0, 4), "score": 0.5}
+            for _ in range(rnd.randint(0, 10))
+        ]
+        passages.append({"outcome": "searched", "hits": hits, "latency_ms": 1})
+    return lines, passages
+
+
+def _oracle(case: dict[str, Any], passage: Any) -> tuple[float, float, float] | None:
+    """EVALUATE.md §4.2 transcribed: (recall_at_k, mrr, ndcg) or None when absent."""
+    judged = [entry for entry in case["expected_sources"] if entry["relevance"] >= 1]
+    if passage["outcome"] != "searched" or not judged:
+        return None
+    hits = passage["hits"]
+
+    def first_rank(entry: dict[str, Any]) -> int | None:
+        for rank, hit in enumerate(hits):
+            if hit["source"] == entry["source"] and (
+                not entry["paragraphs"] or hit["paragraph"] in entry["paragraphs"]
+            ):
+                return rank
+        return None
+
+    ranks = [first_rank(entry) for entry in judged]
+    matched = sum(rank is not None for rank in ranks)
+    best = min((rank for rank in ranks if rank is not None), default=None)
+    dcg = 0.0
+    for entry, rank in zip(judged, ranks, strict=True):
+        if rank is not None:
+            dcg += entry["relevance"] / math.log2(rank + 2)
+    idcg = 0.0
+    for position, relevance in enumerate(sorted((e["relevance"] for e in judged), reverse=True)):
+        idcg += relevance / math.log2(position + 2)
+    mrr = 0.0 if best is None else 1.0 / (best + 1.0)
+    return matched / len(judged), mrr, min(dcg / idcg, 1.0)
+
+
+def _score(lines: list[dict[str, Any]], passages: list[Any]) -> pl.DataFrame:
+    header = json.dumps({"taguru_eval": 1, "name": "fast-paths"})
+    text = "\n".join([header, *(json.dumps(line) for line in lines)]) + "\n"
+    eval_set = load_eval_text(text, "fast-paths.jsonl")
+    outputs: list[LaneOutput] = [
+        {
+            "case_index": index,
+            "case_id": case.case_id,
+            "query": case.query,
+            "cues": list(case.cues),
+            "limit": case.effective_limit,
+            "passage": passage,
+            "checks": [],
+            "calls": [],
+        }
+        for index, (case, passage) in enumerate(zip(eval_set.cases, passages, strict=True))
+    ]
+    return score.score_cases(eval_set, build_tables(outputs, "fast-paths"))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("chunk_rows", [1, 7, 1_000_000])
+@pytest.mark.parametrize("fold_max_items", [0, 2, 32])
+def test_recall_block_matches_the_spec_oracle(
+    seed: int, chunk_rows: int, fold_max_items: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fold_max_items 0 forces the grouped_sequential_sum path, 32 the list fold,
+    # 2 picks per run depending on its longest case.
+    monkeypatch.setattr(score, "_JOIN_CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(score, "_FOLD_MAX_ITEMS", fold_max_items)
+    rnd = random.Random(seed)
+    lines, passages = _random_run(rnd, 250)
+    cases = _score(lines, passages)
+    for line, passage, row in zip(lines, passages, cases.iter_rows(named=True), strict=True):
+        want = _oracle(line, passage)
+        have = (row["recall_at_k"], row["mrr"], row["ndcg"])
+        if want is None:
+            assert have == (None, None, None), line["case_id"]
+        else:
+            # Bit for bit: same log2 values, same left-to-right fold.
+            assert have == want, (line, passage)
+
+
+def test_case_chunks_split_only_between_cases(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(score, "_JOIN_CHUNK_ROWS", 3)
+    left = pl.DataFrame({"c": [0, 0, 1, 2, 2, 2, 5]})
+    right = pl.DataFrame({"k": [0, 1, 1, 1, 2, 3, 5, 5, 6]})
+    chunks = score._case_chunks(left, "c", right, "k")
+    assert len(chunks) > 1
+    assert pl.concat([a for a, _ in chunks]).equals(left)
+    assert pl.concat([b for _, b in chunks]).equals(right)
+    for a, b in chunks:
+        if a.height and b.height:
+            # every case of this chunk lives only here
+            others = [other for other in chunks if other[1] is not b]
+            for other_left, other_right in others:
+                assert not set(a["c"]) & set(other_right["k"])
+                assert not set(b["k"]) & set(other_left["c"])
+
+
+def test_unsorted_frames_are_joined_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(score, "_JOIN_CHUNK_ROWS", 2)
+    left = pl.DataFrame({"c": [2, 0, 1]})
+    right = pl.DataFrame({"k": [0, 1, 2, 2, 3]})
+    chunks = score._case_chunks(left, "c", right, "k")
+    assert len(chunks) == 1
+    assert chunks[0][0] is left and chunks[0][1] is right
