@@ -466,6 +466,29 @@ async def _resolve(
     return reply, top_tier(candidates)
 
 
+def _record_failure(
+    recorder: _Recorder,
+    failure: CallFailure,
+    lane: Literal["coverage", "association"],
+    endpoint: str,
+    item_index: int,
+    position: str | None = None,
+) -> str:
+    """Record a failed resolve call as ``errored``; returns its truncated message."""
+    message = truncate_utf8(failure.message)
+    recorder.add(
+        lane=lane,
+        endpoint=endpoint,
+        item_index=item_index,
+        position=position,
+        outcome="errored",
+        latency_ms=failure.latency_ms,
+        http_status=failure.status,
+        error=message,
+    )
+    return message
+
+
 async def structural_lane(
     client: TaguruClient, context: str, case: EvalCase, recorder: _Recorder
 ) -> Structural:
@@ -484,16 +507,7 @@ async def structural_lane(
             cue_index = len(resolutions)
             if isinstance(result, CallFailure) or tier is None:
                 failure = result if isinstance(result, CallFailure) else CallFailure("")
-                message = truncate_utf8(failure.message)
-                recorder.add(
-                    lane="coverage",
-                    endpoint=endpoint,
-                    item_index=cue_index,
-                    outcome="errored",
-                    latency_ms=failure.latency_ms,
-                    http_status=failure.status,
-                    error=message,
-                )
+                message = _record_failure(recorder, failure, "coverage", endpoint, cue_index)
                 resolutions.append(
                     CueResolution(
                         cue=cue,
@@ -587,17 +601,7 @@ async def _probe_position(
     result, tier = await _resolve(client, context, route, cue)
     if isinstance(result, CallFailure) or tier is None:
         failure = result if isinstance(result, CallFailure) else CallFailure("")
-        message = truncate_utf8(failure.message)
-        recorder.add(
-            lane="association",
-            endpoint=endpoint,
-            item_index=index,
-            position=position,
-            outcome="errored",
-            latency_ms=failure.latency_ms,
-            http_status=failure.status,
-            error=message,
-        )
+        message = _record_failure(recorder, failure, "association", endpoint, index, position)
         return PositionOutcome(outcome="errored", message=message, latency_ms=failure.latency_ms)
     latency = result.latency_ms
     outcome = classify_position(*tier, latency)
