@@ -1,12 +1,14 @@
 """Scoring (EVALUATE.md §4) and aggregation (§5.2) as Polars expressions.
 
 Everything here is a pure function of the run's tables and the eval set's
-``expected`` frame: matching expectations to hits is a join, per-case values
-are group-by aggregations, and every Distribution goes through
+``expected`` frame: matching expectations to hits is columnar (a grid of
+hit keys compared rank by rank when the hits are in case order with small
+ranks, else a join), per-case values are column-wide slot operations or
+group-by aggregations, and every Distribution goes through
 :mod:`taguru_eval.stats`. No score served by the server is ever read.
 
-Sums whose last bit matters (DCG, IDCG) are sequential ``cum_sum`` folds in
-a fixed order, and ``log2`` comes from the C library (Polars' ``log(2)``
+Sums whose last bit matters (DCG, IDCG) are sequential left-to-right folds
+in a fixed order, and ``log2`` comes from the C library (Polars' ``log(2)``
 divides natural logs and differs in the last bit for about a third of the
 integers).
 """
@@ -133,6 +135,205 @@ def _case_chunks(
     ]
 
 
+_SLOT_MAX_HITS = 32
+"""Up to this many hits per case (largest rank + 1), expectations meet hits slot by slot."""
+
+_HASH_SEED = 1
+
+
+def _match_keys(source: pl.Expr, paragraph: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """32-bit keys of a source, and of a (source, paragraph) locator.
+
+    Equal sources (locators) always get equal keys, so a key mismatch proves
+    "no match"; a key match is only a candidate that is confirmed by
+    comparing the real values. Two paragraphs of one source (both in
+    ``0..2**32``) never share a locator key.
+    """
+    hashed = source.hash(seed=_HASH_SEED)
+    source_key = (hashed // (1 << 32)).cast(pl.UInt32, wrap_numerical=True)
+    # A quarter of the hash leaves room to add any paragraph below 2**32 without overflow.
+    locator_key = ((hashed // 4).reinterpret(signed=True) + paragraph).cast(
+        pl.UInt32, wrap_numerical=True
+    )
+    return source_key, locator_key
+
+
+@dataclass(frozen=True)
+class _HitSlots:
+    """The hits laid out as a (case x slot) grid, slot = rank (see :func:`_hit_slots`)."""
+
+    width: int
+    cases: int
+    keys: pl.Series
+    """Locator keys of the grid (``cases * width``), then its source keys (as many)."""
+    rows: pl.Series | None
+    """Hit row of each grid cell (null where no hit); None when cell i is row i."""
+
+
+def _hit_slots(hits: pl.DataFrame) -> _HitSlots | None:
+    """The hits as a grid of ``width`` slots per case, or None when they do not fit one.
+
+    They fit when ranks are ``0..width-1`` with ``width <= _SLOT_MAX_HITS``,
+    the rows are in (case, rank) order with no rank repeated in a case, and
+    paragraphs lie in ``0..2**32``. A case's hits then sit at cells
+    ``case * width + rank``, so the ``j``-th cell of a case is its rank-``j``
+    hit (if any) and the first matching cell is the first satisfying rank.
+    """
+    if hits.height == 0:
+        return None
+    bounds = hits.select(
+        pl.col("case_index").min().alias("case_min"),
+        pl.col("case_index").max().alias("case_max"),
+        pl.col("rank").min().alias("rank_min"),
+        pl.col("rank").max().alias("rank_max"),
+        pl.col("paragraph").min().alias("paragraph_min"),
+        pl.col("paragraph").max().alias("paragraph_max"),
+        (
+            pl.col("case_index").null_count()
+            + pl.col("rank").null_count()
+            + pl.col("paragraph").null_count()
+        ).alias("nulls"),
+    ).row(0, named=True)
+    if (
+        bounds["nulls"]
+        or bounds["case_min"] < 0
+        or bounds["rank_min"] < 0
+        or bounds["rank_max"] >= _SLOT_MAX_HITS
+        or bounds["paragraph_min"] < 0
+        or bounds["paragraph_max"] >= 1 << 32
+    ):
+        return None
+    width = int(bounds["rank_max"]) + 1
+    cases = int(bounds["case_max"]) + 1
+    size = cases * width
+    # A grid far larger than the hits (sparse case numbers) is not worth building.
+    if size > 4 * hits.height + 4096:
+        return None
+    source_key, locator_key = _match_keys(pl.col("source"), pl.col("paragraph"))
+    # Lazy, so the common hash is computed once.
+    keys = (
+        hits.lazy()
+        .select(
+            (pl.col("case_index").cast(pl.Int64) * width + pl.col("rank")).alias("cell"),
+            locator_key.alias("locator"),
+            source_key.alias("source"),
+        )
+        .collect()
+    )
+    cells = keys.get_column("cell")
+    # Strictly increasing cells: sorted by (case, rank), no rank twice in a case.
+    if hits.height > 1 and not (cells.slice(1) > cells.slice(0, hits.height - 1)).all():
+        return None
+    locator, source = keys.get_column("locator"), keys.get_column("source")
+    rows: pl.Series | None = None
+    if size != hits.height:
+        # Empty cells keep key 0; a real key 0 meeting one is caught by the row check.
+        empty = pl.zeros(size, dtype=pl.UInt32, eager=True)
+        locator, source = empty.scatter(cells, locator), empty.clone().scatter(cells, source)
+        rows = (
+            pl.Series("row", [], dtype=pl.Int64)
+            .extend_constant(None, size)
+            .scatter(cells, pl.int_range(hits.height, dtype=pl.Int64, eager=True))
+        )
+    return _HitSlots(
+        width=width, cases=cases, keys=pl.concat([locator, source], rechunk=True), rows=rows
+    )
+
+
+def _first_ranks_by_slots(candidates: pl.DataFrame, hits: pl.DataFrame) -> pl.Series | None:
+    """Per candidate row (``case_index``, ``source``, ``paragraph``), its first satisfying rank.
+
+    Each row compares its key with its case's grid cells, rank by rank: one
+    gather and one comparison per rank for all rows at once, instead of a
+    hash join. None when the hits do not fit a grid, or (astronomically
+    rarely) when two distinct sources share a key on a chosen hit: the
+    caller then joins.
+    """
+    if candidates.height == 0:
+        return pl.Series("first_rank", [], dtype=hits.schema["rank"])
+    slots = _hit_slots(hits)
+    if slots is None:
+        return None
+    size = slots.cases * slots.width
+    wildcard = pl.col("paragraph").is_null()
+    source_key, locator_key = _match_keys(pl.col("source"), pl.col("paragraph"))
+    case = pl.col("case_index").cast(pl.Int64)
+    # Wildcards read the source keys, stored after the locator keys; a case
+    # beyond the grid has no hits (null base: nothing matches).
+    base = pl.when(case < slots.cases).then(
+        case * slots.width + pl.when(wildcard).then(pl.lit(size, dtype=pl.Int64)).otherwise(0)
+    )
+    first: pl.Expr = pl.lit(None, dtype=pl.Int32)
+    # Highest rank first, so a lower matching rank overwrites it.
+    for rank in reversed(range(slots.width)):
+        # The grid shifted by ``rank`` cells, zero-copy: cell base + rank.
+        cell_key = pl.lit(slots.keys.slice(rank)).gather(pl.col("base"))
+        first = (
+            pl.when(cell_key == pl.col("key")).then(pl.lit(rank, dtype=pl.Int32)).otherwise(first)
+        )
+    cell = pl.col("base") % size + pl.col("first_rank").cast(pl.Int64)
+    row = cell if slots.rows is None else pl.lit(slots.rows).gather(cell)
+    # Every chosen hit is confirmed with the real source and paragraph.
+    confirmed = pl.col("first_rank").is_null() | (
+        row.is_not_null()
+        & (pl.col("source") == pl.lit(hits.get_column("source")).gather(row))
+        & (wildcard | (pl.col("paragraph") == pl.lit(hits.get_column("paragraph")).gather(row)))
+    )
+    # Lazy: the engine runs these column-wide steps much faster than eager calls.
+    result = (
+        candidates.lazy()
+        .select(
+            "source",
+            "paragraph",
+            base.alias("base"),
+            pl.when(wildcard).then(source_key).otherwise(locator_key).alias("key"),
+        )
+        .with_columns(first.alias("first_rank"))
+        .select("first_rank", confirmed.fill_null(False).all().alias("confirmed"))
+        .collect()
+    )
+    if result.height and not result.item(0, "confirmed"):
+        return None
+    return result.get_column("first_rank").cast(hits.schema["rank"])
+
+
+def _first_ranks_by_join(candidates: pl.DataFrame, hits: pl.DataFrame, items: int) -> pl.Series:
+    """Per item (dense ``item`` numbers of ``candidates``), its first satisfying rank (join)."""
+    # Join on a 64-bit key of (case, source) — the source's hash plus the case
+    # number (wrapping) — then keep exact matches only: hashing once is cheaper
+    # than a two-column string join, and the equality filter makes a key
+    # collision harmless.
+    key = pl.col("source").hash(seed=_HASH_SEED) + pl.col("case_index").cast(pl.UInt64)
+    served = hits.select(
+        key.alias("key"),
+        pl.col("case_index").alias("hit_case_index"),
+        pl.col("source").alias("hit_source"),
+        pl.col("paragraph").alias("hit_paragraph"),
+        "rank",
+    )
+    left_side = candidates.select("item", "case_index", "source", "paragraph", key.alias("key"))
+    first_ranks = pl.concat(
+        [
+            left.join(right, on="key", how="inner")
+            .filter(
+                (pl.col("case_index") == pl.col("hit_case_index"))
+                & (pl.col("source") == pl.col("hit_source"))
+                & (pl.col("paragraph").is_null() | (pl.col("paragraph") == pl.col("hit_paragraph")))
+            )
+            # An item belongs to one case, so its minimum is complete within its chunk.
+            .group_by("item")
+            .agg(pl.col("rank").min())
+            for left, right in _case_chunks(left_side, "case_index", served, "hit_case_index")
+        ]
+    )
+    # Item numbers are dense row positions of ``items``: scatter instead of a join.
+    return (
+        pl.Series("first_rank", [], dtype=hits.schema["rank"])
+        .extend_constant(None, items)
+        .scatter(first_ranks.get_column("item"), first_ranks.get_column("rank"))
+    )
+
+
 def _judged_items(
     expected: pl.DataFrame, searched: pl.DataFrame, hits: pl.DataFrame
 ) -> pl.DataFrame:
@@ -154,42 +355,27 @@ def _judged_items(
         (pl.col("case_index") != pl.col("case_index").shift(1))
         | (pl.col("entry_index") != pl.col("entry_index").shift(1))
     ).fill_null(True)
-    judged = judged.with_columns((entry_starts.cum_sum() - 1).cast(pl.UInt32).alias("item"))
-    items = judged.filter(entry_starts).select("case_index", "entry_index", "source", "relevance")
-    # Join on a 64-bit key of (case, source) — the source's hash plus the case
-    # number (wrapping) — then keep exact matches only: hashing once is cheaper
-    # than a two-column string join, and the equality filter makes a key
-    # collision harmless.
-    key = pl.col("source").hash(seed=1) + pl.col("case_index").cast(pl.UInt64)
-    served = hits.select(
-        key.alias("key"),
-        pl.col("case_index").alias("hit_case_index"),
-        pl.col("source").alias("hit_source"),
-        pl.col("paragraph").alias("hit_paragraph"),
-        "rank",
-    )
-    candidates = judged.select("item", "case_index", "source", "paragraph", key.alias("key"))
-    first_ranks = pl.concat(
-        [
-            left.join(right, on="key", how="inner")
-            .filter(
-                (pl.col("case_index") == pl.col("hit_case_index"))
-                & (pl.col("source") == pl.col("hit_source"))
-                & (pl.col("paragraph").is_null() | (pl.col("paragraph") == pl.col("hit_paragraph")))
-            )
-            # An item belongs to one case, so its minimum is complete within its chunk.
-            .group_by("item")
-            .agg(pl.col("rank").min())
-            for left, right in _case_chunks(candidates, "case_index", served, "hit_case_index")
-        ]
-    )
-    # Item numbers are dense row positions of ``items``: scatter instead of a join.
-    first_rank = (
-        pl.Series("first_rank", [], dtype=hits.schema["rank"])
-        .extend_constant(None, items.height)
-        .scatter(first_ranks.get_column("item"), first_ranks.get_column("rank"))
-    )
-    return items.with_columns(first_rank)
+    starts = judged.select(entry_starts.alias("start")).to_series()
+    one_row_per_item = bool(starts.all())
+    if not one_row_per_item:
+        judged = judged.with_columns((starts.cum_sum() - 1).cast(pl.UInt32).alias("item"))
+    items = judged.filter(starts).select("case_index", "entry_index", "source", "relevance")
+    by_rows = _first_ranks_by_slots(judged, hits)
+    if by_rows is None:
+        if one_row_per_item:
+            judged = judged.with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("item"))
+        first_rank = _first_ranks_by_join(judged, hits, items.height)
+    elif one_row_per_item:
+        first_rank = by_rows
+    else:
+        # An item's rows are consecutive: the minimum over each run of ``item``.
+        first_rank = (
+            judged.select(pl.col("item").set_sorted(), by_rows.alias("first_rank"))
+            .group_by("item", maintain_order=True)
+            .agg(pl.col("first_rank").min())
+            .get_column("first_rank")
+        )
+    return items.with_columns(first_rank.alias("first_rank"))
 
 
 def _in_case_order(frame: pl.DataFrame, within: pl.Expr) -> pl.DataFrame:
@@ -219,9 +405,157 @@ def _fold_left(lists: pl.Expr, lengths: pl.Expr, longest: int) -> pl.Expr:
     return total
 
 
+_SLOT_MAX_ITEMS = 8
+"""Up to this many judged items per case, the recall block is computed slot by slot."""
+
+_SLOT_MAX_RELEVANCE = 4096
+"""Largest relevance the slot path tabulates ideal gains for (the loader allows 0..=3)."""
+
+
+def _sorted_descending(frame: pl.LazyFrame, columns: list[str]) -> pl.LazyFrame:
+    """``columns`` sorted descending across each row (odd-even transposition network).
+
+    ``len(columns)`` rounds of compare-exchange between neighbours sort any
+    row; each round is a handful of column-wide min/max operations.
+    """
+    for round_number in range(len(columns)):
+        exchanges: list[pl.Expr] = []
+        for left in range(round_number % 2, len(columns) - 1, 2):
+            upper, lower = pl.col(columns[left]), pl.col(columns[left + 1])
+            exchanges += [
+                pl.max_horizontal(upper, lower).alias(columns[left]),
+                pl.min_horizontal(upper, lower).alias(columns[left + 1]),
+            ]
+        if exchanges:
+            frame = frame.with_columns(exchanges)
+    return frame
+
+
+def _recall_blocks_by_slots(gains: pl.DataFrame) -> pl.DataFrame | None:
+    """Per-case recall columns from each case's items spread over ``width`` slot columns.
+
+    ``gains`` is in case order. Slot ``e`` of a case is its ``e``-th item
+    (declaration order), null past its last item; every per-case value is then
+    a few column-wide operations on as many rows as cases, with no group-by
+    or sort. None when a case has more than ``_SLOT_MAX_ITEMS`` items.
+    """
+    if gains.height == 0:
+        return None
+    runs = gains.get_column("case_index").rle().struct.unnest()
+    shortest, width = runs.select(pl.col("len").min(), pl.col("len").max().alias("longest")).row(0)
+    top_relevance = int(gains.select(pl.col("relevance").max()).item() or 0)
+    if width > _SLOT_MAX_ITEMS or top_relevance > _SLOT_MAX_RELEVANCE:
+        return None
+    relevance_columns = [f"relevance_{slot}" for slot in range(width)]
+    rank_columns = [f"first_rank_{slot}" for slot in range(width)]
+    relevance, first_rank = pl.col("relevance").cast(pl.Int64), pl.col("first_rank")
+    if shortest == width:
+        # Every case has ``width`` items: slot e of case i is row i * width + e.
+        slot_columns = [
+            pl.col("case_index").gather_every(width, 0),
+            pl.lit(width, dtype=pl.Int64).alias("recall_expected_total"),
+            *(
+                relevance.gather_every(width, slot).alias(relevance_columns[slot])
+                for slot in range(width)
+            ),
+            *(
+                first_rank.gather_every(width, slot).alias(rank_columns[slot])
+                for slot in range(width)
+            ),
+        ]
+    else:
+        starts = runs.select(
+            pl.col("value").alias("case_index"),
+            pl.col("len").cast(pl.Int64).alias("recall_expected_total"),
+            *(
+                pl.when(pl.col("len") > slot)
+                .then((pl.col("len").cum_sum() - pl.col("len")).cast(pl.Int64) + slot)
+                .alias(f"row_{slot}")
+                for slot in range(width)
+            ),
+        )
+        slot_columns = [
+            pl.lit(starts.get_column("case_index")),
+            pl.lit(starts.get_column("recall_expected_total")),
+            *(
+                relevance.gather(pl.lit(starts.get_column(f"row_{slot}"))).alias(
+                    relevance_columns[slot]
+                )
+                for slot in range(width)
+            ),
+            *(
+                first_rank.gather(pl.lit(starts.get_column(f"row_{slot}"))).alias(
+                    rank_columns[slot]
+                )
+                for slot in range(width)
+            ),
+        ]
+    frame = gains.lazy().select(slot_columns).with_columns(pl.col(relevance_columns).fill_null(0))
+    largest = max(int(gains.select(pl.col("first_rank").max()).item() or 0), width - 1)
+    # An unsatisfied item or an empty slot adds 0.0 to the left-to-right fold,
+    # which changes nothing; divisions are column by column (see _recall_blocks).
+    slot_gains = [
+        (
+            pl.col(relevance_name)
+            / _log2_of_position_plus_two(pl.col(rank_name).cast(pl.Int64), largest)
+        ).fill_null(0.0)
+        for relevance_name, rank_name in zip(relevance_columns, rank_columns, strict=True)
+    ]
+    dcg = slot_gains[0]
+    for gain in slot_gains[1:]:
+        dcg = dcg + gain
+    frame = frame.with_columns(dcg.alias("dcg"))
+    # The ideal order: relevances sorted descending; empty slots (0) sort last.
+    frame = _sorted_descending(frame, relevance_columns)
+    ideal_gains = [
+        pl.lit(
+            pl.Series(
+                [
+                    relevance_value / math.log2(slot + 2)
+                    for relevance_value in range(top_relevance + 1)
+                ],
+                dtype=pl.Float64,
+            )
+        ).gather(pl.col(name))
+        for slot, name in enumerate(relevance_columns)
+    ]
+    idcg = ideal_gains[0]
+    for gain in ideal_gains[1:]:
+        idcg = idcg + gain
+    per_case = frame.select(
+        "case_index",
+        "recall_expected_total",
+        pl.sum_horizontal(pl.col(name).is_not_null().cast(pl.Int64) for name in rank_columns)
+        .cast(pl.Int64)
+        .alias("recall_matched"),
+        pl.min_horizontal(pl.col(name) for name in rank_columns).alias("best_rank"),
+        "dcg",
+        idcg.alias("idcg"),
+    )
+    return _recall_values(per_case)
+
+
+def _recall_values(per_case: pl.LazyFrame) -> pl.DataFrame:
+    """The §4.2 values from per-case counts, best rank, DCG and IDCG."""
+    return per_case.select(
+        "case_index",
+        "recall_expected_total",
+        "recall_matched",
+        (pl.col("recall_matched") / pl.col("recall_expected_total")).alias("recall_at_k"),
+        pl.when(pl.col("best_rank").is_not_null())
+        .then(1.0 / (pl.col("best_rank").cast(pl.Float64) + 1.0))
+        .otherwise(0.0)
+        .alias("mrr"),
+        pl.min_horizontal(pl.col("dcg") / pl.col("idcg"), pl.lit(1.0)).alias("ndcg"),
+    ).collect()
+
+
 def _recall_blocks(items: pl.DataFrame) -> pl.DataFrame:
     """recall@k, MRR and graded nDCG per case (EVALUATE.md §4.2), in case order."""
     gains = _in_case_order(items, pl.col("entry_index"))
+    by_slots = _recall_blocks_by_slots(gains)
+    if by_slots is not None:
+        return by_slots
     # Relevance descending within a case; ties are interchangeable (equal gains).
     ideal = _in_case_order(
         gains.select("case_index", "relevance"),
@@ -279,17 +613,7 @@ def _recall_blocks(items: pl.DataFrame) -> pl.DataFrame:
                 ),
             ]
         )
-    return per_case.select(
-        "case_index",
-        "recall_expected_total",
-        "recall_matched",
-        (pl.col("recall_matched") / pl.col("recall_expected_total")).alias("recall_at_k"),
-        pl.when(pl.col("best_rank").is_not_null())
-        .then(1.0 / (pl.col("best_rank").cast(pl.Float64) + 1.0))
-        .otherwise(0.0)
-        .alias("mrr"),
-        pl.min_horizontal(pl.col("dcg") / pl.col("idcg"), pl.lit(1.0)).alias("ndcg"),
-    )
+    return _recall_values(per_case.lazy())
 
 
 def _entry_matches(expected: pl.DataFrame, resolutions: pl.DataFrame) -> pl.DataFrame:

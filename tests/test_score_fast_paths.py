@@ -1,8 +1,10 @@
-"""The recall block's fast paths (case-chunked join, list folds) vs a plain oracle.
+"""The recall block's fast paths (slot grids, case-chunked join, list folds) vs a plain oracle.
 
-``score.py`` joins expectations to hits range by range of cases when both
-tables are in case order, and folds DCG/IDCG over per-case lists unless a
-case is long (then ``stats.grouped_sequential_sum``). These tests
+``score.py`` matches expectations against a (case x rank) grid of hit keys
+when the hits fit one, else joins them range by range of cases when both
+tables are in case order; it computes per-case values over item slot
+columns when cases are short, else folds DCG/IDCG over per-case lists
+unless a case is long (then ``stats.grouped_sequential_sum``). These tests
 score random runs through the production path (eval.jsonl loader ->
 ``build_tables`` -> ``score_cases``) with each path forced on and off, and
 compare every per-case value bit for bit with a direct transcription of
@@ -11,6 +13,7 @@ EVALUATE.md §4.1-§4.2.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -81,7 +84,9 @@ def _oracle(case: dict[str, Any], passage: Any) -> tuple[float, float, float] | 
     return matched / len(judged), mrr, min(dcg / idcg, 1.0)
 
 
-def _score(lines: list[dict[str, Any]], passages: list[Any]) -> pl.DataFrame:
+def _score(
+    lines: list[dict[str, Any]], passages: list[Any], shuffle_hits: random.Random | None = None
+) -> pl.DataFrame:
     header = json.dumps({"taguru_eval": 1, "name": "fast-paths"})
     text = "\n".join([header, *(json.dumps(line) for line in lines)]) + "\n"
     eval_set = load_eval_text(text, "fast-paths.jsonl")
@@ -98,7 +103,25 @@ def _score(lines: list[dict[str, Any]], passages: list[Any]) -> pl.DataFrame:
         }
         for index, (case, passage) in enumerate(zip(eval_set.cases, passages, strict=True))
     ]
-    return score.score_cases(eval_set, build_tables(outputs, "fast-paths"))
+    tables = build_tables(outputs, "fast-paths")
+    if shuffle_hits is not None:
+        order = list(range(tables.hits.height))
+        shuffle_hits.shuffle(order)
+        tables = dataclasses.replace(tables, hits=tables.hits[order])
+    return score.score_cases(eval_set, tables)
+
+
+def _assert_matches_oracle(
+    lines: list[dict[str, Any]], passages: list[Any], cases: pl.DataFrame
+) -> None:
+    for line, passage, row in zip(lines, passages, cases.iter_rows(named=True), strict=True):
+        want = _oracle(line, passage)
+        have = (row["recall_at_k"], row["mrr"], row["ndcg"])
+        if want is None:
+            assert have == (None, None, None), line["case_id"]
+        else:
+            # Bit for bit: same log2 values, same left-to-right fold.
+            assert have == want, (line, passage)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -108,20 +131,80 @@ def test_recall_block_matches_the_spec_oracle(
     seed: int, chunk_rows: int, fold_max_items: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # fold_max_items 0 forces the grouped_sequential_sum path, 32 the list fold,
-    # 2 picks per run depending on its longest case.
+    # 2 picks per run depending on its longest case. The slot paths are off.
+    monkeypatch.setattr(score, "_SLOT_MAX_HITS", 0)
+    monkeypatch.setattr(score, "_SLOT_MAX_ITEMS", 0)
     monkeypatch.setattr(score, "_JOIN_CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(score, "_FOLD_MAX_ITEMS", fold_max_items)
     rnd = random.Random(seed)
     lines, passages = _random_run(rnd, 250)
-    cases = _score(lines, passages)
-    for line, passage, row in zip(lines, passages, cases.iter_rows(named=True), strict=True):
-        want = _oracle(line, passage)
-        have = (row["recall_at_k"], row["mrr"], row["ndcg"])
-        if want is None:
-            assert have == (None, None, None), line["case_id"]
-        else:
-            # Bit for bit: same log2 values, same left-to-right fold.
-            assert have == want, (line, passage)
+    _assert_matches_oracle(lines, passages, _score(lines, passages))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("slot_max_hits", [0, 8, 32])
+@pytest.mark.parametrize("slot_max_items", [0, 2, 8])
+def test_slot_paths_match_the_spec_oracle(
+    seed: int, slot_max_hits: int, slot_max_items: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 0 turns a slot path off; 8 / 2 leave it on only for runs whose widest
+    # case fits (random runs have up to 10 hits and 5 entries per case).
+    monkeypatch.setattr(score, "_SLOT_MAX_HITS", slot_max_hits)
+    monkeypatch.setattr(score, "_SLOT_MAX_ITEMS", slot_max_items)
+    rnd = random.Random(100 + seed)
+    lines, passages = _random_run(rnd, 250)
+    _assert_matches_oracle(lines, passages, _score(lines, passages))
+
+
+def test_every_case_with_the_same_number_of_items_and_hits() -> None:
+    # The dense layouts: every case has exactly 3 judged items and 4 hits.
+    rnd = random.Random(7)
+    lines: list[dict[str, Any]] = []
+    passages: list[Any] = []
+    for index in range(200):
+        sources = [
+            {
+                "source": rnd.choice(SOURCES),
+                "paragraphs": rnd.sample(range(5), rnd.randint(0, 1)),
+                "relevance": rnd.randint(1, 3),
+            }
+            for _ in range(3)
+        ]
+        lines.append({"case_id": f"c{index}", "query": "q", "expected_sources": sources})
+        hits = [
+            {"source": rnd.choice(SOURCES), "paragraph": rnd.randint(0, 4), "score": 0.5}
+            for _ in range(4)
+        ]
+        passages.append({"outcome": "searched", "hits": hits, "latency_ms": 1})
+    _assert_matches_oracle(lines, passages, _score(lines, passages))
+
+
+def test_hits_out_of_case_order_are_joined() -> None:
+    rnd = random.Random(11)
+    lines, passages = _random_run(rnd, 250)
+    _assert_matches_oracle(lines, passages, _score(lines, passages, shuffle_hits=rnd))
+
+
+def test_colliding_match_keys_fall_back_to_the_join(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every source and locator shares one key: candidates are confirmed against
+    # the real values, a false one is rejected and the join decides.
+    def constant_keys(source: pl.Expr, paragraph: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+        key = (source.str.len_bytes() * 0 + 1).cast(pl.UInt32)
+        return key, key
+
+    calls: list[int] = []
+    join = score._first_ranks_by_join
+
+    def counted_join(*args: Any) -> pl.Series:
+        calls.append(1)
+        return join(*args)
+
+    monkeypatch.setattr(score, "_match_keys", constant_keys)
+    monkeypatch.setattr(score, "_first_ranks_by_join", counted_join)
+    rnd = random.Random(3)
+    lines, passages = _random_run(rnd, 250)
+    _assert_matches_oracle(lines, passages, _score(lines, passages))
+    assert calls, "a false key match must send the run to the join"
 
 
 def test_case_chunks_split_only_between_cases(monkeypatch: pytest.MonkeyPatch) -> None:
