@@ -15,7 +15,7 @@ import polars as pl
 
 from taguru_eval.gate import UNSTABLE_CORPUS_WARNING_LINE
 from taguru_eval.prepare import PreparedRun
-from taguru_eval.score import Scores, lane_cross_line
+from taguru_eval.score import Scores, citation_is_valid, lane_cross_line
 from taguru_eval.tables import RunTables
 
 Progress = Callable[[int, int], None]
@@ -77,34 +77,21 @@ def summary_lines(
             f"  citations over {citations['n']} case(s): mean recall {_mean(citations):.3f}, "
             f"mean locator validity {_mean(metrics['citations.locator_validity']):.3f}"
         )
-        invalid = [
-            check
-            for case in doc["cases"]
-            for check in (case.get("citations") or {}).get("checks", [])
-            if not _valid(check)
-        ]
-        for check in invalid[:3]:
+        invalid = tables.citation_checks.filter(~citation_is_valid()).sort(
+            "case_index", "citation_index"
+        )
+        for source, paragraph in invalid.select("source", "paragraph").head(3).iter_rows():
             # Interpolated raw, as the reference's format string does (no JSON escaping).
-            body = f'{{"source": "{check["source"]}", "paragraph": {check["paragraph"]}}}'
+            body = f'{{"source": "{source}", "paragraph": {paragraph}}}'
             lines.append(
                 f"    invalid locator — reproduce with: POST /contexts/{context}/citations {body}"
             )
-        if len(invalid) > 3:
-            lines.append(f"    ... and {len(invalid) - 3} more invalid locator(s)")
+        if invalid.height > 3:
+            lines.append(f"    ... and {invalid.height - 3} more invalid locator(s)")
     lines.extend(_budget_lines(prepared, metrics))
     if not doc["corpus"]["stable"]:
         lines.append(UNSTABLE_CORPUS_WARNING_LINE)
     return lines
-
-
-def _valid(check: Mapping[str, Any]) -> bool:
-    """§3.6: resolved, section not mismatched, quote (if declared) matched."""
-    if check.get("outcome") != "resolved":
-        return False
-    if (check.get("section") or {}).get("check") == "mismatched":
-        return False
-    quote = check.get("quote")
-    return quote is None or bool(quote.get("matched"))
 
 
 def _budget_lines(prepared: PreparedRun, metrics: Mapping[str, Any]) -> list[str]:

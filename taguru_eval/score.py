@@ -75,7 +75,7 @@ def _log2_of_position_plus_two(positions: pl.Expr, largest: int) -> pl.Expr:
     return pl.lit(table, dtype=pl.Float64).gather(positions)
 
 
-def _valid_check() -> pl.Expr:
+def citation_is_valid() -> pl.Expr:
     """EVALUATE.md §3.6: resolved, section not mismatched, any declared quote matched."""
     return (
         (pl.col("outcome") == "resolved")
@@ -684,7 +684,7 @@ def _citation_blocks(expected: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFra
     per_case = checks.group_by("case_index").agg(
         pl.len().cast(pl.Int64).alias("citations_expected_total"),
         pl.col("served").sum().cast(pl.Int64).alias("citations_matched"),
-        _valid_check().sum().cast(pl.Int64).alias("citations_valid"),
+        citation_is_valid().sum().cast(pl.Int64).alias("citations_valid"),
     )
     return (
         declared.join(per_case, on="case_index", how="left")
@@ -796,7 +796,7 @@ def _missed_rows(
         locator + pl.lit("not found among served results"),
     )
     invalid = keyed(
-        checks.filter(~_valid_check()),
+        checks.filter(~citation_is_valid()),
         5,
         "citation_index",
         1,
