@@ -658,34 +658,19 @@ async def _query(
     body: dict[str, object] = {"label": label, "limit": 1, "object": obj, "subject": subject}
     try:
         reply = await client.post(["contexts", context, "query"], body)
-    except CallFailure as failure:
-        message = truncate_utf8(failure.message)
-        recorder.add(
-            lane="association",
-            endpoint=QUERY_ENDPOINT,
-            item_index=index,
-            position="query",
-            outcome="errored",
-            latency_ms=failure.latency_ms,
-            http_status=failure.status,
-            error=message,
-        )
-        return AssociationQuery(outcome="errored", message=message, latency_ms=failure.latency_ms)
-    try:
         total, matches, attributions = _read_attributions(reply.payload)
-    except js.JsonShapeError as exc:
-        message = f"query response did not parse: {exc.detail}"
-        recorder.add(
-            lane="association",
-            endpoint=QUERY_ENDPOINT,
-            item_index=index,
-            position="query",
-            outcome="errored",
-            latency_ms=reply.latency_ms,
-            http_status=reply.status,
-            error=message,
+    except (CallFailure, js.JsonShapeError) as exc:
+        failure = (
+            exc
+            if isinstance(exc, CallFailure)
+            else CallFailure(
+                f"query response did not parse: {exc.detail}",
+                status=reply.status,
+                latency_ms=reply.latency_ms,
+            )
         )
-        return AssociationQuery(outcome="errored", message=message, latency_ms=reply.latency_ms)
+        message = _record_failure(recorder, failure, "association", QUERY_ENDPOINT, index, "query")
+        return AssociationQuery(outcome="errored", message=message, latency_ms=failure.latency_ms)
     recorder.add(
         lane="association",
         endpoint=QUERY_ENDPOINT,
