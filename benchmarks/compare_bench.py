@@ -44,7 +44,7 @@ JSON_TARGET_S = 15.0
 _CHILD = """
 import resource, sys, time
 sys.path.insert(0, {root!r})
-from taguru_eval.compare import main
+from taguru_eval.cli.compare import main
 import io
 start = time.perf_counter()
 code = main([{base!r}, {head!r}, "--out", {out!r}], stdout=io.StringIO(), stderr=io.StringIO())
@@ -167,8 +167,8 @@ def _store_run(store: Path, run_id: str, doc: dict[str, Any], artifact: Path) ->
     and ``artifact``'s text as its evaluation.json. The lane tables (calls,
     hits, …) are left out: compare never reads them, and building ten hits
     per case for 100,000 cases would only slow generation down."""
-    from taguru_eval.artifact import cases_from_artifact
-    from taguru_eval.score import metrics_frame
+    from taguru_eval.artifact.read import cases_from_artifact
+    from taguru_eval.score.aggregate import metrics_frame
     from taguru_eval.store import write_run
 
     statistics = {name: str(entry["statistic"]) for name, entry in doc["definitions"].items()}

@@ -116,8 +116,9 @@ def build_ours(arrays: dict[str, Any]) -> tuple[Any, Any]:
     import numpy as np
     import polars as pl
 
-    from taguru_eval.dataset import EXPECTED_SCHEMA
-    from taguru_eval.tables import CASE_LANES, HITS, conform, empty_tables
+    from taguru_eval.inputs.dataset import EXPECTED_SCHEMA
+    from taguru_eval.tables.flatten import empty_tables
+    from taguru_eval.tables.schemas import CASE_LANES, HITS, conform
 
     cases = arrays["cases"]
     case_index = np.arange(cases, dtype=np.int64)
@@ -252,8 +253,8 @@ def score_ours(inputs: tuple[Any, Any]) -> tuple[Any, Any]:
     """Per-case recall@k/MRR/nDCG and the three Distributions."""
     import polars as pl
 
-    from taguru_eval.score import recall_scores
-    from taguru_eval.stats import distribution_frame
+    from taguru_eval.score.recall import recall_scores
+    from taguru_eval.score.stats import distribution_frame
 
     eval_set, tables = inputs
     per_case = recall_scores(eval_set, tables)

@@ -138,11 +138,11 @@ def _measure(
     eval_path: Path, port: int, concurrency: int, transport_name: str
 ) -> tuple[float, float]:
     """(passage calls per second, p50 passage latency in ms) of one run."""
-    from taguru_eval.client import make_transport
-    from taguru_eval.console import Console
+    from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
-    from taguru_eval.prepare import prepare_run
-    from taguru_eval.runner import network_phase
+    from taguru_eval.run.client import make_transport
+    from taguru_eval.run.console import Console
+    from taguru_eval.run.runner import network_phase
 
     options = RunOptions(
         eval_path=str(eval_path),

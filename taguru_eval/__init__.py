@@ -2,14 +2,28 @@
 
 The library API returns Polars frames: ``run`` evaluates a context,
 ``load_run`` reads a stored run or any evaluation.json back, ``compare`` diffs
-two runs, ``scan_runs`` lazily reads one table across every stored run.
+two runs, ``scan_runs`` lazily reads one table across every stored run. Every
+failure a user can cause is a :class:`TaguruEvalError` carrying its exit code.
 """
 
 from __future__ import annotations
 
 from taguru_eval.api import Run, load_run, run, scan_runs
 from taguru_eval.compare import Comparison, compare
+from taguru_eval.errors import InputError, RunError, TaguruEvalError, UsageError
 
 __version__ = "0.1.0"
 
-__all__ = ["Comparison", "Run", "__version__", "compare", "load_run", "run", "scan_runs"]
+__all__ = [
+    "Comparison",
+    "InputError",
+    "Run",
+    "RunError",
+    "TaguruEvalError",
+    "UsageError",
+    "__version__",
+    "compare",
+    "load_run",
+    "run",
+    "scan_runs",
+]

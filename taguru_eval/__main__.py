@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from taguru_eval.cli import main
+from taguru_eval.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

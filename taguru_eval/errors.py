@@ -7,6 +7,14 @@ these; the CLI prints ``str(error)`` as one stderr line and exits with
 
 from __future__ import annotations
 
+from typing import Final
+
+PREFIX: Final = "taguru: evaluate: "
+"""The start of every stderr line the project prints (GATE_AND_COMPARE.md §1.1)."""
+
+USAGE_SUFFIX: Final = " — try 'taguru evaluate --help'"
+"""What follows a usage error's message, pointing at the reference's help."""
+
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_INPUT = 2

@@ -34,8 +34,8 @@ import polars as pl
 
 from taguru_eval.catalog import CASE_METRIC_PATHS, CASE_SCOPED_METRICS, statistics
 from taguru_eval.errors import EXIT_GATE, EXIT_OK
-from taguru_eval.tables import CASE_METRIC_COLUMNS
-from taguru_eval.thresholds import Thresholds
+from taguru_eval.inputs.thresholds import Thresholds
+from taguru_eval.tables.schemas import CASE_METRIC_COLUMNS
 
 CASE_VALUES_SCHEMA: Final = {"case_id": pl.String, "metric": pl.String, "value": pl.Float64}
 """The per-case metric frame the gate joins against: long format, one row per value."""

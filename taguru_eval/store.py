@@ -29,9 +29,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from taguru_eval.errors import RunError
-from taguru_eval.files import fsync_directory
-from taguru_eval.tables import ARROW_SCHEMAS, polars_schema
+from taguru_eval._base.files import fsync_directory
+from taguru_eval.errors import PREFIX, RunError
+from taguru_eval.tables.schemas import ARROW_SCHEMAS, polars_schema
 
 DEFAULT_STORE_DIR: Final = "runs"
 ARTIFACT_NAME: Final = "evaluation.json"
@@ -85,7 +85,7 @@ def write_run(
         os.rename(staging, target)
         fsync_directory(target.parent)
     except OSError as exc:
-        raise RunError(f"taguru: evaluate: writing the run store {target}: {exc}") from None
+        raise RunError(f"{PREFIX}writing the run store {target}: {exc}") from None
     finally:
         # Only reached with leftovers after a failure or an interrupt.
         if staging.exists():

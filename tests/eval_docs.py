@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from taguru_eval import catalog
-from taguru_eval.stats import distribution, ratio
+from taguru_eval.score.stats import distribution, ratio
 
 CASE_IDS = ("alpha-001", "beta-002", "gamma-003", "delta-004")
 

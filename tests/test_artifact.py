@@ -12,21 +12,26 @@ from conftest import vector_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taguru_eval import artifact, files
-from taguru_eval.artifact import (
+from taguru_eval._base import files
+from taguru_eval._base.text import F32, json_f32, to_f32
+from taguru_eval.artifact.build import (
     RunContext,
     build_artifact,
+    citation_check_block,
     dumps,
+    write_json_atomic,
+)
+from taguru_eval.artifact.read import (
+    load_artifact,
     parse_artifact,
     read_artifact,
     tables_from_artifact,
-    write_json_atomic,
 )
-from taguru_eval.dataset import load_eval_text
 from taguru_eval.errors import InputError, RunError
-from taguru_eval.score import score_run
-from taguru_eval.tables import LaneOutput, build_tables
-from taguru_eval.text import F32, json_f32, to_f32
+from taguru_eval.inputs.dataset import load_eval_text
+from taguru_eval.score.aggregate import score_run
+from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables.shapes import LaneOutput
 
 SECRET = "SECRET-PARAGRAPH-TEXT-青嶺は青嶺酒造が造る銘柄です"
 
@@ -354,7 +359,7 @@ def test_omitted_versus_null_rules() -> None:
 
 
 def test_section_expectation_null_is_kept() -> None:
-    check = artifact.citation_check_block(
+    check = citation_check_block(
         {
             "source": "a.md",
             "paragraph": 0,
@@ -365,7 +370,7 @@ def test_section_expectation_null_is_kept() -> None:
         }
     )
     assert check["section"] == {"check": "matched", "expected": None}
-    unresolved = artifact.citation_check_block(
+    unresolved = citation_check_block(
         {
             "source": "a.md",
             "paragraph": 0,
@@ -559,5 +564,5 @@ def test_malformed_case_blocks_are_input_errors(tmp_path: Path, case: dict[str, 
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"taguru_evaluation": 1, "cases": [case]}), encoding="utf-8")
     with pytest.raises(InputError, match="malformed case block") as info:
-        artifact.load_artifact(path)
+        load_artifact(path)
     assert str(path) in str(info.value)

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from eval_docs import evaluation_document, write_document
 
-from taguru_eval import ingest
-from taguru_eval.tables import ARROW_SCHEMAS
+from taguru_eval.analyst import ingest
+from taguru_eval.tables.schemas import ARROW_SCHEMAS
 
 PINNED: dict[str, list[tuple[str, str]]] = {
     "calls": [

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, WIRE, vector_cases, vector_doc
 
+from taguru_eval._base.text import json_f32
 from taguru_eval.refserver import bm25
 from taguru_eval.refserver.bm25 import PassageIndex, ScoredParagraph, f32, idf
 from taguru_eval.refserver.paragraphs import split_paragraphs
-from taguru_eval.text import json_f32
 
 HIT_KEYS = {
     "hits",

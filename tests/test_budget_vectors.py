@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from conftest import vector_cases
 
-from taguru_eval.budget import (
+from taguru_eval._base.text import json_f32
+from taguru_eval.options import resolve_budget
+from taguru_eval.run.budget import (
     MeasuredHit,
     array_overhead,
     compact_json,
@@ -17,8 +19,6 @@ from taguru_eval.budget import (
     token_estimate,
     truncate,
 )
-from taguru_eval.options import resolve_budget
-from taguru_eval.text import json_f32
 
 
 def _hit(raw: dict[str, Any]) -> MeasuredHit:

@@ -11,9 +11,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from taguru_eval import charts
+from taguru_eval.analyst import charts
 from taguru_eval.catalog import COMPARISON_METRICS
-from taguru_eval.compare_classify import classify_cases
+from taguru_eval.compare.classify import classify_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -195,7 +195,7 @@ def test_builders_never_import_pandas(builder: str) -> None:
         f"""
         import sys
         import polars as pl
-        from taguru_eval import charts
+        from taguru_eval.analyst import charts
         kind = {builder!r}
         if kind == "drift":
             h = pl.DataFrame({{"run": ["a"], "run_order": [0], "metric": ["recall.mrr"],

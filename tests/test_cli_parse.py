@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from taguru_eval import cli
-from taguru_eval.cli import HELP, SUBCOMMANDS, main, parse_positive, parse_run_args
+from taguru_eval._base import extras
+from taguru_eval.cli import main as cli_main
+from taguru_eval.cli import run as cli_run
+from taguru_eval.cli.main import SUBCOMMANDS, main
+from taguru_eval.cli.run import HELP, parse_positive, parse_run_args
 from taguru_eval.errors import InputError, UsageError
+from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import Budget, RunOptions
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -297,38 +301,54 @@ def test_run_alias_is_run_mode(capsys: pytest.CaptureFixture[str]) -> None:
     assert err == f"taguru: evaluate: evaluate takes no positional arguments{SUFFIX}\n"
 
 
-def test_reserved_subcommands_are_known() -> None:
-    assert {"compare", "serve", "demo", "report", "ingest"} <= set(SUBCOMMANDS)
-    for target in SUBCOMMANDS.values():
-        module, colon, function = target.partition(":")
-        assert module.startswith("taguru_eval.") and colon and function
+def test_subcommands_are_plain_functions() -> None:
+    assert set(SUBCOMMANDS) == {"compare", "serve", "demo", "report", "ingest"}
+    assert all(callable(entry) for entry in SUBCOMMANDS.values())
 
 
-def test_subcommand_not_in_build(
+def test_a_word_that_is_no_subcommand_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for word in ("import-golden", "refusal-bands", "golden"):
+        code, out, err = run_main([word, "a.csv"], capsys)
+        assert (code, out) == (2, "")
+        assert err.startswith(f"taguru: evaluate: unknown subcommand '{word}'")
+        assert err.endswith(f"{SUFFIX}\n") and err.count("\n") == 1
+
+
+def test_a_missing_extra_is_one_line_naming_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(SUBCOMMANDS, "report", "taguru_eval.no_such_module_xyz:main")
-    code, out, err = run_main(["report", "a"], capsys)
-    assert (code, out) == (2, "")
-    assert err == "taguru: report: not available in this build\n"
+    real_import = extras.import_module
+
+    def without_uvicorn(name: str) -> object:
+        if name == "uvicorn":
+            raise ModuleNotFoundError("No module named 'uvicorn'", name="uvicorn")
+        return real_import(name)
+
+    monkeypatch.setattr(extras, "import_module", without_uvicorn)
+    for word, args in (("demo", []), ("serve", ["data"])):
+        code, out, err = run_main([word, *args], capsys)
+        assert (code, out) == (2, "")
+        assert err == (
+            f"taguru: {word}: needs the 'server' extra, which is not installed "
+            "(no module 'uvicorn'): pip install 'taguru_eval[server]'\n"
+        )
 
 
-def test_subcommand_called_lazily_with_remaining_args(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_subcommand_called_with_remaining_args(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "fake_sub_ok.py").write_text(
-        "CALLS = []\ndef main(argv):\n    CALLS.append(argv)\n    return 7\n", encoding="utf-8"
-    )
-    (tmp_path / "fake_sub_dep.py").write_text("import not_installed_dep_xyz\n", encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(SUBCOMMANDS, "compare", "fake_sub_ok:main")
-    monkeypatch.setitem(SUBCOMMANDS, "serve", "fake_sub_dep:main")
+    calls: list[list[str]] = []
+
+    def fake(argv: list[str]) -> int:
+        calls.append(argv)
+        return 7
+
+    monkeypatch.setitem(SUBCOMMANDS, "compare", fake)
     code, _out, _err = run_main(["compare", "a.json", "b.json", "--out", "c"], capsys)
     assert code == 7
-    assert sys.modules["fake_sub_ok"].CALLS == [["a.json", "b.json", "--out", "c"]]
-    code, _out, err = run_main(["serve", "data"], capsys)
-    assert code == 2
-    assert "not_installed_dep_xyz" in err and err.startswith("taguru: serve: ")
+    assert calls == [["a.json", "b.json", "--out", "c"]]
 
 
 def test_run_mode_hands_prepared_run_to_the_runner(
@@ -336,34 +356,20 @@ def test_run_mode_hands_prepared_run_to_the_runner(
 ) -> None:
     eval_path = tmp_path / "eval.jsonl"
     eval_path.write_text('{"taguru_eval":1}\n{"case_id":"c1","query":"q"}\n', encoding="utf-8")
-    (tmp_path / "fake_runner.py").write_text(
-        "SEEN = []\ndef run_prepared(prepared):\n    SEEN.append(prepared)\n    return 3\n",
-        encoding="utf-8",
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(cli, "RUN_PREPARED", "fake_runner:run_prepared")
+    seen: list[PreparedRun] = []
+
+    def fake_runner(prepared: PreparedRun) -> int:
+        seen.append(prepared)
+        return 3
+
+    monkeypatch.setattr(cli_run, "run_prepared", fake_runner)
     monkeypatch.delenv("TAGURU_CONFIG", raising=False)
     code, _out, _err = run_main(
         ["run", "--eval", str(eval_path), "--context", "c", "--url", "http://h:9/"], capsys
     )
     assert code == 3
-    prepared = sys.modules["fake_runner"].SEEN[0]
-    assert prepared.base_url == "http://h:9"
-    assert prepared.eval_set.case_ids == ["c1"]
-
-
-def test_run_mode_without_runner(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    eval_path = tmp_path / "eval.jsonl"
-    eval_path.write_text('{"taguru_eval":1}\n{"case_id":"c1","query":"q"}\n', encoding="utf-8")
-    monkeypatch.setattr(cli, "RUN_PREPARED", "taguru_eval.no_runner_here_xyz:run_prepared")
-    monkeypatch.delenv("TAGURU_CONFIG", raising=False)
-    code, _out, err = run_main(
-        ["--eval", str(eval_path), "--context", "c", "--url", "http://h"], capsys
-    )
-    assert code == 1
-    assert err == "taguru: evaluate: run mode is not available in this build\n"
+    assert seen[0].base_url == "http://h:9"
+    assert seen[0].eval_set.case_ids == ["c1"]
 
 
 def test_keyboard_interrupt_exits_130(
@@ -372,7 +378,7 @@ def test_keyboard_interrupt_exits_130(
     def interrupted(args: list[str]) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "dispatch", interrupted)
+    monkeypatch.setattr(cli_main, "dispatch", interrupted)
     code, _out, err = run_main(["--help"], capsys)
     assert code == 130
     assert "Traceback" not in err
@@ -385,7 +391,7 @@ def test_project_errors_keep_their_prefix(
         def raiser(args: list[str]) -> int:
             raise InputError(message)
 
-        monkeypatch.setattr(cli, "dispatch", raiser)
+        monkeypatch.setattr(cli_main, "dispatch", raiser)
 
     fail_with("taguru: config x.env: line 2: expected KEY=VALUE, got 'y' — try 'taguru --help'")
     assert run_main([], capsys)[2] == (

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from taguru_eval import prepare as prepare_module
-from taguru_eval.config import ConfigError
 from taguru_eval.errors import InputError
+from taguru_eval.inputs.config import ConfigError
+from taguru_eval.inputs.prepare import PreparedRun, prepare_run
 from taguru_eval.options import RunOptions
-from taguru_eval.prepare import PreparedRun, prepare_run
 
 GOOD = (
     '{"taguru_eval":1,"name":"n"}\n'
@@ -161,34 +160,8 @@ def test_url_refusals(
     assert info.value.exit_code == 2
 
 
-def test_must_refuse_without_loader_module_is_exit_2(
-    files: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(prepare_module, "MUST_REFUSE_MODULE", "taguru_eval.no_abstention_xyz")
+def test_must_refuse_is_refused_before_the_thresholds_file(files: dict[str, str]) -> None:
     opts = options(files, must_refuse="mr.jsonl", thresholds=files["bad_thresholds"])
     with pytest.raises(InputError, match=r"^--must-refuse is not available in this build$") as info:
         prepare(opts)
     assert info.value.exit_code == 2
-
-
-def test_must_refuse_loader_hook_runs_before_thresholds(
-    files: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "fake_abstention.py").write_text(
-        "METRIC_NAMES = ('abstention.refusal_rate',)\n"
-        "def load_must_refuse(path, eval_case_ids):\n"
-        "    return ('loaded', path, tuple(eval_case_ids))\n",
-        encoding="utf-8",
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(prepare_module, "MUST_REFUSE_MODULE", "fake_abstention")
-    thresholds = tmp_path / "t.json"
-    thresholds.write_text(
-        '{"taguru_evaluate_thresholds":1,"aggregate":{"abstention.refusal_rate":{"min":0.5}}}',
-        encoding="utf-8",
-    )
-    with pytest.raises(InputError, match=r"abstention\.refusal_rate"):
-        prepare(options(files, thresholds=str(thresholds)))  # unknown without --must-refuse
-    prepared, _ = prepare(options(files, must_refuse="mr.jsonl", thresholds=str(thresholds)))
-    assert prepared.must_refuse == ("loaded", "mr.jsonl", ("c1", "c2", "c3", "c4"))
-    assert prepared.thresholds is not None

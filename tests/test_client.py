@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from taguru_eval import client as client_module
-from taguru_eval.client import (
+from taguru_eval.run import client as client_module
+from taguru_eval.run.client import (
     CallFailure,
     TaguruClient,
     build_url,

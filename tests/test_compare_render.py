@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from taguru_eval.compare import compare
-from taguru_eval.compare_report import _dumps, _number, _number_text
+from taguru_eval.compare.report import _dumps, _number, _number_text
 
 EDGES = [
     0.0,

@@ -23,12 +23,13 @@ import pytest
 from conftest import DATA
 
 from taguru_eval import api
-from taguru_eval import compare_store as store_reader
-from taguru_eval.compare import compare, main
-from taguru_eval.compare_classify import Comparison
-from taguru_eval.compare_load import read_view as load_read_view
-from taguru_eval.compare_store import head_of
-from taguru_eval.ingest import ingest
+from taguru_eval.analyst.ingest import ingest
+from taguru_eval.cli.compare import main
+from taguru_eval.compare import compare
+from taguru_eval.compare import parquet as store_reader
+from taguru_eval.compare.classify import Comparison
+from taguru_eval.compare.load import read_view as load_read_view
+from taguru_eval.compare.parquet import head_of
 from taguru_eval.refserver.serve import running_server
 
 NOW = "2026-07-29T00:00:00Z"

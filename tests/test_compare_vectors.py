@@ -16,14 +16,9 @@ import pytest
 from conftest import vector_cases, vector_doc
 
 from taguru_eval.catalog import CASE_SCOPED_METRICS, COMPARISON_METRICS
-from taguru_eval.compare import main, parse_args
-from taguru_eval.compare_classify import (
-    Comparison,
-    compare_views,
-    duplicate_warnings,
-    side_scalar,
-)
-from taguru_eval.compare_load import RunView, read_view, view_from_document
+from taguru_eval.cli.compare import main, parse_args
+from taguru_eval.compare.classify import Comparison, compare_views, duplicate_warnings, side_scalar
+from taguru_eval.compare.load import RunView, read_view, view_from_document
 from taguru_eval.errors import InputError, UsageError
 
 TOLERANCE = 1e-9

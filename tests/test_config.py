@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from conftest import vector_cases
 
-from taguru_eval.cli import parse_run_args
-from taguru_eval.config import (
+from taguru_eval._base.text import truncate_utf8
+from taguru_eval.cli.run import parse_run_args
+from taguru_eval.errors import InputError
+from taguru_eval.inputs.config import (
     ConfigError,
     apply_config_file,
     base_url_from_addr,
@@ -19,8 +21,6 @@ from taguru_eval.config import (
     resolve_base_url,
     resolve_token,
 )
-from taguru_eval.errors import InputError
-from taguru_eval.text import truncate_utf8
 
 # --------------------------------------------------------------------------- vectors
 

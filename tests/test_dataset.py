@@ -9,7 +9,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from taguru_eval.dataset import (
+from taguru_eval._base.text import to_f32
+from taguru_eval.errors import InputError
+from taguru_eval.inputs.dataset import (
     ABSENT,
     EXPECTED_SCHEMA,
     CaseOptions,
@@ -18,8 +20,6 @@ from taguru_eval.dataset import (
     load_eval_text,
     validate_limits,
 )
-from taguru_eval.errors import InputError
-from taguru_eval.text import to_f32
 
 HEADER = '{"taguru_eval":1,"name":"sake retrieval cases"}'
 FULL_CASE = {

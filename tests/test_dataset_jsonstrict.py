@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from taguru_eval import jsonstrict as js
+from taguru_eval._base import jsonstrict as js
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from conftest import vector_cases
 
-from taguru_eval.dataset import (
+from taguru_eval._base.text import to_f32
+from taguru_eval.errors import InputError
+from taguru_eval.inputs.dataset import (
     ABSENT,
     EvalCase,
     EvalSet,
@@ -15,8 +17,6 @@ from taguru_eval.dataset import (
     load_eval_text,
     validate_limits,
 )
-from taguru_eval.errors import InputError
-from taguru_eval.text import to_f32
 
 
 def _citation_dict(citation: ExpectedCitation) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from eval_docs import history_documents, write_document
 
-from taguru_eval import drift, ingest
+from taguru_eval.analyst import drift, ingest
 from taguru_eval.errors import InputError
 
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taguru_eval.dataset import load_eval, validate_limits
 from taguru_eval.errors import InputError
+from taguru_eval.inputs.dataset import load_eval, validate_limits
 
 HEADER: dict[str, Any] = {"taguru_eval": 1, "name": "fuzz", "default_target": {"a": [1]}}
 CASES: list[dict[str, Any]] = [

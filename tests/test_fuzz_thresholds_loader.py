@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from taguru_eval.catalog import CASE_SCOPED_METRICS, CATALOG
 from taguru_eval.errors import InputError
-from taguru_eval.thresholds import Thresholds, load_thresholds
+from taguru_eval.inputs.thresholds import Thresholds, load_thresholds
 
 CASE_IDS = ("c1", "c2", "ケース")
 METRICS = [*CATALOG, "not.a.metric", ""]

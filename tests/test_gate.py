@@ -20,7 +20,7 @@ from taguru_eval.gate import (
     metric_scalar,
     summary_lines,
 )
-from taguru_eval.thresholds import Thresholds, parse_thresholds
+from taguru_eval.inputs.thresholds import Thresholds, parse_thresholds
 
 SKIP_TAIL = (
     "not applicable — the case did not declare the matching expectation, "
@@ -786,11 +786,10 @@ def test_case_metric_frame_reader_side_nulls_are_absent() -> None:
 
 
 def test_case_values_from_the_score_modules_wide_frame() -> None:
-    tables = pytest.importorskip("taguru_eval.tables")
     from taguru_eval.gate import case_values_from_cases_frame
-    from taguru_eval.tables import CASE_METRIC_COLUMNS
+    from taguru_eval.tables.schemas import CASE_METRIC_COLUMNS, CASES
 
-    schema = tables.CASES
+    schema = CASES
     assert set(CASE_METRIC_COLUMNS.values()) <= set(schema.names())
     rows: list[dict[str, Any]] = [dict.fromkeys(schema.names()) for _ in range(2)]
     rows[0].update(case_id="c1", recall_at_k=0.25, passage_latency_ms=7, diversity_sources=2)

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from taguru_eval import history
+from taguru_eval.demo import history
 from taguru_eval.refserver.serve import running_server
 
 DATA = Path(__file__).resolve().parent.parent / "data"

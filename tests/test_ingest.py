@@ -11,9 +11,11 @@ import polars as pl
 import pytest
 from eval_docs import evaluation_document, write_document
 
-from taguru_eval import gate, ingest, store
-from taguru_eval.drift import scalar_expr
-from taguru_eval.tables import ARROW_SCHEMAS, polars_schema
+from taguru_eval import gate, store
+from taguru_eval.analyst import ingest
+from taguru_eval.analyst.drift import scalar_expr
+from taguru_eval.cli import ingest as ingest_cli
+from taguru_eval.tables.schemas import ARROW_SCHEMAS, polars_schema
 
 
 @pytest.fixture
@@ -100,10 +102,10 @@ def test_run_id_is_derived_from_generated_at_and_content(tmp_path: Path) -> None
 def test_cli_imports_then_reports_already_stored(taguru_file: Path, tmp_path: Path) -> None:
     runs = str(tmp_path / "runs")
     out, err = io.StringIO(), io.StringIO()
-    assert ingest.main([str(taguru_file), "--store", runs], stdout=out, stderr=err) == 0
+    assert ingest_cli.main([str(taguru_file), "--store", runs], stdout=out, stderr=err) == 0
     assert "imported: context 'demo'" in out.getvalue()
     out = io.StringIO()
-    assert ingest.main([str(taguru_file), f"--store={runs}"], stdout=out, stderr=err) == 0
+    assert ingest_cli.main([str(taguru_file), f"--store={runs}"], stdout=out, stderr=err) == 0
     assert "already stored" in out.getvalue()
     assert err.getvalue() == ""
 
@@ -121,7 +123,7 @@ def test_cli_rejects_a_bad_file_with_exit_2_and_one_line(
     bad = tmp_path / "bad.json"
     bad.write_text(content, encoding="utf-8")
     err = io.StringIO()
-    code = ingest.main([str(bad), "--store", str(tmp_path / "runs")], stderr=err)
+    code = ingest_cli.main([str(bad), "--store", str(tmp_path / "runs")], stderr=err)
     assert code == 2
     message = err.getvalue()
     assert message.startswith("taguru: evaluate: ")
@@ -133,13 +135,13 @@ def test_cli_rejects_a_bad_file_with_exit_2_and_one_line(
 
 def test_cli_usage_errors(tmp_path: Path) -> None:
     err = io.StringIO()
-    assert ingest.main([], stderr=err) == 2
+    assert ingest_cli.main([], stderr=err) == 2
     assert "needs an evaluation.json" in err.getvalue()
     err = io.StringIO()
-    assert ingest.main(["a.json", "--bogus"], stderr=err) == 2
+    assert ingest_cli.main(["a.json", "--bogus"], stderr=err) == 2
     assert "unknown ingest flag '--bogus'" in err.getvalue()
     out = io.StringIO()
-    assert ingest.main(["--help"], stdout=out) == 0
+    assert ingest_cli.main(["--help"], stdout=out) == 0
     assert out.getvalue().startswith("usage: python -m taguru_eval ingest")
 
 
@@ -162,14 +164,14 @@ def test_a_case_block_without_passage_is_an_input_error(tmp_path: Path) -> None:
     del document["cases"][1]["passage"]
     path = write_document(tmp_path / "broken.json", document)
     err = io.StringIO()
-    assert ingest.main([str(path), "--store", str(tmp_path / "runs")], stderr=err) == 2
+    assert ingest_cli.main([str(path), "--store", str(tmp_path / "runs")], stderr=err) == 2
     assert err.getvalue().startswith(f"taguru: evaluate: {path}: ")
     assert "passage" in err.getvalue()
     assert not (tmp_path / "runs").exists()
 
 
 def test_our_own_run_round_trips_through_ingest(tmp_path: Path) -> None:
-    from taguru_eval import history
+    from taguru_eval.demo import history
 
     demo_store = history.demo_history(tmp_path / "demo", 1)
     (stored_dir,) = store.context_dir(demo_store, "sake").iterdir()

@@ -15,8 +15,7 @@ import httpx
 import pytest
 from conftest import DATA, vector_cases
 
-from taguru_eval.client import TaguruClient
-from taguru_eval.dataset import (
+from taguru_eval.inputs.dataset import (
     ABSENT,
     CaseOptions,
     EvalCase,
@@ -24,7 +23,12 @@ from taguru_eval.dataset import (
     ExpectedCitation,
     load_eval,
 )
-from taguru_eval.lanes import (
+from taguru_eval.refserver.app import create_app
+from taguru_eval.refserver.corpus import load_corpus_dir
+from taguru_eval.refserver.paragraphs import split_paragraphs
+from taguru_eval.refserver.state import ServerState
+from taguru_eval.run.client import TaguruClient
+from taguru_eval.run.lanes import (
     NO_HITS_MESSAGE,
     Candidate,
     classify_position,
@@ -33,10 +37,6 @@ from taguru_eval.lanes import (
     search_body,
     top_tier,
 )
-from taguru_eval.refserver.app import create_app
-from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.refserver.paragraphs import split_paragraphs
-from taguru_eval.refserver.state import ServerState
 
 BASE = "http://taguru.test"
 Route = Callable[[str, dict[str, Any]], httpx.Response]
@@ -530,7 +530,7 @@ async def test_lanes_against_the_reference_server(sake_app: Any) -> None:
 async def test_latency_excludes_the_wait_for_a_concurrency_slot() -> None:
     import asyncio
 
-    from taguru_eval.runner import run_cases
+    from taguru_eval.run.runner import run_cases
 
     async def slow(request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(0.03)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from conftest import vector_cases
 
-from taguru_eval.normalize import normalize, normalize_entry
+from taguru_eval._base.normalize import normalize, normalize_entry
 
 
 @pytest.mark.parametrize("case", vector_cases("normalize"))

@@ -17,8 +17,10 @@ from typing import Any
 import polars as pl
 import pytest
 
-from taguru_eval import drift, history, store
+from taguru_eval import store
+from taguru_eval.analyst import drift
 from taguru_eval.compare import compare
+from taguru_eval.demo import history
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")

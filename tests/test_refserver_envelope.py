@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from conftest import vector_cases
 
-from taguru_eval.text import F32, dumps_json, json_f32, json_f64
+from taguru_eval._base.text import F32, dumps_json, json_f32, json_f64
 
 
 @pytest.mark.parametrize("case", vector_cases("budget_accounting", "f32_format"))

@@ -12,9 +12,10 @@ import httpx
 import pytest
 from conftest import DATA, PROJECT_ROOT
 
+from taguru_eval.cli.serve import main, parse_args
 from taguru_eval.errors import InputError
 from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.refserver.serve import main, parse_args, running_server
+from taguru_eval.refserver.serve import running_server
 from taguru_eval.refserver.state import ServerState
 
 BREWERY = """---
@@ -233,7 +234,7 @@ def test_serve_process_prints_its_url_and_answers(tmp_path: Path) -> None:
     write_corpus(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "taguru_eval.refserver.serve", str(tmp_path), "--port", "0"],
+        [sys.executable, "-m", "taguru_eval", "serve", str(tmp_path), "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from eval_docs import evaluation_document, history_documents, write_document
 
-from taguru_eval import ingest, report
+from taguru_eval.analyst import ingest, report
+from taguru_eval.cli import report as report_cli
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -51,7 +52,7 @@ def full_report(
         json.dumps({"taguru_evaluate_thresholds": 1, "aggregate": {"recall.mrr": {"min": 0.7}}}),
         encoding="utf-8",
     )
-    code = report.main(
+    code = report_cli.main(
         [
             str(directories[-1]),
             "--base",
@@ -137,19 +138,19 @@ def test_report_is_written_atomically_and_errors_are_one_line(tmp_path: Path) ->
     path = write_document(tmp_path / "evaluation.json", evaluation_document())
     out = tmp_path / "r.html"
     out.write_text("old", encoding="utf-8")
-    assert report.main([str(path), "-o", str(out)], stdout=io.StringIO()) == 0
+    assert report_cli.main([str(path), "-o", str(out)], stdout=io.StringIO()) == 0
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report-")] == []
 
     err = io.StringIO()
     missing = tmp_path / "nope" / "r.html"
-    assert report.main([str(path), "-o", str(missing)], stderr=err) == 1
+    assert report_cli.main([str(path), "-o", str(missing)], stderr=err) == 1
     assert err.getvalue().startswith(f"taguru: evaluate: writing {missing}")
     err = io.StringIO()
-    assert report.main([str(tmp_path / "absent.json")], stderr=err) == 2
+    assert report_cli.main([str(tmp_path / "absent.json")], stderr=err) == 2
     assert "Traceback" not in err.getvalue()
     err = io.StringIO()
-    assert report.main([], stderr=err) == 2
+    assert report_cli.main([], stderr=err) == 2
     assert "exactly one RUN" in err.getvalue()
 
 

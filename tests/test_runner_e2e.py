@@ -18,13 +18,13 @@ import polars as pl
 import pytest
 from conftest import DATA
 
-from taguru_eval.cli import main
-from taguru_eval.console import Console
+from taguru_eval.cli.main import main
+from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
-from taguru_eval.prepare import prepare_run
+from taguru_eval.pipeline import RunResult, execute
 from taguru_eval.refserver.paragraphs import split_paragraphs
 from taguru_eval.refserver.serve import running_server
-from taguru_eval.runner import RunResult, execute
+from taguru_eval.run.console import Console
 
 BREWERY = "青嶺は青嶺酒造が造る銘柄です。"
 FILES = {
@@ -997,7 +997,7 @@ async def test_library_run_inside_a_running_loop(server: str, tmp_path: Path) ->
 def test_demo_writes_artifacts_and_a_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from taguru_eval.demo import demo_main
+    from taguru_eval.cli.demo import main as demo_main
 
     code = demo_main(["--out", str(tmp_path / "demo")])
     captured = capsys.readouterr()
@@ -1125,7 +1125,7 @@ def test_assembly_is_refused_before_the_network(
 def test_progress_bar_only_on_a_terminal() -> None:
     import io
 
-    from taguru_eval.console import terminal_progress
+    from taguru_eval.run.console import terminal_progress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

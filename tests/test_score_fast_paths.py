@@ -23,9 +23,11 @@ import polars as pl
 import pytest
 from test_score_vectors import FAILED_PASSAGE
 
-from taguru_eval import score
-from taguru_eval.dataset import load_eval_text
-from taguru_eval.tables import LaneOutput, build_tables
+from taguru_eval.inputs.dataset import load_eval_text
+from taguru_eval.score import match, recall
+from taguru_eval.score.cases import score_cases
+from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables.shapes import LaneOutput
 
 SOURCES = ["a.md", "b.md", "c.md", "d.md"]
 
@@ -108,7 +110,7 @@ def _score(
         order = list(range(tables.hits.height))
         shuffle_hits.shuffle(order)
         tables = dataclasses.replace(tables, hits=tables.hits[order])
-    return score.score_cases(eval_set, tables)
+    return score_cases(eval_set, tables)
 
 
 def _assert_matches_oracle(
@@ -132,10 +134,10 @@ def test_recall_block_matches_the_spec_oracle(
 ) -> None:
     # fold_max_items 0 forces the grouped_sequential_sum path, 32 the list fold,
     # 2 picks per run depending on its longest case. The slot paths are off.
-    monkeypatch.setattr(score, "_SLOT_MAX_HITS", 0)
-    monkeypatch.setattr(score, "_SLOT_MAX_ITEMS", 0)
-    monkeypatch.setattr(score, "_JOIN_CHUNK_ROWS", chunk_rows)
-    monkeypatch.setattr(score, "_FOLD_MAX_ITEMS", fold_max_items)
+    monkeypatch.setattr(match, "_SLOT_MAX_HITS", 0)
+    monkeypatch.setattr(recall, "_SLOT_MAX_ITEMS", 0)
+    monkeypatch.setattr(match, "_JOIN_CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(recall, "_FOLD_MAX_ITEMS", fold_max_items)
     rnd = random.Random(seed)
     lines, passages = _random_run(rnd, 250)
     _assert_matches_oracle(lines, passages, _score(lines, passages))
@@ -149,8 +151,8 @@ def test_slot_paths_match_the_spec_oracle(
 ) -> None:
     # 0 turns a slot path off; 8 / 2 leave it on only for runs whose widest
     # case fits (random runs have up to 10 hits and 5 entries per case).
-    monkeypatch.setattr(score, "_SLOT_MAX_HITS", slot_max_hits)
-    monkeypatch.setattr(score, "_SLOT_MAX_ITEMS", slot_max_items)
+    monkeypatch.setattr(match, "_SLOT_MAX_HITS", slot_max_hits)
+    monkeypatch.setattr(recall, "_SLOT_MAX_ITEMS", slot_max_items)
     rnd = random.Random(100 + seed)
     lines, passages = _random_run(rnd, 250)
     _assert_matches_oracle(lines, passages, _score(lines, passages))
@@ -193,14 +195,14 @@ def test_colliding_match_keys_fall_back_to_the_join(monkeypatch: pytest.MonkeyPa
         return key, key
 
     calls: list[int] = []
-    join = score._first_ranks_by_join
+    join = match._first_ranks_by_join
 
     def counted_join(*args: Any) -> pl.Series:
         calls.append(1)
         return join(*args)
 
-    monkeypatch.setattr(score, "_match_keys", constant_keys)
-    monkeypatch.setattr(score, "_first_ranks_by_join", counted_join)
+    monkeypatch.setattr(match, "_match_keys", constant_keys)
+    monkeypatch.setattr(match, "_first_ranks_by_join", counted_join)
     rnd = random.Random(3)
     lines, passages = _random_run(rnd, 250)
     _assert_matches_oracle(lines, passages, _score(lines, passages))
@@ -208,10 +210,10 @@ def test_colliding_match_keys_fall_back_to_the_join(monkeypatch: pytest.MonkeyPa
 
 
 def test_case_chunks_split_only_between_cases(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(score, "_JOIN_CHUNK_ROWS", 3)
+    monkeypatch.setattr(match, "_JOIN_CHUNK_ROWS", 3)
     left = pl.DataFrame({"c": [0, 0, 1, 2, 2, 2, 5]})
     right = pl.DataFrame({"k": [0, 1, 1, 1, 2, 3, 5, 5, 6]})
-    chunks = score._case_chunks(left, "c", right, "k")
+    chunks = match._case_chunks(left, "c", right, "k")
     assert len(chunks) > 1
     assert pl.concat([a for a, _ in chunks]).equals(left)
     assert pl.concat([b for _, b in chunks]).equals(right)
@@ -225,9 +227,9 @@ def test_case_chunks_split_only_between_cases(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_unsorted_frames_are_joined_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(score, "_JOIN_CHUNK_ROWS", 2)
+    monkeypatch.setattr(match, "_JOIN_CHUNK_ROWS", 2)
     left = pl.DataFrame({"c": [2, 0, 1]})
     right = pl.DataFrame({"k": [0, 1, 2, 2, 3]})
-    chunks = score._case_chunks(left, "c", right, "k")
+    chunks = match._case_chunks(left, "c", right, "k")
     assert len(chunks) == 1
     assert chunks[0][0] is left and chunks[0][1] is right

@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 from conftest import vector_cases
 
-from taguru_eval.artifact import calls_from_shapes, case_block
-from taguru_eval.checks import citation_check, quote_matches, section_check, served_set
-from taguru_eval.dataset import load_eval_text
-from taguru_eval.score import lane_cross_line, score_run
-from taguru_eval.tables import LaneOutput, build_tables
+from taguru_eval.artifact.build import case_block
+from taguru_eval.artifact.read import calls_from_shapes
+from taguru_eval.inputs.dataset import load_eval_text
+from taguru_eval.run.checks import citation_check, quote_matches, section_check, served_set
+from taguru_eval.score.aggregate import lane_cross_line, score_run
+from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables.shapes import LaneOutput
 
 FAILED_PASSAGE: dict[str, Any] = {"outcome": "failed", "message": "boom", "latency_ms": 1}
 

@@ -11,7 +11,7 @@ from conftest import vector_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taguru_eval.stats import (
+from taguru_eval.score.stats import (
     distribution,
     distribution_exprs,
     distribution_frame,

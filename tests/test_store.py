@@ -20,7 +20,8 @@ from taguru_eval.store import (
     scan_runs,
     write_run,
 )
-from taguru_eval.tables import CALLS, METRICS, empty_tables
+from taguru_eval.tables.flatten import empty_tables
+from taguru_eval.tables.schemas import CALLS, METRICS
 
 
 def calls_frame(run_id: str, rows: int) -> pl.DataFrame:

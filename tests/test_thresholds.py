@@ -8,10 +8,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from taguru_eval._base.text import display_f64
 from taguru_eval.catalog import CASE_SCOPED_METRICS, CATALOG_KEYS
 from taguru_eval.errors import EXIT_INPUT, InputError
-from taguru_eval.text import display_f64
-from taguru_eval.thresholds import (
+from taguru_eval.inputs.thresholds import (
     Bound,
     Thresholds,
     bound_problem,

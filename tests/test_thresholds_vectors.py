@@ -19,7 +19,7 @@ from conftest import vector_cases, vector_doc
 from taguru_eval.catalog import CASE_SCOPED_METRICS, CATALOG_KEYS
 from taguru_eval.errors import InputError
 from taguru_eval.gate import case_metric_frame, evaluate_gate
-from taguru_eval.thresholds import (
+from taguru_eval.inputs.thresholds import (
     Bound,
     bound_problem,
     load_thresholds,

@@ -9,21 +9,26 @@ pull in Starlette or uvicorn.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import Any
 
 __all__ = ["ServerState", "create_app", "load_corpus_dir", "running_server"]
 
-_HOMES = {
-    "ServerState": "taguru_eval.refserver.state",
-    "create_app": "taguru_eval.refserver.app",
-    "load_corpus_dir": "taguru_eval.refserver.corpus",
-    "running_server": "taguru_eval.refserver.serve",
-}
-
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'taguru_eval.refserver' has no attribute {name!r}")
-    return getattr(import_module(home), name)
+    if name == "ServerState":
+        from taguru_eval.refserver.state import ServerState
+
+        return ServerState
+    if name == "create_app":
+        from taguru_eval.refserver.app import create_app
+
+        return create_app
+    if name == "load_corpus_dir":
+        from taguru_eval.refserver.corpus import load_corpus_dir
+
+        return load_corpus_dir
+    if name == "running_server":
+        from taguru_eval.refserver.serve import running_server
+
+        return running_server
+    raise AttributeError(f"module 'taguru_eval.refserver' has no attribute {name!r}")

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from taguru_eval._base.text import split_lines, trim
 from taguru_eval.errors import InputError
 from taguru_eval.refserver.envelope import ApiError
 from taguru_eval.refserver.model import MAX_ASSOCIATIONS_PER_REQUEST, MAX_PASSAGES_PER_REQUEST
 from taguru_eval.refserver.paragraphs import heading_sections, split_paragraphs
 from taguru_eval.refserver.state import ServerState
-from taguru_eval.text import split_lines, trim
 
 CONTEXT_FILE = "context.json"
 ASSOCIATIONS_FILE = "associations.jsonl"

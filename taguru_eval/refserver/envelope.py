@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from starlette.responses import Response
 
-from taguru_eval.text import dumps_json
+from taguru_eval._base.text import dumps_json
 
 JSON_MEDIA_TYPE = "application/json"
 

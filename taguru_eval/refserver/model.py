@@ -12,10 +12,10 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Literal
 
+from taguru_eval._base.text import F32
 from taguru_eval.refserver.bm25 import PassageIndex
 from taguru_eval.refserver.envelope import ApiError, Issue
 from taguru_eval.refserver.resolve import EntryIndex
-from taguru_eval.text import F32
 
 Namespace = Literal["concepts", "labels"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from taguru_eval.text import is_blank, trim
+from taguru_eval._base.text import is_blank, trim
 
 MAX_SECTION_LABEL_BYTES = 512
 

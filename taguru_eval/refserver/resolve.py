@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from taguru_eval.normalize import normalize
+from taguru_eval._base.normalize import normalize
 
 MatchKind = Literal["exact", "containment", "fuzzy"]
 CandidateKind = Literal["exact", "alias", "containment", "fuzzy"]

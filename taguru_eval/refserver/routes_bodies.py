@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from taguru_eval.jsonstrict import describe
+from taguru_eval._base.jsonstrict import describe
 from taguru_eval.refserver.envelope import ApiError
 
 DESERIALIZE_PREFIX = "Failed to deserialize the JSON body into the target type: "

@@ -9,6 +9,7 @@ listings do not count (HTTP.md §6.3).
 
 from __future__ import annotations
 
+from taguru_eval._base.text import F32
 from taguru_eval.refserver.bm25 import has_searchable_terms
 from taguru_eval.refserver.envelope import ApiError
 from taguru_eval.refserver.model import (
@@ -28,7 +29,6 @@ from taguru_eval.refserver.routes_common import (
     query_cursor,
     query_uint,
 )
-from taguru_eval.text import F32
 
 SERVER_VERSION = "0.9.3"  # the taguru release whose contract this server speaks (HTTP.md §11.11)
 

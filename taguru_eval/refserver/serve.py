@@ -1,103 +1,32 @@
-"""``python -m taguru_eval serve DIR``: serve a corpus folder over HTTP, and a test helper.
+"""Serving a corpus folder over HTTP: in the foreground, or on a background thread.
 
-``main`` loads DIR (see ``corpus.py`` for the layout), binds loopback by
-default, prints the URL it listens on and serves until interrupted.
-``running_server`` does the same on an ephemeral port in a background thread
-for tests and the demo.
+:func:`serve_until_interrupted` loads a folder (see ``corpus.py`` for the
+layout), binds it (loopback by default) and serves until Ctrl-C; the command
+line (``python -m taguru_eval serve``) is a thin shell over it.
+:func:`running_server` does the same on an ephemeral port in a background
+thread for tests, benchmarks and the demo.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import uvicorn
 
-from taguru_eval.errors import EXIT_INPUT, EXIT_OK, EXIT_RUN_FAILED, InputError, RunError
+from taguru_eval.errors import RunError
 from taguru_eval.refserver.app import create_app
 from taguru_eval.refserver.corpus import load_corpus_dir
 from taguru_eval.refserver.state import ServerState
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8248
-PROGRAM = "taguru_eval serve"
-USAGE = (
-    "usage: python -m taguru_eval serve DIR [--host 127.0.0.1] [--port 8248] "
-    "[--token T] [--read-token T]"
-)
-HELP = f"""{USAGE}
-
-Serve every context folder under DIR (one sub-folder per context, named after it)
-with a taguru-compatible HTTP API. An empty DIR serves nothing until contexts are
-created over HTTP.
-
-  --host HOST        address to bind (default 127.0.0.1, loopback only)
-  --port PORT        port to bind (default 8248; 0 picks a free one)
-  --token T          bearer token with read-write access
-  --read-token T     bearer token with read-only access (enough for evaluate)
-
-Without a token, the server is open, as taguru is.
-"""
+LOOPBACK: Final = "127.0.0.1"
 _STARTUP_SECONDS = 10.0
-_FLAGS = ("--host", "--port", "--token", "--read-token")
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    corpus_dir: Path
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    token: str | None = None
-    read_token: str | None = None
-
-
-def parse_args(argv: list[str]) -> ServeOptions | None:
-    """The options of ``serve``; None for ``--help``. Raises ``InputError`` (exit 2)."""
-    values: dict[str, str] = {}
-    positional: list[str] = []
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        index += 1
-        if arg in ("-h", "--help"):
-            return None
-        if arg.startswith("--"):
-            flag, eq, inline = arg.partition("=")
-            if flag not in _FLAGS:
-                raise InputError(f"unknown flag '{flag}' for serve")
-            if flag in values:
-                raise InputError(f"{flag} given twice")
-            if eq:
-                values[flag] = inline
-            elif index < len(argv):
-                values[flag] = argv[index]
-                index += 1
-            else:
-                raise InputError(f"{flag} needs a value")
-        else:
-            positional.append(arg)
-    if len(positional) != 1:
-        raise InputError("serve needs exactly one DIR (the corpus folder)")
-    port_text = values.get("--port", str(DEFAULT_PORT))
-    if not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65535:
-        raise InputError(f"--port must be an integer in 0..65535 (got {port_text!r})")
-    host = values.get("--host", DEFAULT_HOST)
-    if not host:
-        raise InputError("--host must not be empty")
-    return ServeOptions(
-        corpus_dir=Path(positional[0]),
-        host=host,
-        port=int(port_text),
-        token=values.get("--token") or None,
-        read_token=values.get("--read-token") or None,
-    )
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -129,47 +58,46 @@ def _uvicorn_server(
     return uvicorn.Server(config)
 
 
-def main(argv: list[str]) -> int:
-    """Run ``serve``; 0 after a clean shutdown, 2 for a bad DIR or flag, 1 if binding fails."""
-    try:
-        options = parse_args(argv)
-        if options is None:
-            print(HELP, end="")
-            return EXIT_OK
-        state = ServerState()
-        names = load_corpus_dir(state, options.corpus_dir)
-    except InputError as error:
-        print(f"{PROGRAM}: {error}", file=sys.stderr)
-        return EXIT_INPUT
-    try:
-        sock = bind_socket(options.host, options.port)
-    except OSError as error:
-        print(
-            f"{PROGRAM}: cannot listen on {options.host}:{options.port}: {error.strerror or error}",
-            file=sys.stderr,
-        )
-        return EXIT_RUN_FAILED
-    server = _uvicorn_server(state, options.token, options.read_token)
-    url = socket_url(sock)
+def serve_until_interrupted(
+    corpus_dir: Path,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    read_token: str | None,
+    announce: Callable[[str], None],
+) -> None:
+    """Load ``corpus_dir`` and serve it on ``host:port`` until Ctrl-C.
+
+    ``announce`` receives the URL line once uvicorn accepts connections. A bad
+    corpus folder raises ``InputError``; a port that cannot be bound, ``OSError``.
+    """
+    state = ServerState()
+    names = load_corpus_dir(state, corpus_dir)
+    sock = bind_socket(host, port)
+    server = _uvicorn_server(state, token, read_token)
     served = ", ".join(names) if names else "none yet"
     try:
         asyncio.run(
-            _serve_announcing(server, sock, f"{PROGRAM}: listening on {url} (contexts: {served})")
+            _serve_announcing(
+                server, sock, f"listening on {socket_url(sock)} (contexts: {served})", announce
+            )
         )
     except KeyboardInterrupt:
         pass
     finally:
         sock.close()
-    return EXIT_OK
 
 
-async def _serve_announcing(server: uvicorn.Server, sock: socket.socket, line: str) -> None:
+async def _serve_announcing(
+    server: uvicorn.Server, sock: socket.socket, line: str, announce: Callable[[str], None]
+) -> None:
     """Serve, printing ``line`` once uvicorn accepts connections."""
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
     if server.started:
-        print(line, flush=True)
+        announce(line)
     await task
 
 
@@ -188,7 +116,7 @@ def running_server(
     state = ServerState()
     if corpus_dir is not None:
         load_corpus_dir(state, corpus_dir)
-    sock = bind_socket(DEFAULT_HOST, port)
+    sock = bind_socket(LOOPBACK, port)
     server = _uvicorn_server(state, token, read_token)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="taguru-refserver", daemon=True
@@ -207,7 +135,3 @@ def running_server(
         server.should_exit = True
         thread.join(timeout=_STARTUP_SECONDS)
         sock.close()
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -16,7 +16,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Literal
 
-from taguru_eval.normalize import normalize
+from taguru_eval._base.normalize import normalize
 
 TermKind = Literal["word", "pair", "lone"]
 Term = tuple[TermKind, str]

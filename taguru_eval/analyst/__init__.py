@@ -1,0 +1,1 @@
+"""The analyst surface: drift frames, chart builders, the offline HTML report, ingest."""

@@ -1,0 +1,318 @@
+"""Analyst frames over the run store: run index, metric history, per-case history.
+
+The chart builders (:mod:`taguru_eval.charts`) never fetch data; this module is
+where notebooks and the HTML report get the frames they hand to them. Table
+data comes from one lazy hive-partitioned scan per table
+(:func:`taguru_eval.store.scan_runs`); what only the artifact records (when a
+run was made, the corpus revisions, the gate verdict) comes from each run's
+evaluation.json, which is small.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import polars as pl
+
+from taguru_eval.errors import InputError
+from taguru_eval.store import ARTIFACT_NAME, context_dir, list_runs, scan_runs
+from taguru_eval.tables.schemas import CASE_METRIC_COLUMNS
+
+DRIFT_METRICS: Final[tuple[str, ...]] = (
+    "recall.recall_at_k",
+    "recall.mrr",
+    "recall.ndcg",
+    "citations.recall",
+    "citations.locator_validity",
+    "coverage.concepts",
+    "coverage.labels",
+    "coverage.associations",
+)
+"""The metrics the drift view shows by default (the issue's list)."""
+
+
+RUN_INDEX_SCHEMA: Final = pl.Schema(
+    {
+        "context": pl.String(),
+        "run": pl.String(),
+        "generated_at": pl.String(),
+        "mode": pl.String(),
+        "cases": pl.Int64(),
+        "revision": pl.String(),
+        "revision_after": pl.String(),
+        "stable": pl.Boolean(),
+        "revision_changed": pl.Boolean(),
+        "thresholds_passed": pl.Boolean(),
+        "violations": pl.Int64(),
+        "sha256": pl.String(),
+    }
+)
+
+_REVISION_KEYS: Final = ("graph", "passages", "config")
+
+STORE_ENV: Final = "TAGURU_EVAL_STORE"
+STORE_CANDIDATES: Final = ("../runs", "../demo-out/runs", "runs", "demo-out/runs")
+"""Where a notebook looks for the run store when ``TAGURU_EVAL_STORE`` is unset:
+the project's ``runs/`` and the demo's ``demo-out/runs`` (``python -m
+taguru_eval demo``), seen from ``notebooks/`` and from the project root."""
+
+
+def default_store(env: Mapping[str, str] | None = None) -> Path:
+    """``$TAGURU_EVAL_STORE``, else the first existing of :data:`STORE_CANDIDATES`."""
+    environment = os.environ if env is None else env
+    given = environment.get(STORE_ENV)
+    if given:
+        return Path(given)
+    for candidate in STORE_CANDIDATES:
+        if Path(candidate).is_dir():
+            return Path(candidate)
+    return Path(STORE_CANDIDATES[0])
+
+
+def revision_text(revision: object) -> str | None:
+    """``graph/passages/config`` of a revision object, e.g. ``12/7/0``; None if absent."""
+    if not isinstance(revision, Mapping):
+        return None
+    return "/".join(str(revision.get(key, "?")) for key in _REVISION_KEYS)
+
+
+def pick_context(store_dir: str | Path, env: Mapping[str, str] | None = None) -> str:
+    """``$TAGURU_EVAL_CONTEXT``, else the first context with a run in the store.
+
+    An empty store is an :class:`InputError` that says how to make a history.
+    """
+    environment = os.environ if env is None else env
+    given = environment.get("TAGURU_EVAL_CONTEXT")
+    if given:
+        return given
+    contexts = list_runs(store_dir).get_column("context").to_list()
+    if not contexts:
+        raise InputError(
+            f"no run in the run store {store_dir}; make a history first, e.g. "
+            "'python -m taguru_eval demo --runs 5', or set TAGURU_EVAL_STORE",
+            path=str(store_dir),
+        )
+    return str(contexts[0])
+
+
+def scalar_expr() -> pl.Expr:
+    """One number per metric row: a distribution's mean, a ratio's or count's value.
+
+    The same rule as the gate and compare (GATE_AND_COMPARE.md §2.3).
+    """
+    return (
+        pl.when(pl.col("statistic") == "distribution")
+        .then(pl.col("mean"))
+        .otherwise(pl.col("value"))
+        .alias("scalar")
+    )
+
+
+def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str, object]:
+    """One run-index row from a run's evaluation.json (every field defaulted)."""
+    inputs = document.get("inputs")
+    inputs = inputs if isinstance(inputs, Mapping) else {}
+    corpus = document.get("corpus")
+    corpus = corpus if isinstance(corpus, Mapping) else {}
+    gate = document.get("thresholds")
+    gate = gate if isinstance(gate, Mapping) else None
+    cases = document.get("cases")
+    violations = gate.get("violations") if gate is not None else None
+    stable = corpus.get("stable")
+    return {
+        "context": context,
+        "run": run,
+        "generated_at": str(document.get("generated_at", "")) or None,
+        "mode": inputs.get("mode") if isinstance(inputs.get("mode"), str) else None,
+        "cases": len(cases) if isinstance(cases, list) else None,
+        "revision": revision_text(corpus.get("revision_before")),
+        "revision_after": revision_text(corpus.get("revision_after")),
+        "stable": stable if isinstance(stable, bool) else None,
+        "thresholds_passed": gate.get("passed") if gate is not None else None,
+        "violations": len(violations) if isinstance(violations, list) else 0,
+        "sha256": gate.get("sha256") if gate is not None else None,
+    }
+
+
+def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
+    """One row per stored run of ``context``, oldest first (RUN_INDEX_SCHEMA).
+
+    ``revision`` is the corpus revision the run started from;
+    ``revision_changed`` is true when it differs from the previous run's (the
+    corpus was written between the two runs) — the first run is never a change.
+    """
+    rows: list[dict[str, object]] = []
+    for artifact in sorted(context_dir(store_dir, context).glob(f"run=*/{ARTIFACT_NAME}")):
+        run = artifact.parent.name.removeprefix("run=")
+        document = json.loads(artifact.read_text(encoding="utf-8"))
+        rows.append(run_summary(context, run, document))
+    columns = [name for name in RUN_INDEX_SCHEMA.names() if name != "revision_changed"]
+    frame = pl.DataFrame(
+        rows, schema={name: RUN_INDEX_SCHEMA[name] for name in columns}, orient="row"
+    )
+    return (
+        order_runs(frame)
+        .with_columns(
+            (pl.col("revision") != pl.col("revision").shift(1))
+            .fill_null(False)
+            .alias("revision_changed")
+        )
+        .select(RUN_INDEX_SCHEMA.names())
+    )
+
+
+def order_runs(frame: pl.DataFrame) -> pl.DataFrame:
+    """Runs in time order: by ``generated_at``, then corpus revision, then run id.
+
+    ``generated_at`` has whole seconds, so quick successive runs tie; a
+    context's revision counters only grow, so their sum orders such runs the
+    way they happened (the run id's suffix is random and cannot).
+    """
+    total = (
+        pl.col("revision")
+        .str.split("/")
+        .list.eval(pl.element().cast(pl.Int64, strict=False))
+        .list.sum()
+        .alias("_revision_total")
+    )
+    ordered = frame.with_columns(total).sort(
+        ["generated_at", "_revision_total", "run"], nulls_last=False
+    )
+    return ordered.drop("_revision_total")
+
+
+def metric_history(store_dir: str | Path, context: str) -> pl.DataFrame:
+    """Every stored run's aggregate metrics as one long frame, oldest run first.
+
+    Columns: ``run``, ``generated_at``, ``revision``, ``metric``, ``statistic``,
+    ``n``, ``scalar`` (mean or value) plus the distribution's ``p50``/``p90``.
+    """
+    runs = run_index(store_dir, context)
+    metrics = (
+        scan_runs(store_dir, "metrics")
+        .filter(pl.col("context") == context)
+        .select("run", "metric", "statistic", "n", scalar_expr(), "p50", "p90")
+        .collect()
+    )
+    return attach_runs(metrics, runs)
+
+
+def case_history(store_dir: str | Path, context: str) -> pl.DataFrame:
+    """Every stored run's per-case metrics (the ``cases`` table), oldest run first."""
+    runs = run_index(store_dir, context)
+    cases = scan_runs(store_dir, "cases").filter(pl.col("context") == context).collect()
+    return attach_runs(cases, runs)
+
+
+def attach_runs(frame: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Join a per-run table with the run index and add ``run_order`` (0 = oldest)."""
+    ordered = runs.select("run", "generated_at", "revision").with_row_index("run_order")
+    joined = frame.join(ordered, on="run", how="inner")
+    return joined.sort(["run_order"], maintain_order=True)
+
+
+def case_metric_long(cases: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """``run``, ``run_order``, ``case_id``, ``value`` for one case-scoped metric."""
+    column = CASE_METRIC_COLUMNS.get(metric)
+    if column is None:
+        known = ", ".join(CASE_METRIC_COLUMNS)
+        raise ValueError(f"'{metric}' is not a case-scoped metric (one of: {known})")
+    return cases.select(
+        "run", "run_order", "case_id", pl.col(column).cast(pl.Float64).alias("value")
+    )
+
+
+def bounds_frame(thresholds: Mapping[str, Any] | None) -> pl.DataFrame:
+    """``metric``, ``bound`` (min/max), ``threshold`` from a thresholds file's ``aggregate``.
+
+    The gate compares the aggregate scalar (mean / value) with these bounds, so
+    they are drawn on the same axis as the drift lines.
+    """
+    rows: list[dict[str, object]] = []
+    aggregate = (thresholds or {}).get("aggregate")
+    if isinstance(aggregate, Mapping):
+        for metric, bound in sorted(aggregate.items()):
+            if not isinstance(bound, Mapping):
+                continue
+            for side in ("min", "max"):
+                value = bound.get(side)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    rows.append({"metric": metric, "bound": side, "threshold": float(value)})
+    return pl.DataFrame(
+        rows, schema={"metric": pl.String, "bound": pl.String, "threshold": pl.Float64}
+    )
+
+
+def read_thresholds(path: str | Path) -> dict[str, Any]:
+    """A thresholds file as plain JSON, for :func:`bounds_frame` (the gate validates it)."""
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"reading {path}: {exc.strerror or exc}", path=str(path)) from None
+    except ValueError as exc:
+        raise InputError(f"{path}: malformed thresholds file: {exc}", path=str(path)) from None
+    if not isinstance(document, dict):
+        raise InputError(f"{path}: malformed thresholds file: not an object", path=str(path))
+    return document
+
+
+def latency_samples(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """``lane``, ``latency_ms`` for every call of one run, from its lane tables.
+
+    Built from the tables the artifact carries (not ``calls``), so runs
+    imported from a taguru evaluation.json chart the same way.
+    """
+    parts: list[pl.DataFrame] = []
+    schema = {"lane": pl.String, "latency_ms": pl.Int64}
+
+    def add(frame: pl.DataFrame | None, lane: str, column: str) -> None:
+        if frame is None or column not in frame.columns:
+            return
+        parts.append(
+            frame.filter(pl.col(column).is_not_null()).select(
+                pl.lit(lane).alias("lane"), pl.col(column).cast(pl.Int64).alias("latency_ms")
+            )
+        )
+
+    add(tables.get("case_lanes"), "passage", "passage_latency_ms")
+    resolutions = tables.get("resolutions")
+    if resolutions is not None and resolutions.height:
+        # One row per resolved name: keep one latency per cue.
+        add(resolutions.unique(["case_index", "cue_index"], keep="first"), "resolve", "latency_ms")
+    probes = tables.get("probes")
+    for position in ("subject", "label", "object"):
+        add(probes, "resolve", f"{position}_latency_ms")
+    add(probes, "query", "query_latency_ms")
+    add(tables.get("citation_checks"), "citation", "latency_ms")
+    add(tables.get("case_lanes"), "evidence", "evidence_latency_ms")
+    if not parts:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(parts).cast(schema)  # type: ignore[arg-type]
+
+
+def misses(cases: pl.DataFrame) -> pl.DataFrame:
+    """``case_id``, ``missed`` (one row per missed item), ``missed_truncated``."""
+    return (
+        cases.filter(pl.col("missed").list.len() > 0)
+        .select("case_index", "case_id", "missed", "missed_truncated")
+        .explode("missed")
+        .sort("case_index", maintain_order=True)
+        .drop("case_index")
+    )
+
+
+def lane_crosstab(cases: pl.DataFrame) -> pl.DataFrame:
+    """Cases counted by (structural_hit, passage_hit) — the lane cross-tab (§4.8)."""
+    return (
+        cases.filter(
+            pl.col("lane_cross_structural_hit").is_not_null()
+            | pl.col("lane_cross_passage_hit").is_not_null()
+        )
+        .group_by("lane_cross_structural_hit", "lane_cross_passage_hit")
+        .len("cases")
+        .sort("lane_cross_structural_hit", "lane_cross_passage_hit")
+    )

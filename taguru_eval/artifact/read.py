@@ -1,0 +1,333 @@
+"""Reading an evaluation.json back (ours or taguru's) into the frames a live run has.
+
+Lane tables are rebuilt through the same builder as a live run; the per-case
+frame and the metrics are the values the artifact recorded, never re-scored."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import polars as pl
+
+from taguru_eval.artifact.build import DEFAULT_LIMIT
+from taguru_eval.errors import InputError
+from taguru_eval.score.aggregate import Scores, metrics_frame
+from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables.schemas import CASES, RunTables, conform
+from taguru_eval.tables.shapes import CallRecord, LaneOutput
+
+MAX_STAMP = 1
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_artifact(text: str, path: str) -> dict[str, Any]:
+    """Parse evaluation.json text; every problem is an InputError naming ``path``."""
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path}: line {exc.lineno}: not valid JSON: {exc.msg}", path=path, line=exc.lineno
+        ) from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}", path=path) from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: not an evaluation.json: expected a JSON object", path=path)
+    stamp = doc.get("taguru_evaluation")
+    if isinstance(stamp, bool) or not isinstance(stamp, int):
+        raise InputError(
+            f"{path}: not an evaluation.json: missing integer 'taguru_evaluation'",
+            path=path,
+            field="taguru_evaluation",
+        )
+    if not 1 <= stamp <= MAX_STAMP:
+        raise InputError(
+            f"{path}: unsupported taguru_evaluation {stamp} (this reader accepts 1..={MAX_STAMP})",
+            path=path,
+            field="taguru_evaluation",
+        )
+    cases = doc.get("cases", [])
+    if not isinstance(cases, list) or not all(isinstance(case, dict) for case in cases):
+        raise InputError(f"{path}: 'cases' must be an array of objects", path=path, field="cases")
+    return doc
+
+
+def read_artifact(path: str | Path) -> dict[str, Any]:
+    """Read an evaluation.json file (strict JSON, stamp checked)."""
+    shown = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {shown}: {exc.strerror or exc}", path=shown) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read {shown}: invalid UTF-8 ({exc.reason})", path=shown) from None
+    return parse_artifact(text, shown)
+
+
+_CUE_ENDPOINT = {
+    "concept": "POST /contexts/{name}/resolve",
+    "label": "POST /contexts/{name}/resolve_label",
+}
+
+_POSITION_ENDPOINT = {
+    "subject": "POST /contexts/{name}/resolve",
+    "label": "POST /contexts/{name}/resolve_label",
+    "object": "POST /contexts/{name}/resolve",
+}
+
+
+def calls_from_shapes(output: Mapping[str, Any], *, assembly: bool = False) -> list[CallRecord]:
+    """The call records implied by a case's recorded shapes (no HTTP status is known)."""
+    calls: list[CallRecord] = []
+
+    def add(
+        lane: str,
+        endpoint: str,
+        item: int | None,
+        position: str | None,
+        outcome: str,
+        latency: int,
+        error: str | None,
+    ) -> None:
+        calls.append(
+            {
+                "case_index": output["case_index"],
+                "case_id": output["case_id"],
+                "seq": len(calls),
+                "lane": lane,
+                "endpoint": endpoint,
+                "item_index": item,
+                "position": position,
+                "outcome": outcome,
+                "http_status": None,
+                "latency_ms": latency,
+                "error": error,
+            }
+        )
+
+    passage = output["passage"]
+    if assembly:
+        add(
+            "evidence",
+            "POST /contexts/{name}/evidence",
+            None,
+            None,
+            passage["outcome"],
+            passage["latency_ms"],
+            passage.get("message"),
+        )
+    else:
+        add(
+            "passage",
+            "POST /contexts/{name}/sources/search",
+            None,
+            None,
+            passage["outcome"],
+            passage["latency_ms"],
+            passage.get("message"),
+        )
+    structural = output.get("structural")
+    if structural is not None:
+        for index, cue in enumerate(structural.get("cues") or []):
+            add(
+                "coverage",
+                _CUE_ENDPOINT.get(cue.get("kind", "concept"), _CUE_ENDPOINT["concept"]),
+                index,
+                None,
+                "errored" if cue.get("error") is not None else "resolved",
+                cue["latency_ms"],
+                cue.get("error"),
+            )
+        for index, probe in enumerate(structural.get("associations") or []):
+            for position in ("subject", "label", "object"):
+                outcome = probe[position]
+                add(
+                    "association",
+                    _POSITION_ENDPOINT[position],
+                    index,
+                    position,
+                    outcome["outcome"],
+                    outcome["latency_ms"],
+                    outcome.get("message"),
+                )
+            query = probe.get("query")
+            if query is not None:
+                add(
+                    "association",
+                    "POST /contexts/{name}/query",
+                    index,
+                    "query",
+                    query["outcome"],
+                    query["latency_ms"],
+                    query.get("message"),
+                )
+    for index, check in enumerate(output.get("checks") or []):
+        add(
+            "citation",
+            "POST /contexts/{name}/citations",
+            index,
+            None,
+            check["outcome"],
+            check["latency_ms"],
+            check.get("message"),
+        )
+    return calls
+
+
+def _check_lists(case: Mapping[str, Any], index: int) -> None:
+    """Lists the frames explode must really be lists (Polars would null them silently)."""
+    nested = (
+        ("passage", "hits"),
+        ("structural", "cues"),
+        ("structural", "associations"),
+        ("citations", "checks"),
+    )
+    for path in nested:
+        value = _get(case, *path)
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(item, Mapping) for item in value)
+        ):
+            raise TypeError(f"cases[{index}].{'.'.join(path)} must be an array of objects")
+    if not isinstance(case.get("passage"), Mapping):
+        raise TypeError(f"cases[{index}].passage must be an object")
+
+
+def artifact_to_lane_outputs(doc: Mapping[str, Any]) -> list[LaneOutput]:
+    """The lane outputs recorded in an artifact, in case order (calls rebuilt from shapes)."""
+    assembly = (doc.get("inputs") or {}).get("mode") == "assembly"
+    outputs: list[LaneOutput] = []
+    for index, case in enumerate(doc.get("cases") or []):
+        _check_lists(case, index)
+        output: dict[str, Any] = {
+            "case_index": index,
+            "case_id": case["case_id"],
+            "query": case.get("query", ""),
+            "cues": list(case.get("cues") or []),
+            "limit": case.get("limit", DEFAULT_LIMIT),
+            "passage": case["passage"],
+            "checks": list((case.get("citations") or {}).get("checks") or []),
+        }
+        if case.get("structural") is not None:
+            output["structural"] = case["structural"]
+        if case.get("evidence") is not None:
+            output["evidence"] = case["evidence"]
+        if case.get("budget") is not None:
+            output["budget"] = case["budget"]
+        output["calls"] = calls_from_shapes(output, assembly=assembly)
+        outputs.append(cast(LaneOutput, output))
+    return outputs
+
+
+def _get(block: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(block, Mapping):
+            return None
+        block = block.get(key)
+    return block
+
+
+_CASE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "recall_expected_total": ("recall", "expected_total"),
+    "recall_matched": ("recall", "matched"),
+    "recall_at_k": ("recall", "recall_at_k"),
+    "mrr": ("recall", "mrr"),
+    "ndcg": ("recall", "ndcg"),
+    **{
+        column: ("coverage", name, key)
+        for name in ("concepts", "labels", "associations")
+        for column, key in (
+            (f"coverage_{name}_expected", "expected"),
+            (f"coverage_{name}_matched", "matched"),
+            (f"coverage_{name}", "value"),
+        )
+    },
+    "lane_cross_structural_hit": ("lane_cross", "structural_hit"),
+    "lane_cross_passage_hit": ("lane_cross", "passage_hit"),
+    "citations_expected_total": ("citations", "recall", "expected_total"),
+    "citations_matched": ("citations", "recall", "matched"),
+    "citations_recall": ("citations", "recall", "value"),
+    "citations_valid": ("citations", "validity", "valid"),
+    "citations_locator_validity": ("citations", "validity", "value"),
+    "missed": ("missed",),
+    "missed_truncated": ("missed_truncated",),
+    "diversity_sources": ("diversity_sources",),
+    "passage_outcome": ("passage", "outcome"),
+    "passage_latency_ms": ("passage", "latency_ms"),
+    "evidence_latency_ms": ("evidence", "latency_ms"),
+    "budget_items_used": ("budget", "items_used"),
+    "budget_bytes_used": ("budget", "bytes_used"),
+    "budget_tokens_used": ("budget", "tokens_used"),
+    "budget_omitted_total": ("budget", "omitted_total"),
+}
+
+
+def cases_from_artifact(doc: Mapping[str, Any], run_id: str) -> pl.DataFrame:
+    """The per-case frame exactly as the artifact recorded it (nothing is recomputed)."""
+    cases = list(doc.get("cases") or [])
+    columns: dict[str, list[Any]] = {
+        "run_id": [run_id] * len(cases),
+        "case_index": list(range(len(cases))),
+        "case_id": [case.get("case_id") for case in cases],
+        "structural_ran": [case.get("structural") is not None for case in cases],
+    }
+    for column, path in _CASE_COLUMNS.items():
+        columns[column] = [_get(case, *path) for case in cases]
+    columns["missed"] = [list(value or []) for value in columns["missed"]]
+    columns["missed_truncated"] = [value or 0 for value in columns["missed_truncated"]]
+    strict = {name: dtype for name, dtype in CASES.items() if name in columns}
+    return conform(pl.DataFrame(columns, schema=strict, strict=False), CASES)
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A run read back from an evaluation.json: the same frames a live run has."""
+
+    doc: dict[str, Any]
+    lane_outputs: list[LaneOutput]
+    tables: RunTables
+    scores: Scores
+
+
+def tables_from_artifact(
+    doc: Mapping[str, Any], run_id: str | None = None, *, label: str = "evaluation.json"
+) -> LoadedRun:
+    """Rebuild the run's frames from an artifact (ours or taguru's).
+
+    Lane tables go through the same :func:`build_tables` as a live run; the
+    per-case frame and the metrics are the values the artifact recorded. A
+    case block missing a required field or holding a wrongly typed value is
+    an :class:`InputError` naming ``label``.
+    """
+    rid = run_id if run_id is not None else str(doc.get("generated_at", "imported"))
+    try:
+        outputs = artifact_to_lane_outputs(doc)
+        tables = build_tables(outputs, rid)
+        cases = cases_from_artifact(doc, rid)
+    except (KeyError, TypeError, ValueError, AttributeError, pl.exceptions.PolarsError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise InputError(f"{label}: malformed case block: {detail}", path=label) from None
+    metrics = {
+        name: dict(value)
+        for name, value in sorted((doc.get("metrics") or {}).items())
+        if isinstance(value, Mapping)
+    }
+    statistics = {
+        name: str(definition.get("statistic"))
+        for name, definition in (doc.get("definitions") or {}).items()
+        if isinstance(definition, Mapping)
+    }
+    scores = Scores(
+        cases=cases, metrics=metrics, metrics_frame=metrics_frame(metrics, rid, statistics)
+    )
+    return LoadedRun(doc=dict(doc), lane_outputs=outputs, tables=tables, scores=scores)
+
+
+def load_artifact(path: str | Path, run_id: str | None = None) -> LoadedRun:
+    """:func:`read_artifact` then :func:`tables_from_artifact`."""
+    return tables_from_artifact(read_artifact(path), run_id, label=str(path))

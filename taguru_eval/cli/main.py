@@ -1,0 +1,101 @@
+"""``python -m taguru_eval``: pick a mode; turn every project error into one line.
+
+The first argument picks the mode: none is a usage error, ``--help``/``-h``
+prints help, anything starting with ``--`` (the taguru form) or the word
+``run`` is run mode, and the project's subcommands are the table
+:data:`SUBCOMMANDS`. Any other word is the reference's unknown-subcommand
+usage error.
+
+Every stderr line keeps the reference's prefixes (GATE_AND_COMPARE.md §1.1):
+usage errors are ``taguru: evaluate: {message} — try 'taguru evaluate --help'``
+(exit 2), other project errors ``taguru: evaluate: {message}`` with their own
+exit code, and messages that already carry a ``taguru: `` prefix (config-file
+errors) are printed as they are.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from taguru_eval._base.extras import MissingExtra
+from taguru_eval.cli import compare, demo, ingest, report, serve
+from taguru_eval.cli.run import HELP, run_mode
+from taguru_eval.errors import (
+    EXIT_INPUT,
+    EXIT_OK,
+    PREFIX,
+    USAGE_SUFFIX,
+    TaguruEvalError,
+    UsageError,
+)
+
+EXIT_INTERRUPTED: Final = 130
+
+SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
+    "compare": compare.main,
+    "serve": serve.main,
+    "demo": demo.main,
+    "report": report.main,
+    "ingest": ingest.main,
+}
+"""Subcommand word -> its ``main``, which takes the remaining arguments and
+returns the exit code."""
+
+MSG_NO_ARGS: Final = "expected --eval FILE --context NAME"
+MSG_UNKNOWN_SUBCOMMAND: Final = (
+    "unknown subcommand '{word}' — the default mode is selected by a leading flag, "
+    "e.g. 'taguru evaluate --eval FILE --context NAME', or use the 'compare' subcommand"
+)
+
+
+def _error_line(error: TaguruEvalError) -> str:
+    if isinstance(error, UsageError):
+        return f"{PREFIX}{error.message}{USAGE_SUFFIX}"
+    if error.message.startswith("taguru: "):  # config-file lines carry their own prefix
+        return error.message
+    return f"{PREFIX}{error.message}"
+
+
+def subcommand(word: str, args: Sequence[str]) -> int:
+    """Run one of :data:`SUBCOMMANDS` with the remaining arguments.
+
+    A subcommand whose optional extra is not installed ends with one line
+    naming the extra (exit 2), never an import traceback.
+    """
+    try:
+        return SUBCOMMANDS[word](list(args))
+    except MissingExtra as missing:
+        print(f"taguru: {word}: {missing}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+def dispatch(args: Sequence[str]) -> int:
+    """§2.1: choose the mode from the first argument."""
+    if not args:
+        raise UsageError(MSG_NO_ARGS)
+    first = args[0]
+    if first in ("--help", "-h"):
+        sys.stdout.write(HELP)
+        return EXIT_OK
+    if first.startswith("--"):
+        return run_mode(args)
+    if first == "run":
+        return run_mode(args[1:])
+    if first in SUBCOMMANDS:
+        return subcommand(first, args[1:])
+    raise UsageError(MSG_UNKNOWN_SUBCOMMAND.format(word=first))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit code (0 ok, 1 run failed, 2 input, 3 gate)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return dispatch(args)
+    except KeyboardInterrupt:
+        print(f"{PREFIX}interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except TaguruEvalError as error:
+        print(_error_line(error), file=sys.stderr)
+        return error.exit_code

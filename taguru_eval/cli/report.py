@@ -1,0 +1,117 @@
+"""``python -m taguru_eval report RUN [--base RUN] [-o report.html]``: one offline HTML file."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, TextIO
+
+from taguru_eval.analyst.report import build_report, write_report
+from taguru_eval.errors import EXIT_OK, PREFIX, RunError, TaguruEvalError, UsageError
+
+USAGE_SUFFIX: Final = " — try 'python -m taguru_eval report --help'"
+
+DEFAULT_OUT: Final = "report.html"
+
+HELP: Final = """\
+usage: python -m taguru_eval report RUN [--base RUN] [-o FILE]
+                                   [--thresholds FILE] [--store DIR]
+
+Render one run as a self-contained HTML report (works offline: the chart
+libraries are inlined): run summary, gate verdict, aggregate and per-case
+metrics, misses, lane cross-tab, latency; with --base, the compare view; when
+RUN is a stored run (runs/context=<ctx>/run=<id>/), the metric drift of its
+context over the stored runs up to it.
+
+arguments:
+  RUN                an evaluation.json (taguru_eval's or taguru's own) or a
+                     stored run directory
+  --base RUN         compare against this earlier run (same forms)
+  -o, --out FILE     where to write the report (default: report.html); the
+                     file is replaced atomically
+  --thresholds FILE  draw this thresholds file's aggregate bounds on the charts
+  --store DIR        the run store holding RUN's context history (default: the
+                     store RUN sits in, if it is a stored run directory)
+  -h, --help         show this help and exit
+
+exit codes:
+  0  report written
+  1  the report could not be written
+  2  usage error, unreadable or malformed evaluation.json
+"""
+
+
+@dataclass(frozen=True)
+class ReportArgs:
+    """The parsed command line."""
+
+    run: str
+    base: str | None = None
+    out: str = DEFAULT_OUT
+    thresholds: str | None = None
+    store: str | None = None
+
+
+def parse_args(argv: Sequence[str]) -> ReportArgs | None:
+    """Parse the command line; ``None`` means help."""
+    positionals: list[str] = []
+    values: dict[str, str] = {}
+    flags = {
+        "--base": "base",
+        "-o": "out",
+        "--out": "out",
+        "--thresholds": "thresholds",
+        "--store": "store",
+    }
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("-h", "--help"):
+            return None
+        name, eq, inline = arg.partition("=")
+        if name in flags and (eq or arg in flags):
+            if eq:
+                value = inline
+            elif i + 1 < len(args):
+                value = args[i + 1]
+                i += 1
+            else:
+                raise UsageError(f"{arg} needs a value")
+            key = flags[name]
+            if key in values:
+                raise UsageError(f"{name} given twice")
+            values[key] = value
+        elif arg.startswith("-") and arg != "-":
+            raise UsageError(f"unknown report flag '{arg}'")
+        else:
+            positionals.append(arg)
+        i += 1
+    if len(positionals) != 1:
+        raise UsageError("report takes exactly one RUN (an evaluation.json or a stored run)")
+    return ReportArgs(run=positionals[0], **values)
+
+
+def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Command-line entry; returns the exit code."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    try:
+        args = parse_args(argv)
+        if args is None:
+            out.write(HELP)
+            return EXIT_OK
+        text = build_report(args.run, base=args.base, thresholds=args.thresholds, store=args.store)
+        try:
+            write_report(args.out, text)
+        except OSError as exc:
+            raise RunError(f"writing {args.out}: {exc.strerror or exc}") from None
+    except UsageError as exc:
+        err.write(f"{PREFIX}{exc.message}{USAGE_SUFFIX}\n")
+        return exc.exit_code
+    except TaguruEvalError as exc:
+        err.write(f"{PREFIX}{exc.message}\n")
+        return exc.exit_code
+    out.write(f"  wrote {args.out}\n")
+    return EXIT_OK

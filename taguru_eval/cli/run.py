@@ -1,0 +1,209 @@
+"""Run mode's command line: taguru's flags (EVALUATE.md §2.2), parsed left to right.
+
+The flags become one :class:`~taguru_eval.options.RunOptions`; every input
+is then validated (:func:`~taguru_eval.inputs.prepare.prepare_run`) before
+the pipeline touches the network.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Sequence
+from typing import Final
+
+from taguru_eval.errors import (
+    EXIT_OK,
+    UsageError,
+)
+from taguru_eval.inputs.config import strip_trailing_slashes
+from taguru_eval.inputs.prepare import PreparedRun, prepare_run
+from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, REFUSAL_RULES, RunOptions
+from taguru_eval.pipeline import execute
+from taguru_eval.run.console import Console, terminal_progress
+
+
+def run_prepared(prepared: PreparedRun) -> int:
+    """The CLI's run mode after ``prepare``: returns the exit code.
+
+    Project errors (exit 1/2) propagate to the CLI, which prints them as one
+    ``taguru: evaluate: …`` line.
+    """
+    console = Console()
+    result = execute(prepared, console=console, progress=terminal_progress(console.stderr))
+    return result.exit_code
+
+
+HELP: Final = """\
+usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
+                        [--config FILE] [--out FILE] [--thresholds FILE]
+                        [--assembly] [--max-items N] [--max-bytes N]
+                        [--max-tokens N] [--rerank MODEL] [--concurrency N]
+                        [--must-refuse FILE] [--refusal-rule semantic|any]
+                        [--store DIR | --no-store]
+       python -m taguru_eval run --eval FILE --context NAME [...]
+       python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
+       python -m taguru_eval serve|demo|report|ingest ...
+
+Evaluate one taguru context against a labeled question set (eval.jsonl) and
+write evaluation.json; the same command line as 'taguru evaluate'.
+
+run-mode flags:
+  --eval FILE          eval.jsonl to run (required)
+  --context NAME       the one context evaluated (required)
+  --url URL            server base URL; default derived from TAGURU_ADDR
+                       (127.0.0.1:8248); trailing '/' removed
+  --config FILE        env-file (KEY=VALUE lines) applied before the URL and
+                       token are resolved; default TAGURU_CONFIG
+  --out FILE           artifact path (default evaluation.json)
+  --thresholds FILE    gate the run: exit 3 when a bound is violated
+  --assembly           use POST /contexts/{name}/evidence as the passage lane
+                       (parsed and validated; not available in this build)
+  --max-items N        budget ceiling (default 40, at most 1000)
+  --max-bytes N        budget ceiling (default 65536, at most 1048576)
+  --max-tokens N       budget ceiling (default 4000)
+  --rerank MODEL       reranker model; only with --assembly
+  --concurrency N      cases in flight at once (default 8; 1 = sequential)
+  --must-refuse FILE   must-refuse probes, their own gate (parsed and validated;
+                       not available in this build)
+  --refusal-rule RULE  semantic (default) or any; only with --must-refuse
+  --store DIR          keep the run's tables under DIR (Parquet run store)
+  --no-store           do not keep the run in the run store
+  -h, --help           print this help and exit
+
+subcommands:
+  run                  run mode under its own name (same flags as above)
+  compare              compare two evaluation.json files into changes.jsonl
+  serve                serve a corpus folder with the reference server
+  demo                 run the bundled demo end to end
+  report               render charts and an HTML report from the run store
+  ingest               import an existing evaluation.json into the run store
+
+environment:
+  TAGURU_ADDR          server address used when --url is absent
+  TAGURU_CONFIG        env-file used when --config is absent
+  TAGURU_API_TOKEN     bearer token (else the first name:token entry of
+  TAGURU_API_TOKENS    TAGURU_API_TOKENS); never written anywhere
+
+exit codes:
+  0  run completed (and every threshold passed); also --help
+  1  the run could not complete (server unreachable, corpus read failed,
+     artifact not writable)
+  2  usage or input error (bad flags, bad eval.jsonl / thresholds / config,
+     bad URL, unknown context or source) -- nothing is written
+  3  run completed but the thresholds gate did not pass
+"""
+
+
+# Value-taking flags: flag -> message when no value follows.
+_VALUE_FLAGS: Final = {
+    "--eval": "--eval needs a file path",
+    "--context": "--context needs a name",
+    "--url": "--url needs a value",
+    "--config": "--config needs a file path",
+    "--out": "--out needs a file path",
+    "--thresholds": "--thresholds needs a file path",
+    "--rerank": "--rerank needs a model name",
+    "--must-refuse": "--must-refuse needs a file path",
+    "--refusal-rule": "--refusal-rule needs a value",
+    "--store": "--store needs a directory",
+}
+
+_COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurrency")
+
+_SWITCHES: Final = ("--assembly", "--no-store")
+
+_POSITIVE: Final = re.compile(r"\+?[0-9]+")
+
+_U64_MAX: Final = 2**64 - 1
+
+
+def parse_positive(text: str) -> int | None:
+    """An unsigned decimal >= 1 (optional ``+``; no space, sign, ``_``, fraction,
+    or 64-bit overflow), like Rust's ``usize::from_str``; else ``None``."""
+    if not _POSITIVE.fullmatch(text):
+        return None
+    value = int(text)
+    return value if 1 <= value <= _U64_MAX else None
+
+
+def parse_run_args(args: Sequence[str]) -> RunOptions | None:
+    """Run-mode flags (§2.2), left to right; the first problem raises
+    :class:`UsageError`. ``None`` means help was asked for."""
+    values: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    switches: set[str] = set()
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg in _VALUE_FLAGS:
+            if index + 1 >= len(args):
+                raise UsageError(_VALUE_FLAGS[arg])
+            if arg in values:
+                raise UsageError(f"{arg} given twice")
+            value = args[index + 1]
+            if arg == "--refusal-rule" and value not in REFUSAL_RULES:
+                raise UsageError("--refusal-rule must be 'semantic' or 'any'")
+            values[arg] = value
+            index += 2
+        elif arg in _COUNT_FLAGS:
+            if arg in counts:
+                raise UsageError(f"{arg} given twice")
+            number = parse_positive(args[index + 1]) if index + 1 < len(args) else None
+            if number is None:
+                raise UsageError(f"{arg} needs a positive integer")
+            counts[arg] = number
+            index += 2
+        elif arg in _SWITCHES:
+            if arg in switches:
+                raise UsageError(f"{arg} given twice")
+            switches.add(arg)
+            index += 1
+        elif arg in ("--help", "-h"):
+            return None
+        elif arg.startswith("--"):
+            raise UsageError(f"unknown flag '{arg}' for evaluate")
+        else:
+            raise UsageError("evaluate takes no positional arguments")
+
+    if "--eval" not in values:
+        raise UsageError("--eval FILE is required")
+    if "--context" not in values:
+        raise UsageError("--context NAME is required")
+    if "--rerank" in values and "--assembly" not in switches:
+        raise UsageError("--rerank requires --assembly")
+    if "--refusal-rule" in values and "--must-refuse" not in values:
+        raise UsageError("--refusal-rule requires --must-refuse")
+    if "--store" in values and "--no-store" in switches:
+        raise UsageError("--store and --no-store are exclusive")
+
+    url = values.get("--url")
+    rule = values.get("--refusal-rule", "semantic")
+    return RunOptions(
+        eval_path=values["--eval"],
+        context=values["--context"],
+        url=None if url is None else strip_trailing_slashes(url),
+        config=values.get("--config"),
+        out=values.get("--out", DEFAULT_OUT),
+        thresholds=values.get("--thresholds"),
+        assembly="--assembly" in switches,
+        max_items=counts.get("--max-items"),
+        max_bytes=counts.get("--max-bytes"),
+        max_tokens=counts.get("--max-tokens"),
+        rerank=values.get("--rerank"),
+        concurrency=counts.get("--concurrency", DEFAULT_CONCURRENCY),
+        must_refuse=values.get("--must-refuse"),
+        refusal_rule="any" if rule == "any" else "semantic",
+        store_dir=values.get("--store"),
+        no_store="--no-store" in switches,
+    )
+
+
+def run_mode(args: Sequence[str]) -> int:
+    """Parse, validate every input, then hand over to the runner."""
+    options = parse_run_args(args)
+    if options is None:
+        sys.stdout.write(HELP)
+        return EXIT_OK
+    return run_prepared(prepare_run(options, os.environ))

@@ -1,0 +1,125 @@
+"""``python -m taguru_eval serve DIR``: the reference server in the foreground."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from taguru_eval._base.extras import load_extra
+from taguru_eval.errors import EXIT_INPUT, EXIT_OK, EXIT_RUN_FAILED, InputError
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8248
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """``serve``'s command line."""
+
+    corpus_dir: Path
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    token: str | None = None
+    read_token: str | None = None
+
+
+_FLAGS: Final = ("--host", "--port", "--token", "--read-token")
+PROGRAM: Final = "taguru_eval serve"
+USAGE: Final = (
+    "usage: python -m taguru_eval serve DIR [--host 127.0.0.1] [--port 8248] "
+    "[--token T] [--read-token T]"
+)
+HELP: Final = f"""{USAGE}
+
+Serve every context folder under DIR (one sub-folder per context, named after it)
+with a taguru-compatible HTTP API. An empty DIR serves nothing until contexts are
+created over HTTP.
+
+  --host HOST        address to bind (default 127.0.0.1, loopback only)
+  --port PORT        port to bind (default 8248; 0 picks a free one)
+  --token T          bearer token with read-write access
+  --read-token T     bearer token with read-only access (enough for evaluate)
+
+Without a token, the server is open, as taguru is.
+"""
+
+
+def parse_args(argv: list[str]) -> ServeOptions | None:
+    """The options of ``serve``; None for ``--help``. Raises ``InputError`` (exit 2)."""
+    values: dict[str, str] = {}
+    positional: list[str] = []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        index += 1
+        if arg in ("-h", "--help"):
+            return None
+        if arg.startswith("--"):
+            flag, eq, inline = arg.partition("=")
+            if flag not in _FLAGS:
+                raise InputError(f"unknown flag '{flag}' for serve")
+            if flag in values:
+                raise InputError(f"{flag} given twice")
+            if eq:
+                values[flag] = inline
+            elif index < len(argv):
+                values[flag] = argv[index]
+                index += 1
+            else:
+                raise InputError(f"{flag} needs a value")
+        else:
+            positional.append(arg)
+    if len(positional) != 1:
+        raise InputError("serve needs exactly one DIR (the corpus folder)")
+    port_text = values.get("--port", str(DEFAULT_PORT))
+    if not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65535:
+        raise InputError(f"--port must be an integer in 0..65535 (got {port_text!r})")
+    host = values.get("--host", DEFAULT_HOST)
+    if not host:
+        raise InputError("--host must not be empty")
+    return ServeOptions(
+        corpus_dir=Path(positional[0]),
+        host=host,
+        port=int(port_text),
+        token=values.get("--token") or None,
+        read_token=values.get("--read-token") or None,
+    )
+
+
+def main(argv: list[str]) -> int:
+    """Run ``serve``; 0 after a clean shutdown, 2 for a bad DIR or flag, 1 if binding fails."""
+    try:
+        options = parse_args(argv)
+    except InputError as error:
+        print(f"{PROGRAM}: {error}", file=sys.stderr)
+        return EXIT_INPUT
+    if options is None:
+        print(HELP, end="")
+        return EXIT_OK
+    load_extra("server")
+    from taguru_eval.refserver.serve import serve_until_interrupted
+
+    def announce(line: str) -> None:
+        print(f"{PROGRAM}: {line}", flush=True)
+
+    try:
+        serve_until_interrupted(
+            options.corpus_dir,
+            host=options.host,
+            port=options.port,
+            token=options.token,
+            read_token=options.read_token,
+            announce=announce,
+        )
+    except InputError as error:
+        print(f"{PROGRAM}: {error}", file=sys.stderr)
+        return EXIT_INPUT
+    except OSError as error:
+        print(
+            f"{PROGRAM}: cannot listen on {options.host}:{options.port}: {error.strerror or error}",
+            file=sys.stderr,
+        )
+        return EXIT_RUN_FAILED
+    return EXIT_OK

@@ -1,0 +1,61 @@
+"""``compare``: two runs -> a keyed join on case_id -> changes.jsonl (GATE_AND_COMPARE.md §6).
+
+:func:`compare` takes each side as an evaluation.json path, a stored run
+directory (``runs/context=<ctx>/run=<id>/``: its per-case and aggregate values
+are read from ``cases.parquet``/``metrics.parquet`` and only the head of its
+evaluation.json is decoded, :mod:`.parquet`) or an already-loaded
+evaluation.json object, and returns a :class:`Comparison` of Polars frames.
+The work is split by job: the vocabulary (:mod:`.model`), reading a side
+(:mod:`.load`, :mod:`.parquet`), classifying (:mod:`.classify`), the result
+and its renderings (:mod:`.report`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from taguru_eval.compare.classify import compare_views
+from taguru_eval.compare.load import RunView, view_from_document
+from taguru_eval.compare.parquet import read_side
+from taguru_eval.compare.report import Comparison
+from taguru_eval.errors import InputError
+
+__all__ = ["Comparison", "RunView", "Side", "compare", "load_side"]
+
+Side = str | os.PathLike[str] | Mapping[str, object]
+"""One side of a comparison: a file, a stored run directory, or a parsed document."""
+
+
+def load_side(source: Side, side: str, *, label: str | None = None) -> RunView:
+    """Load one side; an :class:`InputError` message starts with ``side``
+    (``BASE``/``HEAD``) as the CLI prints it."""
+    try:
+        if isinstance(source, Mapping):
+            return view_from_document(source, label if label is not None else f"<{side}>")
+        return read_side(source, label=label)
+    except InputError as exc:
+        raise InputError(
+            f"{side} {exc.message}", path=exc.path, line=exc.line, field=exc.field
+        ) from None
+
+
+def compare(
+    base: Side,
+    head: Side,
+    *,
+    base_label: str | None = None,
+    head_label: str | None = None,
+) -> Comparison:
+    """Compare two runs; BASE is loaded and validated completely before HEAD.
+
+    Each side is a path to an evaluation.json, a stored run directory (read
+    through its Parquet tables when it has them, giving the same result as its
+    evaluation.json), or an already-loaded evaluation.json object. ``*_label`` overrides the
+    path recorded in the header (default: the path as given, or ``<BASE>`` /
+    ``<HEAD>`` for an in-memory document). Raises :class:`InputError` (exit 2
+    semantics) for an unreadable, malformed or out-of-range side.
+    """
+    base_view = load_side(base, "BASE", label=base_label)
+    head_view = load_side(head, "HEAD", label=head_label)
+    return compare_views(base_view, head_view)

@@ -1,0 +1,279 @@
+"""Reading one side of ``compare`` from a stored run directory's Parquet tables.
+
+A run in the Parquet store (``runs/context=<ctx>/run=<id>/``) keeps its
+evaluation.json beside ``cases.parquet`` and ``metrics.parquet``. Decoding the
+whole artifact costs seconds for a 100,000-case run, almost all of it in the
+``cases`` array, so this reader takes:
+
+* the nine per-case comparison values from ``cases.parquet`` (columns of
+  :data:`taguru_eval.tables.CASES_SCHEMA`), gated exactly as the artifact
+  writer gates its blocks (a ``recall`` block only when
+  ``recall_expected_total`` is set, and so on), so a value is null precisely
+  when the artifact's reader-side path (GATE_AND_COMPARE.md §3) is absent;
+* the aggregate values from ``metrics.parquet``, turned back into the metric
+  objects the artifact holds, so they are still decoded only through the
+  run's ``definitions[name].statistic`` (§6.6);
+* every run-level fact (stamp, generated_at, context, budget, corpus,
+  thresholds identity, definitions) from the head of evaluation.json: the
+  bytes before its top-level ``"cases"`` key (EVALUATE.md §6.1 puts every one
+  of them first), read with a bounded streaming read and decoded by the same
+  typed decoder and messages as a whole file.
+
+Anything unexpected about the head (another key order, an escaped key, no
+``cases`` key within :data:`HEAD_LIMIT` bytes) falls back to decoding the
+whole evaluation.json, cases and metrics included — always correct, only
+slower. A directory without both tables is read the same way. Only the head
+of the file is checked on the fast path: the tables stand in for the rest.
+A table that exists but cannot be read, or lacks a column, is an
+:class:`InputError` naming the file (exit 2); so is an unreadable
+evaluation.json, with the message the whole-file reader gives.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Final
+
+import msgspec
+import polars as pl
+
+from taguru_eval.catalog import COMPARISON_METRICS
+from taguru_eval.compare.load import EVALUATION_FILE, RunView, decode_header, is_utf8, read_view
+from taguru_eval.errors import InputError, os_error_text
+
+CASES_FILE: Final = "cases.parquet"
+METRICS_FILE: Final = "metrics.parquet"
+
+FIRST_READ: Final = 1 << 20
+"""Bytes read first; a real artifact's head (definitions included) is far smaller."""
+
+HEAD_LIMIT: Final = 64 << 20
+"""Past this many bytes without a top-level ``cases`` key, decode the whole file."""
+
+HEAD_KEYS: Final = frozenset(
+    {b"taguru_evaluation", b"generated_at", b"inputs", b"corpus", b"thresholds", b"definitions"}
+)
+"""Top-level keys compare reads besides cases and metrics; all must precede ``cases``."""
+
+# Per comparison metric: the cases.parquet column holding it and the column
+# whose presence means the artifact wrote the enclosing block (artifact.case_block).
+_CASE_COLUMNS: Final[Mapping[str, tuple[str, str]]] = {
+    "recall.recall_at_k": ("recall_at_k", "recall_expected_total"),
+    "recall.mrr": ("mrr", "recall_expected_total"),
+    "recall.ndcg": ("ndcg", "recall_expected_total"),
+    "coverage.concepts": ("coverage_concepts", "coverage_concepts_expected"),
+    "coverage.labels": ("coverage_labels", "coverage_labels_expected"),
+    "coverage.associations": ("coverage_associations", "coverage_associations_expected"),
+    "citations.recall": ("citations_recall", "citations_expected_total"),
+    "citations.locator_validity": ("citations_locator_validity", "citations_expected_total"),
+    "diversity.sources": ("diversity_sources", "diversity_sources"),
+}
+if set(_CASE_COLUMNS) != set(COMPARISON_METRICS):  # pragma: no cover - an edit-time guard
+    raise RuntimeError("compare_store._CASE_COLUMNS must cover exactly COMPARISON_METRICS")
+
+_METRIC_FIELDS: Final = (
+    "n",
+    "value",
+    "numerator",
+    "min",
+    "p50",
+    "p90",
+    "p99",
+    "max",
+    "mean",
+    "sum",
+)
+"""Every value column of metrics.parquet; a metric object is its non-null ones."""
+
+
+_NO_CASES: Final = pl.DataFrame(
+    schema={"case_id": pl.String, **dict.fromkeys(COMPARISON_METRICS, pl.Float64)}
+)
+
+
+def read_side(source: str | os.PathLike[str], *, label: str | None = None) -> RunView:
+    """Load one side: a stored run directory through its tables when it has
+    both, otherwise (a file, or a directory without tables) its evaluation.json.
+
+    Raises :class:`InputError` with the §6.2 messages, or naming the table
+    file that could not be read.
+    """
+    given = os.fspath(source)
+    directory = Path(given)
+    shown_label = given if label is None else label
+    if not (
+        directory.is_dir()
+        and (directory / CASES_FILE).is_file()
+        and (directory / METRICS_FILE).is_file()
+    ):
+        return read_view(source, label=label)
+    shown = os.path.join(given, EVALUATION_FILE)
+    head = _read_head(directory / EVALUATION_FILE, shown)
+    if head is None:
+        return read_view(source, label=label)
+    # evaluation.json is validated before the tables are read, as the whole
+    # file would be first. The head is a prefix of the file, so a malformed
+    # or out-of-range field in it gets the same message (and line/column).
+    header = decode_header(
+        head, shown, label=shown_label, cases=_NO_CASES, duplicates=(), metrics={}
+    )
+    cases, duplicates = stored_cases(directory / CASES_FILE, os.path.join(given, CASES_FILE))
+    metrics = stored_metrics(directory / METRICS_FILE, os.path.join(given, METRICS_FILE))
+    return replace(header, cases=cases, duplicate_case_ids=duplicates, metrics=metrics)
+
+
+# ------------------------------------------------------------------ the artifact head
+
+
+_TOKEN: Final = re.compile(rb'["{}\[\],]')
+_STRING_REST: Final = re.compile(rb'(?:[^"\\]|\\.)*"', re.DOTALL)
+_LEADING_SPACE: Final = re.compile(rb"[ \t\r\n]*")
+
+
+def _read_head(path: Path, shown: str) -> bytes | None:
+    """The artifact's top-level object without ``cases`` and everything after
+    it, as a standalone JSON object, or ``None`` when the head cannot be
+    trusted to hold every run-level fact (see :func:`head_of`)."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(FIRST_READ)
+            while True:
+                cut = head_of(data)
+                if cut is not None:
+                    return cut if is_utf8(cut) else None
+                if len(data) >= HEAD_LIMIT or not handle.peek(1):
+                    return None
+                data += handle.read(len(data))
+    except OSError as exc:
+        raise InputError(f"reading {shown}: {os_error_text(exc)}", path=shown) from None
+
+
+def head_of(data: bytes) -> bytes | None:
+    """``data``'s top-level object cut just before its ``"cases"`` member and
+    closed with ``}``, or ``None`` when that cannot be done safely: no
+    ``cases`` key inside ``data``, a top-level key spelled with an escape, or
+    one of :data:`HEAD_KEYS` not before ``cases`` (it might follow it)."""
+    leading = _LEADING_SPACE.match(data)
+    pos = 0 if leading is None else leading.end()
+    if data[pos : pos + 1] != b"{":
+        return None
+    depth = 0
+    expecting_key = False
+    separator = pos
+    keys: set[bytes] = set()
+    while True:
+        match = _TOKEN.search(data, pos)
+        if match is None:
+            return None
+        char = data[match.start()]
+        pos = match.end()
+        if char == 0x22:  # '"'
+            rest = _STRING_REST.match(data, pos)
+            if rest is None:
+                return None
+            if depth == 1 and expecting_key:
+                key = data[pos : rest.end() - 1]
+                if b"\\" in key:
+                    return None
+                if key == b"cases":
+                    break
+                keys.add(key)
+                expecting_key = False
+            pos = rest.end()
+        elif char in b"{[":
+            depth += 1
+            if depth == 1:
+                expecting_key = True
+        elif char in b"}]":
+            depth -= 1
+            if depth == 0:
+                return None
+        elif depth == 1:  # ','
+            expecting_key = True
+            separator = match.start()
+    if not keys.issuperset(HEAD_KEYS):
+        return None
+    if data[separator : separator + 1] == b"{":
+        return data[: separator + 1] + b"}"
+    return data[:separator] + b"}"
+
+
+# ------------------------------------------------------------------ the tables
+
+
+def _table_error(shown: str, detail: str) -> InputError:
+    return InputError(f"{shown}: malformed run-store table: {detail}", path=shown)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _read_table(path: Path, shown: str, columns: list[str]) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(path, columns=columns)
+    except pl.exceptions.ColumnNotFoundError as exc:
+        raise _table_error(shown, f"missing column {_first_line(exc)}") from None
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise _table_error(shown, _first_line(exc)) from None
+
+
+def stored_cases(path: Path, shown: str) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """The per-case comparison values of a stored run: compare's case frame
+    (``case_id`` plus one Float64 column per comparison metric, the last
+    occurrence of a case_id kept) and the repeated case_ids in file order."""
+    value_columns = {column for column, _gate in _CASE_COLUMNS.values()}
+    gate_columns = {gate for _column, gate in _CASE_COLUMNS.values()}
+    columns = ["case_index", "case_id", *sorted(value_columns | gate_columns)]
+    table = _read_table(path, shown, columns)
+    if table.schema["case_id"] != pl.String:
+        raise _table_error(
+            shown, f"case_id: expected a string column, got {table.schema['case_id']}"
+        )
+    for column in columns:
+        if column != "case_id" and not table.schema[column].is_numeric():
+            raise _table_error(
+                shown, f"{column}: expected a numeric column, got {table.schema[column]}"
+            )
+
+    def value(metric: str) -> pl.Expr:
+        column, gate = _CASE_COLUMNS[metric]
+        # NaN is written as null by the artifact (a non-finite f64 is null).
+        number = pl.col(column).cast(pl.Float64).fill_nan(None)
+        return pl.when(pl.col(gate).is_not_null()).then(number).alias(metric)
+
+    frame = table.sort("case_index", nulls_last=True, maintain_order=True).select(
+        pl.col("case_id").fill_null(""), *[value(metric) for metric in COMPARISON_METRICS]
+    )
+    duplicates = tuple(
+        frame.filter(~pl.col("case_id").is_first_distinct()).get_column("case_id").to_list()
+    )
+    if duplicates:
+        frame = frame.unique(subset="case_id", keep="last", maintain_order=True)
+    return frame, duplicates
+
+
+def stored_metrics(path: Path, shown: str) -> dict[str, bytes]:
+    """The aggregate metrics of a stored run as the JSON objects the artifact
+    holds under ``metrics`` (non-null, finite fields only), by metric name."""
+    table = _read_table(path, shown, ["metric", *_METRIC_FIELDS])
+    if table.schema["metric"] != pl.String:
+        raise _table_error(shown, f"metric: expected a string column, got {table.schema['metric']}")
+    metrics: dict[str, bytes] = {}
+    for row in table.iter_rows(named=True):
+        name = row.pop("metric")
+        if name is None:
+            raise _table_error(shown, "metric: a row has no metric name")
+        fields = {
+            key: value
+            for key, value in row.items()
+            if value is not None and not (isinstance(value, float) and not math.isfinite(value))
+        }
+        metrics[name] = msgspec.json.encode(fields)
+    return metrics

@@ -1,0 +1,311 @@
+"""The :class:`Comparison` of two runs and how it renders.
+
+changes.jsonl (GATE_AND_COMPARE.md §6.9, bytes per §1.3): compact JSON lines,
+non-ASCII raw, floats in shortest round-trip form and always with a fraction
+or exponent (``3.0``), a non-finite number as ``null``; header first, then one
+line per changed case in ascending case_id byte order; ``\\n`` after every
+line. The terminal summary is §6.10.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+import polars as pl
+
+from taguru_eval._base.files import write_bytes_atomic
+from taguru_eval.catalog import COMPARISON_METRICS
+from taguru_eval.compare.load import RunView
+from taguru_eval.compare.model import (
+    NOT_COMPARABLE,
+    REGRESSED,
+    base_column,
+    delta_column,
+    direction_column,
+    head_column,
+)
+
+CHANGES_VERSION: Final = 1
+"""``taguru_evaluation_changes`` written in the header."""
+
+SUMMARY_REGRESSED_LIMIT: Final = 10
+"""How many regressed records the terminal summary names (§6.10)."""
+
+_METRIC_KEYS: Final = {name: json.dumps(name, ensure_ascii=False) for name in COMPARISON_METRICS}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of comparing BASE with HEAD.
+
+    ``cases``: one row per case_id of either side, ascending byte order, with
+    ``kind`` (improved/regressed/added/removed/unchanged), ``in_base``,
+    ``in_head`` and, per comparison metric, ``<metric>.base``, ``.head``,
+    ``.delta`` and ``.direction`` columns. ``metrics``: the header's aggregate
+    entries (metric, statistic, base, head, delta). ``warnings``: every §6.8
+    warning, in order, without the stderr prefix.
+    """
+
+    base: RunView
+    head: RunView
+    cases: pl.DataFrame
+    metrics: pl.DataFrame
+    warnings: tuple[str, ...]
+    counts: Mapping[str, int]
+
+    def changed(self) -> pl.DataFrame:
+        """The cases that get a changes.jsonl line (every kind but unchanged)."""
+        return self.cases.filter(pl.col("kind") != "unchanged")
+
+    def regressed(self) -> pl.DataFrame:
+        """The regressed cases only."""
+        return self.cases.filter(pl.col("kind") == REGRESSED)
+
+    def records(self) -> list[dict[str, object]]:
+        """The per-case lines of changes.jsonl as Python objects."""
+        return records(self)
+
+    def header(self, generated_at: str | None = None) -> dict[str, object]:
+        """The changes.jsonl header (``generated_at`` defaults to now, UTC)."""
+        return header(self, generated_at)
+
+    def changes_jsonl(self, generated_at: str | None = None) -> str:
+        """The whole changes.jsonl text: header line, one line per changed case."""
+        return render_changes(self, generated_at)
+
+    def write_changes(self, path: str | os.PathLike[str]) -> None:
+        """Write changes.jsonl atomically (temp file + rename); ``OSError`` on failure."""
+        write_atomically(path, self.changes_jsonl())
+
+    def summary(self, out: str) -> str:
+        """The terminal summary (§6.10) for a file written to ``out``."""
+        return summary(self, out)
+
+
+def utc_now() -> str:
+    """The compare time as the header writes it: UTC, whole seconds."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _number(value: float | None) -> str:
+    """A JSON number the way serde_json writes an f64 (non-finite -> null)."""
+    if value is None or not math.isfinite(value):
+        return "null"
+    return repr(float(value))
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _dumps(value: object) -> str:
+    """Compact JSON, non-ASCII raw, control characters escaped (§1.3)."""
+    return _ENCODER.encode(value)
+
+
+def header(comparison: Comparison, generated_at: str | None = None) -> dict[str, object]:
+    """The header object, keys in §6.9 order."""
+    metrics = [
+        {
+            "metric": name,
+            "statistic": statistic,
+            "sides": {"base": _finite_or_none(b), "head": _finite_or_none(h)},
+            "delta": _finite_or_none(delta),
+        }
+        for name, statistic, b, h, delta in comparison.metrics.iter_rows()
+    ]
+    counts = comparison.counts
+    doc: dict[str, object] = {
+        "kind": "header",
+        "taguru_evaluation_changes": CHANGES_VERSION,
+        "generated_at": utc_now() if generated_at is None else generated_at,
+        "base": comparison.base.identity(),
+        "head": comparison.head.identity(),
+        "counts": {
+            key: counts[key]
+            for key in (
+                "improved",
+                "regressed",
+                "added",
+                "removed",
+                "unchanged",
+                "cases_base",
+                "cases_head",
+            )
+        },
+        "metrics": metrics,
+    }
+    if comparison.warnings:
+        doc["warnings"] = list(comparison.warnings)
+    return doc
+
+
+# Python's repr (the reference spelling, §1.3) is positional exactly for
+# 1e-4 <= |v| < 1e16 (and zero); there Polars' Float64 -> String cast prints
+# the same shortest round-trip digits the same way, so those numbers are
+# formatted in Polars. The rare others go through repr one by one.
+_REPR_POSITIONAL_MIN: Final = 1e-4
+_REPR_POSITIONAL_END: Final = 1e16
+
+_NEEDS_ESCAPE: Final = r'["\\\x00-\x1f]'
+"""A case_id holding any of these needs JSON escaping (rare): done by json."""
+
+
+def _number_text(series: pl.Series) -> pl.Series:
+    """Every value of a Float64 column spelled as :func:`_number` spells it."""
+    frame = pl.DataFrame({"v": series})
+    v = pl.col("v")
+    magnitude = v.abs()
+    positional = (v == 0) | (
+        (magnitude >= _REPR_POSITIONAL_MIN) & (magnitude < _REPR_POSITIONAL_END)
+    )
+    text = frame.select(
+        pl.when(v.is_null() | ~v.is_finite())
+        .then(pl.lit("null"))
+        .when(positional)
+        .then(v.cast(pl.String))
+        .otherwise(pl.lit(None, dtype=pl.String))
+        .alias("text")
+    ).get_column("text")
+    exponent_rows = text.is_null().arg_true()
+    if exponent_rows.len():
+        values = series.gather(exponent_rows).to_list()
+        text = text.scatter(exponent_rows, [_number(value) for value in values])
+    return text
+
+
+def _record_text(comparison: Comparison) -> str:
+    """One compact JSON line per changed case, joined by ``\\n`` (no final
+    newline; ``""`` when nothing changed), built from whole columns.
+
+    Each metric entry and each line is assembled by Polars string
+    expressions rather than ``json.dumps`` per record: the metric names are
+    fixed ASCII, the numbers follow :func:`_number` (see :func:`_number_text`)
+    and only a case_id can need escaping — this is the hot path of a
+    100,000-case compare.
+    """
+    changed = comparison.changed()
+    if changed.height == 0:
+        return ""
+    numbers = {
+        column: _number_text(changed.get_column(column))
+        for metric in COMPARISON_METRICS
+        for column in (base_column(metric), head_column(metric), delta_column(metric))
+    }
+    case_ids = changed.get_column("case_id")
+    quoted = ('"' + case_ids + '"').alias("quoted")
+    escape_rows = case_ids.str.contains(_NEEDS_ESCAPE).fill_null(False).arg_true()
+    if escape_rows.len():
+        ids = case_ids.gather(escape_rows).to_list()
+        quoted = quoted.scatter(escape_rows, [_dumps(case_id) for case_id in ids])
+    frame = changed.select("kind", *[pl.col(direction_column(m)) for m in COMPARISON_METRICS])
+    frame = frame.with_columns(
+        quoted, *[text.alias(f"{name}.text") for name, text in numbers.items()]
+    )
+
+    def entry(metric: str) -> pl.Expr:
+        direction = pl.col(direction_column(metric))
+        delta = (
+            pl.when(direction == NOT_COMPARABLE)
+            .then(pl.lit("null"))
+            .otherwise(pl.col(f"{delta_column(metric)}.text"))
+        )
+        text = pl.concat_str(
+            pl.lit(f'{{"metric":{_METRIC_KEYS[metric]},"sides":{{"base":'),
+            pl.col(f"{base_column(metric)}.text"),
+            pl.lit(',"head":'),
+            pl.col(f"{head_column(metric)}.text"),
+            pl.lit('},"delta":'),
+            delta,
+            pl.lit(',"direction":"'),
+            direction,
+            pl.lit('"}'),
+        )
+        # concat_str is null when the direction is: the metric is not recorded.
+        return text
+
+    # Joined with "," skipping the unrecorded (null) entries; none at all -> "".
+    entries = pl.concat_str(
+        [entry(metric) for metric in COMPARISON_METRICS], separator=",", ignore_nulls=True
+    )
+    line = pl.concat_str(
+        pl.lit('{"kind":"'),
+        pl.col("kind"),
+        pl.lit('","case_id":'),
+        pl.col("quoted"),
+        pl.lit(',"metrics":['),
+        entries,
+        pl.lit("]}"),
+    )
+    # Joined inside Polars: one Python string instead of one per case.
+    joined = frame.select(line.str.join("\n")).item()
+    assert isinstance(joined, str)
+    return joined
+
+
+def records(comparison: Comparison) -> list[dict[str, object]]:
+    """The per-case lines as Python objects (parsed from the same rendering)."""
+    text = _record_text(comparison)
+    parsed: list[dict[str, object]] = [json.loads(line) for line in text.split("\n") if line]
+    return parsed
+
+
+def render_changes(comparison: Comparison, generated_at: str | None = None) -> str:
+    """The whole changes.jsonl text, ``\\n`` after every line."""
+    records = _record_text(comparison)
+    head = _dumps(header(comparison, generated_at))
+    return f"{head}\n{records}\n" if records else f"{head}\n"
+
+
+def write_atomically(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temp file in the same
+    directory and a rename; on failure nothing is left behind and the
+    ``OSError`` propagates. A missing directory is not created (§1.3)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def _fixed3(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def summary(comparison: Comparison, out: str) -> str:
+    """The stdout summary after a successful write (§6.10), newline-terminated."""
+    counts = comparison.counts
+    lines = [
+        f"evaluate compare: {counts['cases_base']} case(s) in BASE, {counts['cases_head']} "
+        f"in HEAD — {counts['improved']} improved, {counts['regressed']} regressed, "
+        f"{counts['added']} added, {counts['removed']} removed, "
+        f"{counts['unchanged']} unchanged"
+    ]
+    if comparison.metrics.height:
+        lines.append("  aggregate:")
+        for name, _statistic, b, h, delta in comparison.metrics.iter_rows():
+            if b is not None and h is not None:
+                lines.append(f"    {name}: {_fixed3(b)} -> {_fixed3(h)} (Δ {delta:+.3f})")
+            elif b is not None:
+                lines.append(f"    {name}: {_fixed3(b)} -> n/a")
+            elif h is not None:
+                lines.append(f"    {name}: n/a -> {_fixed3(h)}")
+    regressed = comparison.regressed()
+    for row in regressed.head(SUMMARY_REGRESSED_LIMIT).iter_rows(named=True):
+        parts = [
+            f"{metric} {row[delta_column(metric)]:+.3f}"
+            for metric in COMPARISON_METRICS
+            if row[direction_column(metric)] == REGRESSED
+        ]
+        lines.append(f"    regressed: {row['case_id']} ({', '.join(parts)})")
+    if regressed.height > SUMMARY_REGRESSED_LIMIT:
+        lines.append(
+            f"    ... and {regressed.height - SUMMARY_REGRESSED_LIMIT} more regressed case(s)"
+        )
+    lines.append(f"  wrote {out}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""The run's inputs: eval.jsonl, the thresholds file, config and URL, and run preparation."""

@@ -1,0 +1,305 @@
+"""Config file, base URL, URL masking and bearer token (EVALUATE.md §2.4, §2.5, §0.4).
+
+Nothing here touches ``os.environ``: every function takes the environment as
+a mapping and :func:`apply_config_file` returns a new one, so tests and
+library callers stay isolated. The CLI passes ``os.environ``.
+
+Messages follow the reference exactly. Config-file errors carry their own
+``taguru: …`` prefix (ERRATA (4)) and are raised as :class:`ConfigError`,
+which the CLI prints verbatim; URL errors are plain :class:`InputError` text
+that the CLI prefixes with ``taguru: evaluate: ``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from taguru_eval._base.text import split_lines, trim
+from taguru_eval.errors import InputError, os_error_text
+
+DEFAULT_ADDR: Final = "127.0.0.1:8248"
+UNPARSEABLE_MASK: Final = "<unparseable-url>"
+CONFIG_ENV: Final = "TAGURU_CONFIG"
+ADDR_ENV: Final = "TAGURU_ADDR"
+TOKEN_ENV: Final = "TAGURU_API_TOKEN"
+TOKENS_ENV: Final = "TAGURU_API_TOKENS"
+
+_CONFIG_HINT: Final = " — try 'taguru --help'"
+
+MSG_CREDENTIALS: Final = (
+    "the URL must not carry credentials (user:password@…) — "
+    "set TAGURU_API_TOKEN (or TAGURU_API_TOKENS) instead"
+)
+MSG_UNPARSEABLE: Final = "the --url value could not be parsed as a URL"
+
+Warn = Callable[[str], None]
+
+
+class ConfigError(InputError):
+    """A bad ``--config`` file; the message is the complete stderr line."""
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- config file
+
+
+def config_path(flag: str | None, env: Mapping[str, str]) -> str | None:
+    """``--config FILE`` if given, else ``TAGURU_CONFIG`` if set."""
+    if flag is not None:
+        return flag
+    return env.get(CONFIG_ENV)
+
+
+def parse_config_file(path: str) -> list[tuple[int, str, str]]:
+    """The ``(line, key, value)`` assignments of an env-file, in file order.
+
+    Raises :class:`ConfigError` for an unreadable file, a line without ``=``
+    or a bad key name (exit 2).
+    """
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        detail = os_error_text(exc)
+        raise ConfigError(
+            f"taguru: cannot read config {path}: {detail}{_CONFIG_HINT}", path=path
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"taguru: cannot read config {path}: stream did not contain valid UTF-8{_CONFIG_HINT}",
+            path=path,
+        ) from None
+    text = text.removeprefix("\ufeff")
+    assignments: list[tuple[int, str, str]] = []
+    for index, raw in enumerate(split_lines(text)):
+        line_no = index + 1
+        line = trim(raw)
+        if not line or line.startswith("#"):
+            continue
+        key, equals, value = line.partition("=")
+        if not equals:
+            raise ConfigError(
+                f"taguru: config {path}: line {line_no}: expected KEY=VALUE, "
+                f"got '{raw}'{_CONFIG_HINT}",
+                path=path,
+                line=line_no,
+            )
+        key = trim(key)
+        if not key or any(not trim(ch) for ch in key):
+            raise ConfigError(
+                f"taguru: config {path}: line {line_no}: '{key}' is not a variable name"
+                f"{_CONFIG_HINT}",
+                path=path,
+                line=line_no,
+                field=key,
+            )
+        assignments.append((line_no, key, trim(value)))
+    return assignments
+
+
+def apply_config_file(path: str, env: Mapping[str, str], warn: Warn = _stderr) -> dict[str, str]:
+    """``env`` with the file's values added (EVALUATE.md §2.4 step 1).
+
+    A key already in ``env`` keeps its value (note on stderr); a key repeated
+    in the file takes its last value (note on stderr).
+    """
+    values: dict[str, str] = {}
+    for _line, key, value in parse_config_file(path):
+        if key in values:
+            warn(f"taguru: config: {key} appears more than once in the file; the last value wins")
+        values[key] = value
+    merged = dict(env)
+    for key, value in values.items():
+        if key in env:
+            warn(f"taguru: config: {key} set in the environment; the file value is ignored")
+        else:
+            merged[key] = value
+    return merged
+
+
+def effective_env(
+    config_flag: str | None, env: Mapping[str, str], warn: Warn = _stderr
+) -> dict[str, str]:
+    """The environment after ``--config`` / ``TAGURU_CONFIG`` was applied."""
+    path = config_path(config_flag, env)
+    if path is None:
+        return dict(env)
+    return apply_config_file(path, env, warn)
+
+
+# --------------------------------------------------------------------------- URLs
+
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(.*)$", re.DOTALL)
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
+_SPECIAL: Final = frozenset({*_DEFAULT_PORTS, "file"})
+_FORBIDDEN_HOST: Final = frozenset(" #%/:<>?@[\\]^|\t\n\r")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedUrl:
+    """The parts of an absolute URL evaluate looks at (WHATWG-style)."""
+
+    scheme: str
+    host: str | None
+    port: int | None  # None when absent or the scheme's default
+    has_credentials: bool
+
+
+def parse_url(url: str) -> ParsedUrl | None:
+    """A small WHATWG-flavoured parser: ``None`` when ``url`` is not an absolute URL.
+
+    A scheme is mandatory; special schemes (http, https, …) need a valid host;
+    the host is lower-cased (IDNA for non-ASCII), IPv6 is kept in brackets in
+    canonical form; a default port is dropped; a non-numeric or >65535 port
+    fails. Non-special schemes (``localhost:8080``) parse, as in WHATWG.
+    """
+    match = _SCHEME.match(url.strip(" \t\n\r\f\v\x00"))
+    if match is None:
+        return None
+    scheme = match.group(1).lower()
+    rest = match.group(2)
+    if scheme in _SPECIAL:
+        rest = rest.lstrip("/\\")
+    elif rest.startswith("//"):
+        rest = rest[2:]
+    else:
+        return ParsedUrl(scheme=scheme, host=None, port=None, has_credentials=False)
+    authority = re.split(r"[/?#\\]" if scheme in _SPECIAL else r"[/?#]", rest, maxsplit=1)[0]
+    userinfo, at, hostport = authority.rpartition("@")
+    has_credentials = bool(at) and userinfo not in ("", ":")
+    parsed = _host_port(hostport, scheme)
+    if parsed is None:
+        return None
+    host, port = parsed
+    if scheme in _SPECIAL and scheme != "file" and not host:
+        return None
+    if port is not None and _DEFAULT_PORTS.get(scheme) == port:
+        port = None
+    return ParsedUrl(scheme=scheme, host=host, port=port, has_credentials=has_credentials)
+
+
+def _host_port(text: str, scheme: str) -> tuple[str, int | None] | None:
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            return None
+        try:
+            host = f"[{ipaddress.IPv6Address(text[1:end]).compressed}]"
+        except ValueError:
+            return None
+        tail = text[end + 1 :]
+        if tail and not tail.startswith(":"):
+            return None
+        port_text = tail[1:] if tail else ""
+    else:
+        host, _colon, port_text = text.rpartition(":") if ":" in text else (text, "", "")
+        if any(ch in _FORBIDDEN_HOST or ord(ch) < 0x20 for ch in host):
+            return None
+        if scheme in _SPECIAL:
+            try:
+                host = host.encode("idna").decode("ascii").lower() if host else ""
+            except UnicodeError:
+                return None
+    port: int | None = None
+    if port_text:
+        if not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65_535:
+            return None
+        port = int(port_text)
+    return host, port
+
+
+def mask_url(url: str) -> str:
+    """``scheme://host[:port]``: no userinfo, path, query or fragment (§2.5)."""
+    parsed = parse_url(url)
+    if parsed is None:
+        return UNPARSEABLE_MASK
+    port = "" if parsed.port is None else f":{parsed.port}"
+    return f"{parsed.scheme}://{parsed.host or ''}{port}"
+
+
+def strip_trailing_slashes(url: str) -> str:
+    """What ``--url`` keeps: every trailing ``/`` removed (``http://h:1/`` -> ``http://h:1``)."""
+    return url.rstrip("/")
+
+
+def base_url_from_addr(addr: str) -> str:
+    """``http://`` + ``TAGURU_ADDR`` with an unspecified IP replaced by loopback.
+
+    Refuses a port-0 address (the real port cannot be known from here).
+    """
+    result = addr
+    socket = _socket_addr(addr)
+    if socket is not None:
+        ip, port = socket
+        if ip.is_unspecified:
+            loopback = "127.0.0.1" if ip.version == 4 else "[::1]"
+            result = f"{loopback}:{port}"
+    if result.endswith(":0"):
+        raise InputError(
+            f"TAGURU_ADDR ({addr}) binds to port 0 (OS-assigned) — the actual port can't be "
+            "discovered from here; pass the server's real URL explicitly: "
+            "'taguru health http://host:PORT'",
+            field=ADDR_ENV,
+        )
+    return "http://" + result
+
+
+def _socket_addr(addr: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, str] | None:
+    """``(ip, port)`` when ``addr`` is an IP socket address like Rust's SocketAddr."""
+    if addr.startswith("["):
+        host, sep, port = addr[1:].partition("]:")
+        if not sep:
+            return None
+        try:
+            ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.IPv6Address(host)
+        except ValueError:
+            return None
+    else:
+        host, sep, port = addr.rpartition(":")
+        if not sep:
+            return None
+        try:
+            ip = ipaddress.IPv4Address(host)
+        except ValueError:
+            return None
+    if not port.isascii() or not port.isdigit() or int(port) > 65_535:
+        return None
+    return ip, port
+
+
+def resolve_base_url(url_flag: str | None, env: Mapping[str, str]) -> str:
+    """EVALUATE.md §2.4 steps 2–4: the base URL, or an :class:`InputError` (exit 2)."""
+    base = url_flag
+    if base is None:
+        base = base_url_from_addr(env.get(ADDR_ENV, DEFAULT_ADDR))
+    parsed = parse_url(base)
+    if parsed is not None and parsed.has_credentials:
+        raise InputError(MSG_CREDENTIALS, field="url")
+    if parsed is None:
+        raise InputError(MSG_UNPARSEABLE, field="url")
+    return base
+
+
+# --------------------------------------------------------------------------- token
+
+
+def resolve_token(env: Mapping[str, str]) -> str | None:
+    """The bearer token (§0.4): ``TAGURU_API_TOKEN`` trimmed, else the first
+    ``name:token`` entry of ``TAGURU_API_TOKENS`` with a non-empty token."""
+    single = trim(env.get(TOKEN_ENV, ""))
+    if single:
+        return single
+    for entry in env.get(TOKENS_ENV, "").split(","):
+        _name, colon, token = trim(entry).partition(":")
+        if colon and trim(token):
+            return trim(token)
+    return None

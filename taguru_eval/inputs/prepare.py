@@ -1,0 +1,121 @@
+"""Everything a run does before its first network call (EVALUATE.md §2.3 steps 2–6).
+
+:func:`prepare_run` loads and validates every input in the reference's order —
+eval.jsonl, ``options.limit``, the ``--assembly`` filter warnings, the
+must-refuse file (step 4a), the thresholds file, then config and base URL —
+so a bad input always exits 2 without touching the network. The runner takes the returned
+:class:`PreparedRun`, prints ``evaluate → {masked_url}`` (step 7) and starts
+the network phase.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+
+from taguru_eval.catalog import CATALOG_KEYS
+from taguru_eval.errors import PREFIX, InputError
+from taguru_eval.inputs.config import effective_env, mask_url, resolve_base_url, resolve_token
+from taguru_eval.inputs.dataset import EvalSet, load_eval, validate_limits
+from taguru_eval.inputs.thresholds import Thresholds, load_thresholds
+from taguru_eval.options import RunOptions
+
+Stderr = Callable[[str], None]
+
+ASSEMBLY_FILTER_WARNING = (
+    "case '{case_id}': options.tags/since/until are not applied under --assembly "
+    "(POST /contexts/{{name}}/evidence has no such request fields)"
+)
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run whose inputs are all valid; nothing here has touched the network.
+
+    ``warnings`` are the texts (without the ``taguru: evaluate: `` prefix) that
+    go into the artifact's ``warnings`` list. ``token`` is excluded from
+    ``repr`` so it cannot leak into a log line.
+    """
+
+    options: RunOptions
+    eval_set: EvalSet
+    thresholds: Thresholds | None
+    base_url: str
+    masked_url: str
+    warnings: tuple[str, ...] = ()
+    must_refuse: object | None = None
+    token: str | None = field(default=None, repr=False)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def assembly_warnings(eval_set: EvalSet) -> list[str]:
+    """§2.3 step 4: one text per case whose tags/since/until ``--assembly`` cannot apply."""
+    return [
+        ASSEMBLY_FILTER_WARNING.format(case_id=case.case_id)
+        for case in eval_set.cases
+        if case.options.tags or case.options.since is not None or case.options.until is not None
+    ]
+
+
+def load_run_thresholds(
+    path: str, eval_set: EvalSet, extra_metrics: Collection[str] = ()
+) -> Thresholds:
+    """§2.3 step 5: the thresholds file against the metric catalog (plus the
+    must-refuse names when that file was given) and the loaded case ids."""
+    keys = CATALOG_KEYS | frozenset(extra_metrics)
+    return load_thresholds(path, keys, eval_set.case_ids)
+
+
+def load_must_refuse(path: str, eval_set: EvalSet) -> tuple[object, Collection[str]]:
+    """§2.3 step 4a: the must-refuse file and the metric names it adds."""
+    raise InputError("--must-refuse is not available in this build", path=path)
+
+
+def prepare_run(
+    options: RunOptions,
+    env: Mapping[str, str] | None = None,
+    *,
+    stderr: Stderr = _stderr,
+) -> PreparedRun:
+    """Steps 2–6 of §2.3; any problem raises a project error (exit 2).
+
+    ``env`` defaults to ``os.environ`` and is never modified: the ``--config``
+    file is applied to a copy. ``stderr`` receives each complete diagnostic
+    line as it happens (so warnings printed before a later failure still show).
+    """
+    environment: Mapping[str, str] = os.environ if env is None else env
+    eval_set = load_eval(options.eval_path)
+    for warning in eval_set.warnings:
+        stderr(f"{PREFIX}{warning}")
+    validate_limits(eval_set)
+    warnings: list[str] = []
+    if options.assembly:
+        for warning in assembly_warnings(eval_set):
+            stderr(f"{PREFIX}{warning}")
+            warnings.append(warning)
+    must_refuse: object | None = None
+    extra_metrics: Collection[str] = ()
+    if options.must_refuse is not None:
+        must_refuse, extra_metrics = load_must_refuse(options.must_refuse, eval_set)
+    thresholds = (
+        None
+        if options.thresholds is None
+        else load_run_thresholds(options.thresholds, eval_set, extra_metrics)
+    )
+    resolved_env = effective_env(options.config, environment, stderr)
+    base_url = resolve_base_url(options.url, resolved_env)
+    return PreparedRun(
+        options=options,
+        eval_set=eval_set,
+        thresholds=thresholds,
+        base_url=base_url,
+        masked_url=mask_url(base_url),
+        warnings=tuple(warnings),
+        must_refuse=must_refuse,
+        token=resolve_token(resolved_env),
+    )

@@ -1,0 +1,173 @@
+"""One whole run, end to end: network phase -> tables -> score -> artifact -> gate -> store.
+
+``prepare`` has validated every input; :func:`execute` runs the network
+phase, then the one-way pipeline, prints the console summary and keeps the
+run in the store. The artifact is written atomically at the very end, so an
+interrupted or failed run leaves no file behind."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from taguru_eval.artifact.build import RunContext, build_artifact, dumps, write_json_atomic
+from taguru_eval.errors import (
+    EXIT_OK,
+    PREFIX,
+    InputError,
+)
+from taguru_eval.gate import (
+    REPORT_ONLY_NOTICE,
+    GateReport,
+    case_metric_frame,
+    evaluate_gate,
+)
+from taguru_eval.inputs.prepare import PreparedRun
+from taguru_eval.run.console import Console, Progress
+from taguru_eval.run.runner import NetworkPhase, network_phase
+from taguru_eval.score.aggregate import Scores, score_run
+from taguru_eval.store import DEFAULT_STORE_DIR, new_run_id, write_run
+from taguru_eval.summary import summary_lines
+from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables.schemas import RunTables
+from taguru_eval.tables.shapes import LaneOutput
+
+ASSEMBLY_UNAVAILABLE = (
+    "--assembly is not available in this build yet: run without it for the baseline "
+    "passage lane (POST /contexts/{name}/sources/search)"
+)
+
+REPORT_ONLY_LINE = f"{PREFIX}{REPORT_ONLY_NOTICE}"
+
+
+def run_context(prepared: PreparedRun, phase: NetworkPhase, generated_at: datetime) -> RunContext:
+    """The run-level facts of the artifact (§6.3, §6.4)."""
+    options = prepared.options
+    embeddings = phase.preflight.embeddings
+    return RunContext(
+        eval_path=options.eval_path,
+        eval_name=prepared.eval_set.name,
+        context=options.context,
+        url=prepared.masked_url,
+        out=options.out,
+        generated_at=f"{generated_at:%Y-%m-%dT%H:%M:%SZ}",
+        revision_before=phase.preflight.before.revision,
+        revision_after=phase.after.revision,
+        last_write_epoch_before=phase.preflight.before.last_write_epoch,
+        last_write_epoch_after=phase.after.last_write_epoch,
+        sources_count=len(phase.preflight.sources),
+        embeddings_read=embeddings is not None,
+        provider_model=None if embeddings is None else embeddings["provider_model"],
+        mode=options.mode,
+        budget=options.budget.to_json() if options.records_budget else None,
+        rerank=options.rerank,
+        concurrency=options.concurrency,
+        warnings=prepared.warnings,
+    )
+
+
+@dataclass
+class RunResult:
+    """A finished run: its artifact, frames, gate verdict and where it was written."""
+
+    exit_code: int
+    run_id: str
+    doc: dict[str, Any]
+    lane_outputs: list[LaneOutput]
+    tables: RunTables
+    scores: Scores
+    gate: GateReport | None
+    out_path: Path
+    store_path: Path | None
+    stdout_lines: list[str]
+
+
+def resolve_store_dir(prepared: PreparedRun) -> Path | None:
+    """``--store DIR``, ``--no-store``, or the default ``runs/`` under the CWD."""
+    options = prepared.options
+    if options.no_store:
+        return None
+    return Path(options.store_dir or DEFAULT_STORE_DIR)
+
+
+async def execute_async(
+    prepared: PreparedRun,
+    *,
+    console: Console | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    progress: Progress | None = None,
+) -> RunResult:
+    """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
+    console = console or Console()
+    if prepared.options.assembly:
+        # Refused before any network call (exit 2) rather than silently running baseline.
+        raise InputError(ASSEMBLY_UNAVAILABLE)
+    phase = await network_phase(prepared, console=console, transport=transport, progress=progress)
+    return finish_run(prepared, phase, console)
+
+
+def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> RunResult:
+    """tables -> score -> artifact -> gate -> write -> console -> store (§3.9)."""
+    options = prepared.options
+    run_id = new_run_id(phase.finished_at)
+    tables = build_tables(phase.outputs, run_id)
+    scores = score_run(prepared.eval_set, tables, rerank_requested=options.rerank is not None)
+    doc = build_artifact(run_context(prepared, phase, datetime.now(UTC)), phase.outputs, scores)
+    report: GateReport | None = None
+    if prepared.thresholds is not None:
+        report = evaluate_gate(
+            prepared.thresholds,
+            doc["metrics"],
+            case_metric_frame(doc["cases"]),
+            stable=bool(doc["corpus"]["stable"]),
+            case_ids=prepared.eval_set.case_ids,
+        )
+        doc["thresholds"] = report.block
+    write_json_atomic(options.out, doc)
+    lines = summary_lines(prepared, doc, scores, tables)
+    lines.append(f"  wrote {options.out}")
+    if report is not None:
+        lines.extend(report.lines())
+    for line in lines:
+        console.out(line)
+    store_path: Path | None = None
+    store_dir = resolve_store_dir(prepared)
+    if store_dir is not None:
+        frames = {**tables.frames(), "cases": scores.cases, "metrics": scores.metrics_frame}
+        store_path = write_run(store_dir, options.context, run_id, frames, dumps(doc))
+        console.err(f"{PREFIX}run stored in {store_path}")
+    if report is None:
+        console.err(REPORT_ONLY_LINE)
+        exit_code = EXIT_OK
+    else:
+        exit_code = report.exit_code
+    return RunResult(
+        exit_code=exit_code,
+        run_id=run_id,
+        doc=doc,
+        lane_outputs=phase.outputs,
+        tables=tables,
+        scores=scores,
+        gate=report,
+        out_path=Path(options.out),
+        store_path=store_path,
+        stdout_lines=lines,
+    )
+
+
+def execute(
+    prepared: PreparedRun,
+    *,
+    console: Console | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Synchronous :func:`execute_async` (its own event loop)."""
+    return asyncio.run(
+        execute_async(prepared, console=console, transport=transport, progress=progress)
+    )

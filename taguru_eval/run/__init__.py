@@ -1,0 +1,1 @@
+"""The network phase: the HTTP client, the preflight, the lanes and the runner."""

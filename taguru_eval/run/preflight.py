@@ -1,0 +1,178 @@
+"""The preflight (EVALUATE.md §3.1) and the closing context read (§3.2).
+
+Health, the first context read, the embedding identity, the source walk and
+the expected-source check, in the reference's order; a failure becomes the
+exit code the spec gives it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from taguru_eval._base import jsonstrict as js
+from taguru_eval.errors import (
+    EXIT_INPUT,
+    EXIT_RUN_FAILED,
+    PREFIX,
+    InputError,
+    RunError,
+    TaguruEvalError,
+)
+from taguru_eval.inputs.dataset import EvalSet
+from taguru_eval.inputs.prepare import PreparedRun
+from taguru_eval.run.client import CallFailure, TaguruClient
+
+SOURCES_PAGE_LIMIT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ContextEntry:
+    """What evaluate reads from a ``DirectoryEntry``: the revision and last write."""
+
+    revision: dict[str, int]
+    last_write_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Preflight:
+    """Results of §3.1: the first context read, the embedding identity, the sources."""
+
+    before: ContextEntry
+    embeddings: dict[str, str | None] | None  # None: the embeddings GET failed (key omitted)
+    sources: frozenset[str]
+
+
+def read_context_entry(payload: object) -> ContextEntry:
+    """Decode a ``DirectoryEntry`` the way the reference does; raises JsonShapeError."""
+    entry = js.read_object(payload, ())
+    for key, reader in (
+        ("name", js.read_str),
+        ("description", js.read_str),
+        ("pinned", js.read_bool),
+        ("loaded", js.read_bool),
+        ("stats", js.read_object),
+    ):
+        if key not in entry:
+            raise js.JsonShapeError((), f"missing field `{key}`")
+        reader(entry[key], (key,))
+    if "usage" not in entry:
+        raise js.JsonShapeError((), "missing field `usage`")
+    usage = js.read_object(entry["usage"], ("usage",))
+    counters = ("reads", "empty_reads", "writes", "last_read_epoch", "last_write_epoch")
+    values = {
+        key: js.read_u64(usage[key], ("usage", key)) if key in usage else 0 for key in counters
+    }
+    revision = {"graph": 0, "passages": 0, "config": 0}
+    raw_revision = entry.get("revision")
+    if raw_revision is not None:  # absent or null: all zeros (serde default)
+        obj = js.read_object(raw_revision, ("revision",))
+        for key in revision:
+            if key in obj:
+                revision[key] = js.read_u64(obj[key], ("revision", key))
+    return ContextEntry(revision=revision, last_write_epoch=values["last_write_epoch"])
+
+
+async def check_health(client: TaguruClient, masked_url: str) -> None:
+    """§3.1.1: ``GET /health`` must answer 200, else exit 1."""
+    try:
+        await client.get_bare(["health"])
+    except CallFailure as failure:
+        raise RunError(f"server at {masked_url} is not reachable: {failure.message}") from None
+
+
+async def read_context(client: TaguruClient, context: str) -> ContextEntry:
+    """§3.1.2: the first context read (404 → exit 2, other failures → exit 1)."""
+    try:
+        reply = await client.get(["contexts", context])
+    except CallFailure as failure:
+        code = EXIT_INPUT if failure.status == 404 else EXIT_RUN_FAILED
+        raise TaguruEvalError(failure.message, exit_code=code) from None
+    try:
+        return read_context_entry(reply.payload)
+    except js.JsonShapeError as exc:
+        raise RunError(f"{context}: unreadable context entry: {exc.detail}") from None
+
+
+async def read_context_after(client: TaguruClient, context: str) -> ContextEntry:
+    """§3.2: the second context read; any failure (404 included) → exit 1."""
+    try:
+        reply = await client.get(["contexts", context])
+    except CallFailure as failure:
+        raise RunError(
+            f"{context}: could not re-read the context after the run: {failure.message}"
+        ) from None
+    try:
+        return read_context_entry(reply.payload)
+    except js.JsonShapeError as exc:
+        raise RunError(f"{context}: unreadable context entry after the run: {exc.detail}") from None
+
+
+async def read_embeddings(
+    client: TaguruClient, context: str, stderr: Callable[[str], None]
+) -> dict[str, str | None] | None:
+    """§3.1.3: ``{provider_model}``, or None (stderr note) when the GET fails."""
+    try:
+        reply = await client.get(["contexts", context, "embeddings"])
+    except CallFailure as failure:
+        stderr(
+            f"{PREFIX}{context}: could not read embedding status (recording none): "
+            f"{failure.message}"
+        )
+        return None
+    payload = reply.payload
+    model = payload.get("provider_model") if isinstance(payload, dict) else None
+    return {"provider_model": model if isinstance(model, str) else None}
+
+
+async def walk_sources(client: TaguruClient, context: str) -> frozenset[str]:
+    """§3.1.4: keyset-walk ``GET …/sources`` until an empty page; failures → exit 1."""
+    names: set[str] = set()
+    cursor: str | None = None
+    while True:
+        query = [("limit", str(SOURCES_PAGE_LIMIT))]
+        if cursor is not None:
+            query.append(("after", cursor))
+        try:
+            reply = await client.get(["contexts", context, "sources"], query)
+        except CallFailure as failure:
+            raise RunError(failure.message) from None
+        payload = reply.payload
+        page = payload.get("sources") if isinstance(payload, dict) else None
+        if not isinstance(page, list):
+            raise RunError(f"{context}: not a taguru sources page")
+        if not all(isinstance(name, str) for name in page):
+            raise RunError(f"{context}: a sources entry is not a string")
+        if not page:
+            return frozenset(names)
+        if cursor is not None and page[0] <= cursor:
+            raise RunError(f"{context}: the server's sources page did not advance past '{cursor}'")
+        names.update(page)
+        cursor = page[-1]
+
+
+def check_expected_sources(eval_set: EvalSet, context: str, sources: frozenset[str]) -> None:
+    """§3.1.5: every expected source must be carried by the context, else exit 2."""
+    lines = [
+        f"{PREFIX}case '{case.case_id}': expected_sources names '{entry.source}', "
+        f"which '{context}' does not carry"
+        for case in eval_set.cases
+        for entry in case.expected_sources
+        if entry.source not in sources
+    ]
+    if lines:
+        # The CLI prints a message that already starts with "taguru: " verbatim,
+        # so every offending entry keeps its own prefixed line.
+        raise InputError("\n".join(lines))
+
+
+async def preflight(
+    client: TaguruClient, prepared: PreparedRun, stderr: Callable[[str], None]
+) -> Preflight:
+    """§3.1 in order: health, context entry, embeddings, source walk, expected sources."""
+    context = prepared.options.context
+    await check_health(client, prepared.masked_url)
+    before = await read_context(client, context)
+    embeddings = await read_embeddings(client, context, stderr)
+    sources = await walk_sources(client, context)
+    check_expected_sources(prepared.eval_set, context, sources)
+    return Preflight(before=before, embeddings=embeddings, sources=sources)

@@ -1,0 +1,118 @@
+"""The network phase of a run (EVALUATE.md §2.3 steps 7–9, §3).
+
+Prints the target line, probes the server version, runs the preflight,
+brackets the cases with two context reads and runs the cases concurrently
+under ``--concurrency`` (results always in case order). Nothing here scores."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import httpx
+
+from taguru_eval.inputs.dataset import EvalCase
+from taguru_eval.inputs.prepare import PreparedRun
+from taguru_eval.options import Budget
+from taguru_eval.run.client import TaguruClient, probe_version
+from taguru_eval.run.console import Console, Progress
+from taguru_eval.run.lanes import run_case
+from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
+from taguru_eval.tables.shapes import LaneOutput
+
+
+async def run_cases(
+    client: TaguruClient,
+    context: str,
+    cases: Sequence[EvalCase],
+    concurrency: int,
+    progress: Progress | None = None,
+    budget: Budget | None = None,
+) -> list[LaneOutput]:
+    """Every case's lanes, at most ``concurrency`` cases in flight, in case order.
+
+    The slot is taken before a case's first call, so waiting for it is never
+    part of any latency (the client times the exchange alone).
+    """
+    slots = asyncio.Semaphore(max(1, concurrency))
+    done = 0
+
+    async def one(index: int, case: EvalCase) -> LaneOutput:
+        nonlocal done
+        async with slots:
+            output = await run_case(client, context, index, case, budget)
+        done += 1
+        if progress is not None:
+            progress(done, len(cases))
+        return output
+
+    tasks = [asyncio.ensure_future(one(index, case)) for index, case in enumerate(cases)]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+@dataclass
+class NetworkPhase:
+    """Everything the network phase produced, before any scoring."""
+
+    preflight: Preflight
+    after: ContextEntry
+    outputs: list[LaneOutput]
+    started_at: datetime
+    finished_at: datetime
+    cases_elapsed_s: float  # wall time of the cases alone (monotonic clock)
+
+    @property
+    def stable(self) -> bool:
+        return self.preflight.before.revision == self.after.revision
+
+
+async def network_phase(
+    prepared: PreparedRun,
+    *,
+    console: Console,
+    transport: httpx.AsyncBaseTransport | None = None,
+    progress: Progress | None = None,
+) -> NetworkPhase:
+    """§2.3 steps 7–9 and §3.1–§3.2: target line, probe, preflight, cases, re-read."""
+    options = prepared.options
+    console.err(f"evaluate → {prepared.masked_url}")
+    async with TaguruClient(
+        prepared.base_url,
+        prepared.token,
+        transport=transport,
+        max_connections=max(1, options.concurrency),
+    ) as client:
+        warning = await probe_version(client)
+        if warning is not None:
+            console.err(warning)
+        checked = await preflight(client, prepared, console.err)
+        started = datetime.now(UTC)
+        clock = time.monotonic()
+        outputs = await run_cases(
+            client,
+            options.context,
+            prepared.eval_set.cases,
+            options.concurrency,
+            progress,
+            options.budget if options.budget_given else None,
+        )
+        cases_elapsed = time.monotonic() - clock
+        after = await read_context_after(client, options.context)
+        finished = datetime.now(UTC)
+    return NetworkPhase(
+        preflight=checked,
+        after=after,
+        outputs=outputs,
+        started_at=started,
+        finished_at=finished,
+        cases_elapsed_s=cases_elapsed,
+    )

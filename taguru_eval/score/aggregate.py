@@ -1,0 +1,202 @@
+"""The run's aggregate metrics (EVALUATE.md §5.2) from the per-case frame and the tables.
+
+Every Distribution goes through :mod:`.stats`; a metric's statistic comes
+from the catalog."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from taguru_eval import catalog
+from taguru_eval.score.blocks import POSITIONS
+from taguru_eval.score.cases import score_cases
+from taguru_eval.score.match import HasExpected
+from taguru_eval.score.stats import (
+    DISTRIBUTION_KEYS,
+    distribution_frame,
+    ratio,
+)
+from taguru_eval.tables.schemas import METRICS, RunTables, conform
+
+
+@dataclass(frozen=True)
+class Scores:
+    """The per-case frame (``cases``) and the aggregate metrics of one run."""
+
+    cases: pl.DataFrame
+    metrics: dict[str, dict[str, Any]]
+    metrics_frame: pl.DataFrame
+
+
+def _samples(metric: str, frame: pl.DataFrame, column: str) -> pl.DataFrame:
+    return frame.select(
+        pl.lit(metric).alias("metric"), pl.col(column).cast(pl.Float64).alias("sample")
+    )
+
+
+def aggregate(
+    cases: pl.DataFrame, tables: RunTables, *, rerank_requested: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The 31 aggregate metrics (keys ascending), from the per-case frame and the tables."""
+    cue_latencies = tables.resolutions.unique(["case_index", "cue_index"], keep="first")
+    probes = tables.probes
+    checks = tables.citation_checks
+    position_latencies = pl.concat(
+        [
+            probes.select(pl.col(f"{position}_latency_ms").alias("latency_ms"))
+            for position in POSITIONS
+        ]
+    )
+    samples = pl.concat(
+        [
+            _samples("latency.passage_ms", cases, "passage_latency_ms"),
+            _samples("latency.resolve_ms", cue_latencies, "latency_ms"),
+            _samples("latency.resolve_ms", position_latencies, "latency_ms"),
+            _samples(
+                "latency.query_ms",
+                probes.filter(pl.col("query_outcome").is_not_null()),
+                "query_latency_ms",
+            ),
+            _samples("recall.recall_at_k", cases, "recall_at_k"),
+            _samples("recall.mrr", cases, "mrr"),
+            _samples("recall.ndcg", cases, "ndcg"),
+            _samples("coverage.concepts", cases, "coverage_concepts"),
+            _samples("coverage.labels", cases, "coverage_labels"),
+            _samples("coverage.associations", cases, "coverage_associations"),
+            _samples("citations.recall", cases, "citations_recall"),
+            _samples("citations.locator_validity", cases, "citations_locator_validity"),
+            _samples("latency.citation_ms", checks, "latency_ms"),
+            _samples("diversity.sources", cases, "diversity_sources"),
+            _samples("latency.evidence_ms", cases, "evidence_latency_ms"),
+            _samples("budget.items_used", cases, "budget_items_used"),
+            _samples("budget.bytes_used", cases, "budget_bytes_used"),
+            _samples("budget.tokens_used", cases, "budget_tokens_used"),
+        ]
+    ).filter(pl.col("sample").is_not_null())
+    distributions = {
+        row["metric"]: {key: row[key] for key in DISTRIBUTION_KEYS}
+        for row in distribution_frame(samples, "sample", ["metric"]).iter_rows(named=True)
+    }
+
+    def count(frame: pl.DataFrame, predicate: pl.Expr) -> int:
+        return int(frame.select(predicate.fill_null(False).sum()).item())
+
+    lane_cross = cases.filter(pl.col("lane_cross_structural_hit").is_not_null())
+    structural_hit = pl.col("lane_cross_structural_hit")
+    passage_hit = pl.col("lane_cross_passage_hit")
+    resolved = pl.col("outcome") == "resolved"
+    unresolved = pl.col("outcome") == "unresolved"
+    code = pl.col("code")
+    section_declared = resolved & pl.col("section_check").is_in(["matched", "mismatched"])
+    quote_declared = resolved & pl.col("quote_declared").is_not_null()
+    lanes = tables.case_lanes
+    budgeted = lanes.filter(pl.col("budget_items_used").is_not_null())
+    budget_numerator = int(
+        budgeted.select(pl.col("budget_omitted_by_budget").fill_null(0).sum()).item()
+    )
+    budget_denominator = int(
+        budgeted.select((pl.col("budget_omitted_total") + pl.col("budget_items_used")).sum()).item()
+    )
+    rerank_population = (
+        lanes.filter(
+            (pl.col("evidence_outcome") == "assembled")
+            & (pl.col("reranker_reason").fill_null("") != "empty_pool")
+        )
+        if rerank_requested
+        else lanes.clear()
+    )
+    ratios = {
+        "passage.failure_rate": ratio(
+            count(cases, pl.col("passage_outcome") == "failed"), cases.height
+        ),
+        "structural.case_rate": ratio(count(cases, pl.col("structural_ran")), cases.height),
+        "citations.resolved": ratio(count(checks, resolved), checks.height),
+        "citations.no_source": ratio(
+            count(checks, unresolved & (code == "no_source")), checks.height
+        ),
+        "citations.no_paragraph": ratio(
+            count(checks, unresolved & (code == "no_paragraph")), checks.height
+        ),
+        "citations.other": ratio(
+            count(
+                checks,
+                unresolved & (code.is_null() | ~code.is_in(["no_source", "no_paragraph"])),
+            ),
+            checks.height,
+        ),
+        "citations.section_match": ratio(
+            count(checks, section_declared & (pl.col("section_check") == "matched")),
+            count(checks, section_declared),
+        ),
+        "citations.quote_match": ratio(
+            count(checks, quote_declared & pl.col("quote_matched")), count(checks, quote_declared)
+        ),
+        "lanes.structural_hit": ratio(count(lane_cross, structural_hit), lane_cross.height),
+        "lanes.passage_hit": ratio(count(lane_cross, passage_hit), lane_cross.height),
+        "lanes.both": ratio(count(lane_cross, structural_hit & passage_hit), lane_cross.height),
+        "lanes.neither": ratio(
+            count(lane_cross, ~structural_hit & ~passage_hit), lane_cross.height
+        ),
+        "budget.omitted_rate": ratio(budget_numerator, budget_denominator),
+        "rerank.ran": ratio(
+            count(rerank_population, pl.col("reranker_ran")), rerank_population.height
+        ),
+    }
+    empty = {key: None for key in DISTRIBUTION_KEYS} | {"n": 0}
+    metrics: dict[str, dict[str, Any]] = {}
+    for name, statistic in sorted(catalog.statistics().items()):
+        if statistic == "distribution":
+            metrics[name] = dict(distributions.get(name, empty))
+        elif name in ratios:
+            metrics[name] = dict(ratios[name])
+        else:
+            raise KeyError(f"no aggregation for catalog metric {name!r}")
+    unknown = (set(distributions) | set(ratios)) - set(metrics)
+    if unknown:
+        raise KeyError(f"aggregated metrics missing from the catalog: {sorted(unknown)}")
+    return metrics
+
+
+def metrics_frame(
+    metrics: Mapping[str, Mapping[str, Any]],
+    run_id: str,
+    statistics: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """The ``metrics`` table: one row per aggregate metric.
+
+    A metric's shape comes from ``statistics`` (e.g. an artifact's own
+    ``definitions``) or the catalog — never from the value's keys.
+    """
+    known: dict[str, str] = {**catalog.statistics(), **(statistics or {})}
+    rows = [
+        {"run_id": run_id, "metric": name, "statistic": known.get(name), **value}
+        for name, value in metrics.items()
+    ]
+    if not rows:
+        return pl.DataFrame(schema=METRICS)
+    return conform(pl.from_dicts(rows, infer_schema_length=None), METRICS)
+
+
+def score_run(
+    eval_set: HasExpected, tables: RunTables, *, rerank_requested: bool = False
+) -> Scores:
+    """Score a run: the per-case frame plus every aggregate metric of the catalog."""
+    cases = score_cases(eval_set, tables)
+    metrics = aggregate(cases, tables, rerank_requested=rerank_requested)
+    return Scores(cases=cases, metrics=metrics, metrics_frame=metrics_frame(metrics, tables.run_id))
+
+
+def lane_cross_line(metrics: dict[str, dict[str, Any]]) -> str | None:
+    """The §3.9 cross-tab console line, or None when no case is in the population."""
+    both = metrics["lanes.both"]
+    if not both["n"]:
+        return None
+    neither = metrics["lanes.neither"]["numerator"]
+    return (
+        f"  lane cross-tab over {both['n']} case(s) declaring both a structural and a source "
+        f"expectation (passage lane completed): {both['numerator']} both, {neither} neither"
+    )

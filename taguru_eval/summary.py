@@ -1,0 +1,108 @@
+"""The run's console summary (EVALUATE.md §3.9, §7.5), read from the finished run.
+
+The lines are read from the scorer's frames and metrics and the artifact;
+nothing here computes a metric."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from taguru_eval.gate import UNSTABLE_CORPUS_WARNING_LINE
+from taguru_eval.inputs.prepare import PreparedRun
+from taguru_eval.score.aggregate import Scores, lane_cross_line
+from taguru_eval.score.blocks import citation_is_valid
+from taguru_eval.tables.schemas import RunTables
+
+
+def _mean(metric: Mapping[str, Any]) -> float:
+    value = metric.get("mean")
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def summary_lines(
+    prepared: PreparedRun, doc: Mapping[str, Any], scores: Scores, tables: RunTables
+) -> list[str]:
+    """The §3.9 stdout summary up to (not including) the ``wrote`` line."""
+    context = prepared.options.context
+    metrics = scores.metrics
+    cases = scores.cases
+    total = cases.height
+    failed = cases.filter(pl.col("passage_outcome") == "failed").height
+    structural = cases.filter(pl.col("structural_ran")).height
+    positions = tables.probes.select(
+        pl.concat_list([f"{p}_outcome" for p in ("subject", "label", "object")]).alias("outcome")
+    ).explode("outcome")
+    ambiguous = positions.filter(pl.col("outcome") == "ambiguous").height
+    not_found = positions.filter(pl.col("outcome") == "not_found").height
+    lines = [
+        f"taguru evaluate: {prepared.masked_url} / context '{context}'",
+        f"  {total} case(s) — passage: {total - failed} ok, {failed} failed; structural lane "
+        f"ran on {structural} case(s) ({ambiguous} ambiguous, {not_found} not-found position(s))",
+    ]
+    recall = metrics["recall.recall_at_k"]
+    if recall["n"]:
+        lines.append(
+            f"  recall over {recall['n']} case(s): mean recall@k {_mean(recall):.3f}, "
+            f"mean MRR {_mean(metrics['recall.mrr']):.3f}, "
+            f"mean nDCG {_mean(metrics['recall.ndcg']):.3f}"
+        )
+    cross = lane_cross_line(metrics)
+    if cross is not None:
+        lines.append(cross)
+    citations = metrics["citations.recall"]
+    if citations["n"]:
+        lines.append(
+            f"  citations over {citations['n']} case(s): mean recall {_mean(citations):.3f}, "
+            f"mean locator validity {_mean(metrics['citations.locator_validity']):.3f}"
+        )
+        invalid = tables.citation_checks.filter(~citation_is_valid()).sort(
+            "case_index", "citation_index"
+        )
+        for source, paragraph in invalid.select("source", "paragraph").head(3).iter_rows():
+            # Interpolated raw, as the reference's format string does (no JSON escaping).
+            body = f'{{"source": "{source}", "paragraph": {paragraph}}}'
+            lines.append(
+                f"    invalid locator — reproduce with: POST /contexts/{context}/citations {body}"
+            )
+        if invalid.height > 3:
+            lines.append(f"    ... and {invalid.height - 3} more invalid locator(s)")
+    lines.extend(_budget_lines(prepared, metrics))
+    if not doc["corpus"]["stable"]:
+        lines.append(UNSTABLE_CORPUS_WARNING_LINE)
+    return lines
+
+
+def _budget_lines(prepared: PreparedRun, metrics: Mapping[str, Any]) -> list[str]:
+    """§7.5: budget, diversity and rerank lines."""
+    lines: list[str] = []
+    if prepared.options.records_budget:
+        items = metrics["budget.items_used"]
+
+        def one(metric: Mapping[str, Any]) -> str:
+            return "n/a" if not metric["n"] else f"{_mean(metric):.1f}"
+
+        rate = metrics["budget.omitted_rate"]["value"]
+        lines.append(
+            f"  budget over {items['n']} case(s): mean {one(items)} item(s) / "
+            f"{one(metrics['budget.bytes_used'])} byte(s) / "
+            f"{one(metrics['budget.tokens_used'])} token(s) used, budget-omitted rate "
+            f"{'n/a' if rate is None else f'{rate:.3f}'}"
+        )
+    diversity = metrics["diversity.sources"]
+    if diversity["n"]:
+        lines.append(
+            f"  diversity over {diversity['n']} case(s): mean {_mean(diversity):.1f} distinct "
+            "source(s) in admitted evidence"
+        )
+    if prepared.options.rerank is not None:
+        rerank = metrics["rerank.ran"]
+        attempted = rerank["n"]
+        ran = rerank["numerator"] or 0
+        lines.append(
+            f"  rerank '{prepared.options.rerank}' over {attempted} attempted case(s): "
+            f"{ran} ran, {attempted - ran} degraded"
+        )
+    return lines

@@ -1,0 +1,6 @@
+"""The run's tables: their schemas, the lane-output shapes, and the step between them.
+
+:mod:`.schemas` declares every table once (name -> Arrow schema; the Polars
+schemas, Parquet file names and empty frames derive from it), :mod:`.shapes`
+the nested lane-output shapes (exactly evaluation.json's), and
+:mod:`.flatten` turns lane outputs into the flat tables."""

@@ -1,0 +1,349 @@
+"""Lane outputs -> the run's flat tables, in one columnar pass.
+
+All lane outputs become one nested frame whose dtypes mirror
+:mod:`.shapes`; every table is then a select / explode of it, conformed
+to its schema from :mod:`.schemas`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from taguru_eval.tables.schemas import (
+    ATTRIBUTIONS,
+    CALLS,
+    CASE_LANES,
+    CITATION_CHECKS,
+    HITS,
+    PROBES,
+    RESOLUTIONS,
+    RunTables,
+    conform,
+)
+from taguru_eval.tables.shapes import LaneOutput
+
+_LANE_SCORE = pl.Struct({"rank": pl.Int32, "score": pl.Float32})
+
+_HIT = pl.Struct(
+    {
+        "source": pl.String,
+        "paragraph": pl.Int64,
+        "score": pl.Float32,
+        "lanes": pl.Struct({"bm25": _LANE_SCORE, "vector": _LANE_SCORE}),
+    }
+)
+
+_LANE_PLAN = pl.Struct({"ran": pl.Boolean, "reason": pl.String, "floor": pl.Float32})
+
+_PLAN = pl.Struct(
+    {
+        "context": pl.String,
+        "lanes": pl.Struct({"bm25": _LANE_PLAN, "vector": _LANE_PLAN}),
+        "filter": pl.Struct({"eligible_sources": pl.Int64, "total_sources": pl.Int64}),
+    }
+)
+
+_PASSAGE = pl.Struct(
+    {
+        "outcome": pl.String,
+        "plan": _PLAN,
+        "hits": pl.List(_HIT),
+        "message": pl.String,
+        "latency_ms": pl.Int64,
+    }
+)
+
+_CUE = pl.Struct(
+    {
+        "cue": pl.String,
+        "kind": pl.String,
+        "resolved_names": pl.List(pl.String),
+        "tier": pl.String,
+        "limit": pl.Int64,
+        "latency_ms": pl.Int64,
+        "error": pl.String,
+    }
+)
+
+_POSITION = pl.Struct(
+    {
+        "outcome": pl.String,
+        "name": pl.String,
+        "tier": pl.String,
+        "candidates": pl.List(pl.String),
+        "message": pl.String,
+        "latency_ms": pl.Int64,
+    }
+)
+
+_ATTRIBUTION = pl.Struct({"source": pl.String, "paragraph": pl.Int64})
+
+_QUERY = pl.Struct(
+    {
+        "outcome": pl.String,
+        "total": pl.Int64,
+        "matches": pl.Int64,
+        "attributions": pl.List(_ATTRIBUTION),
+        "message": pl.String,
+        "latency_ms": pl.Int64,
+    }
+)
+
+_PROBE = pl.Struct(
+    {
+        "subject_cue": pl.String,
+        "label_cue": pl.String,
+        "object_cue": pl.String,
+        "subject": _POSITION,
+        "label": _POSITION,
+        "object": _POSITION,
+        "query": _QUERY,
+    }
+)
+
+_CHECK = pl.Struct(
+    {
+        "source": pl.String,
+        "paragraph": pl.Int64,
+        "served": pl.Boolean,
+        "outcome": pl.String,
+        "section": pl.Struct({"check": pl.String, "expected": pl.String}),
+        "quote": pl.Struct({"declared": pl.String, "matched": pl.Boolean}),
+        "code": pl.String,
+        "message": pl.String,
+        "latency_ms": pl.Int64,
+    }
+)
+
+_CALL = pl.Struct(
+    {
+        "seq": pl.Int32,
+        "lane": pl.String,
+        "endpoint": pl.String,
+        "item_index": pl.Int32,
+        "position": pl.String,
+        "outcome": pl.String,
+        "http_status": pl.Int32,
+        "latency_ms": pl.Int64,
+        "error": pl.String,
+    }
+)
+
+_BUDGET = pl.Struct(
+    {
+        "items_used": pl.Int64,
+        "bytes_used": pl.Int64,
+        "tokens_used": pl.Int64,
+        "limits": pl.Struct({"max_items": pl.Int64, "max_bytes": pl.Int64, "max_tokens": pl.Int64}),
+        "omitted_total": pl.Int64,
+    }
+)
+
+_EVIDENCE = pl.Struct(
+    {
+        "outcome": pl.String,
+        "message": pl.String,
+        "latency_ms": pl.Int64,
+        "omitted_by_reason": pl.Struct(
+            {"budget_exceeded": pl.Int64, "contradiction_group_exceeds_budget": pl.Int64}
+        ),
+        "reranker": pl.Struct({"ran": pl.Boolean, "reason": pl.String}),
+    }
+)
+
+_LANE_OUTPUT = pl.Schema(
+    [
+        ("case_index", pl.Int32()),
+        ("case_id", pl.String()),
+        ("query", pl.String()),
+        ("cues", pl.List(pl.String)),
+        ("limit", pl.Int64()),
+        ("passage", _PASSAGE),
+        ("structural", pl.Struct({"cues": pl.List(_CUE), "associations": pl.List(_PROBE)})),
+        ("checks", pl.List(_CHECK)),
+        ("calls", pl.List(_CALL)),
+        ("evidence", _EVIDENCE),
+        ("budget", _BUDGET),
+    ]
+)
+
+
+def _lane_output_frame(lane_outputs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """All lane outputs as one nested frame (missing optional keys become null)."""
+    rows = [{name: output.get(name) for name in _LANE_OUTPUT.names()} for output in lane_outputs]
+    return pl.DataFrame(rows, schema=_LANE_OUTPUT)
+
+
+def _explode_list(frame: pl.DataFrame, column: str, index_name: str) -> pl.DataFrame:
+    """One row per element of list column ``column`` (a struct), with its 0-based index."""
+    return (
+        frame.filter(pl.col(column).list.len() > 0)
+        .with_columns(pl.int_ranges(pl.col(column).list.len(), dtype=pl.Int32).alias(index_name))
+        .explode([column, index_name])
+    )
+
+
+def build_tables(lane_outputs: Sequence[LaneOutput], run_id: str) -> RunTables:
+    """Turn the lanes' per-case outputs into the run's flat frames (case order kept)."""
+    nested = _lane_output_frame(lane_outputs).sort("case_index", maintain_order=True)
+    keys = [
+        pl.lit(run_id, dtype=pl.String).alias("run_id"),
+        pl.col("case_index"),
+        pl.col("case_id"),
+    ]
+    passage = pl.col("passage")
+    plan = passage.struct.field("plan")
+    plan_lanes = plan.struct.field("lanes")
+    budget = pl.col("budget")
+    budget_limits = budget.struct.field("limits")
+    evidence = pl.col("evidence")
+    omitted_by_reason = evidence.struct.field("omitted_by_reason")
+
+    case_lanes = nested.select(
+        *keys,
+        pl.col("query"),
+        pl.col("cues").fill_null([]),
+        pl.col("limit"),
+        passage.struct.field("outcome").alias("passage_outcome"),
+        passage.struct.field("message").alias("passage_message"),
+        passage.struct.field("latency_ms").alias("passage_latency_ms"),
+        pl.when(passage.struct.field("outcome") == "searched")
+        .then(passage.struct.field("hits").list.len().fill_null(0))
+        .alias("hit_count"),
+        plan.struct.field("context").alias("plan_context"),
+        *[
+            plan_lanes.struct.field(lane).struct.field(attr).alias(f"plan_{lane}_{attr}")
+            for lane in ("bm25", "vector")
+            for attr in ("ran", "reason", "floor")
+        ],
+        plan.struct.field("filter")
+        .struct.field("eligible_sources")
+        .alias("plan_filter_eligible_sources"),
+        plan.struct.field("filter")
+        .struct.field("total_sources")
+        .alias("plan_filter_total_sources"),
+        pl.col("structural").is_not_null().alias("structural_ran"),
+        pl.col("checks").list.len().fill_null(0).alias("citation_count"),
+        pl.col("evidence").struct.field("outcome").alias("evidence_outcome"),
+        evidence.struct.field("message").alias("evidence_message"),
+        pl.col("evidence").struct.field("latency_ms").alias("evidence_latency_ms"),
+        evidence.struct.field("reranker").struct.field("ran").alias("reranker_ran"),
+        evidence.struct.field("reranker").struct.field("reason").alias("reranker_reason"),
+        budget.struct.field("items_used").alias("budget_items_used"),
+        budget.struct.field("bytes_used").alias("budget_bytes_used"),
+        budget.struct.field("tokens_used").alias("budget_tokens_used"),
+        budget_limits.struct.field("max_items").alias("budget_max_items"),
+        budget_limits.struct.field("max_bytes").alias("budget_max_bytes"),
+        budget_limits.struct.field("max_tokens").alias("budget_max_tokens"),
+        budget.struct.field("omitted_total").alias("budget_omitted_total"),
+        # Assembly: only the budget reasons count; baseline: every omission is the budget's.
+        pl.when(evidence.is_not_null())
+        .then(
+            omitted_by_reason.struct.field("budget_exceeded").fill_null(0)
+            + omitted_by_reason.struct.field("contradiction_group_exceeds_budget").fill_null(0)
+        )
+        .otherwise(budget.struct.field("omitted_total"))
+        .alias("budget_omitted_by_budget"),
+    )
+
+    searched = nested.filter(passage.struct.field("outcome") == "searched").select(
+        *keys, passage.struct.field("hits").fill_null([]).alias("hit")
+    )
+    hits = _flatten_hits(_explode_list(searched, "hit", "rank"))
+
+    structural = nested.filter(pl.col("structural").is_not_null())
+    cue_rows = _explode_list(
+        structural.select(*keys, pl.col("structural").struct.field("cues").alias("cue_row")),
+        "cue_row",
+        "cue_index",
+    ).with_columns(pl.col("cue_row").struct.unnest())
+    resolutions = (
+        cue_rows.with_columns(
+            pl.int_ranges(pl.col("resolved_names").list.len(), dtype=pl.Int32).alias("rank")
+        )
+        .with_columns(
+            # A cue without names keeps one row (rank/name null): explode of [None].
+            pl.when(pl.col("resolved_names").list.len() > 0)
+            .then(pl.col("resolved_names"))
+            .otherwise(pl.lit([None], dtype=pl.List(pl.String)))
+            .alias("name"),
+            pl.when(pl.col("resolved_names").list.len() > 0)
+            .then(pl.col("rank"))
+            .otherwise(pl.lit([None], dtype=pl.List(pl.Int32)))
+            .alias("rank"),
+        )
+        .explode(["name", "rank"])
+    )
+
+    probe_rows = _explode_list(
+        structural.select(*keys, pl.col("structural").struct.field("associations").alias("probe")),
+        "probe",
+        "association_index",
+    ).with_columns(pl.col("probe").struct.unnest())
+    probes = probe_rows.with_columns(
+        *[
+            pl.col(position).struct.field(attr).alias(f"{position}_{attr}")
+            for position in ("subject", "label", "object")
+            for attr in ("outcome", "name", "tier", "candidates", "message", "latency_ms")
+        ],
+        *[
+            pl.col("query").struct.field(attr).alias(f"query_{attr}")
+            for attr in ("outcome", "total", "matches", "message", "latency_ms")
+        ],
+    )
+    attributions = _explode_list(
+        probe_rows.select(
+            *[pl.col(k) for k in ("run_id", "case_index", "case_id", "association_index")],
+            pl.col("query").struct.field("attributions").fill_null([]).alias("attribution"),
+        ),
+        "attribution",
+        "attribution_index",
+    ).with_columns(pl.col("attribution").struct.unnest())
+
+    check_rows = _explode_list(
+        nested.select(*keys, pl.col("checks").fill_null([]).alias("check_row")),
+        "check_row",
+        "citation_index",
+    ).with_columns(pl.col("check_row").struct.unnest())
+    citation_checks = check_rows.with_columns(
+        pl.col("section").struct.field("check").alias("section_check"),
+        pl.col("section").struct.field("expected").alias("section_expected"),
+        pl.col("quote").struct.field("declared").alias("quote_declared"),
+        pl.col("quote").struct.field("matched").alias("quote_matched"),
+    )
+
+    call_rows = _explode_list(
+        nested.select(*keys, pl.col("calls").fill_null([]).alias("call")), "call", "call_pos"
+    ).with_columns(pl.col("call").struct.unnest())
+
+    return RunTables(
+        run_id=run_id,
+        case_lanes=conform(case_lanes, CASE_LANES),
+        calls=conform(call_rows.sort(["case_index", "seq"], maintain_order=True), CALLS),
+        hits=conform(hits, HITS),
+        resolutions=conform(resolutions, RESOLUTIONS),
+        probes=conform(probes, PROBES),
+        attributions=conform(attributions, ATTRIBUTIONS),
+        citation_checks=conform(citation_checks, CITATION_CHECKS),
+    )
+
+
+def _flatten_hits(frame: pl.DataFrame) -> pl.DataFrame:
+    hit = pl.col("hit")
+    lanes = hit.struct.field("lanes")
+    return frame.with_columns(
+        hit.struct.field("source").alias("source"),
+        hit.struct.field("paragraph").alias("paragraph"),
+        hit.struct.field("score").alias("score"),
+        lanes.struct.field("bm25").struct.field("rank").alias("bm25_rank"),
+        lanes.struct.field("bm25").struct.field("score").alias("bm25_score"),
+        lanes.struct.field("vector").struct.field("rank").alias("vector_rank"),
+        lanes.struct.field("vector").struct.field("score").alias("vector_score"),
+    )
+
+
+def empty_tables(run_id: str) -> RunTables:
+    """The frames of a run with zero cases."""
+    return build_tables([], run_id)

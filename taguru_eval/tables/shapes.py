@@ -1,0 +1,187 @@
+"""The lane-output shapes: what the lanes produce for one case, as typed dicts.
+
+They are exactly evaluation.json's nested shapes (EVALUATE.md §3.4–§3.6,
+§6.7), so a run read back from an artifact (ours or taguru's) and the
+conformance vectors go through the same table builder as a live run."""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+
+class LaneScore(TypedDict):
+    rank: int
+    score: float
+
+
+class HitLanes(TypedDict, total=False):
+    bm25: LaneScore
+    vector: LaneScore
+
+
+class HitLocator(TypedDict):
+    source: str
+    paragraph: int
+    score: float
+    lanes: HitLanes
+
+
+class LanePlan(TypedDict):
+    ran: bool
+    reason: NotRequired[str]
+    floor: NotRequired[float]
+
+
+class PlanLanes(TypedDict):
+    bm25: LanePlan
+    vector: LanePlan
+
+
+class PlanFilter(TypedDict):
+    eligible_sources: int
+    total_sources: int
+
+
+class Plan(TypedDict):
+    context: str
+    lanes: PlanLanes
+    filter: NotRequired[PlanFilter]
+
+
+class PassageOutcome(TypedDict):
+    """``{outcome: "searched", plan?, hits, latency_ms}`` or failed with a message."""
+
+    outcome: str
+    plan: NotRequired[Plan]
+    hits: NotRequired[list[HitLocator]]
+    message: NotRequired[str]
+    latency_ms: int
+
+
+class CueResolution(TypedDict):
+    cue: str
+    kind: str  # "concept" | "label"
+    resolved_names: list[str]
+    tier: NotRequired[str]
+    limit: int
+    latency_ms: int
+    error: NotRequired[str]
+
+
+class PositionOutcome(TypedDict):
+    """not_found | resolved (name, tier) | ambiguous (tier, candidates) | errored (message)."""
+
+    outcome: str
+    name: NotRequired[str]
+    tier: NotRequired[str]
+    candidates: NotRequired[list[str]]
+    message: NotRequired[str]
+    latency_ms: int
+
+
+class Attribution(TypedDict):
+    source: str
+    paragraph: int | None
+
+
+class AssociationQuery(TypedDict):
+    """``{outcome: "queried", total, matches, attributions?, latency_ms}`` or errored."""
+
+    outcome: str
+    total: NotRequired[int]
+    matches: NotRequired[int]
+    attributions: NotRequired[list[Attribution]]
+    message: NotRequired[str]
+    latency_ms: int
+
+
+class AssociationProbe(TypedDict):
+    subject_cue: str
+    label_cue: str
+    object_cue: str
+    subject: PositionOutcome
+    label: PositionOutcome
+    object: PositionOutcome
+    query: NotRequired[AssociationQuery]
+
+
+class Structural(TypedDict):
+    cues: list[CueResolution]
+    associations: list[AssociationProbe]
+
+
+class SectionCheck(TypedDict):
+    check: str  # "not_checked" | "matched" | "mismatched"
+    expected: NotRequired[str | None]
+
+
+class QuoteCheck(TypedDict):
+    declared: str
+    matched: bool
+
+
+class CitationCheck(TypedDict):
+    """Resolved: section (+ quote?); unresolved: code + message. Never any text."""
+
+    source: str
+    paragraph: int
+    served: bool
+    outcome: str  # "resolved" | "unresolved"
+    section: NotRequired[SectionCheck]
+    quote: NotRequired[QuoteCheck]
+    code: NotRequired[str | None]
+    message: NotRequired[str]
+    latency_ms: int
+
+
+class BudgetLimits(TypedDict):
+    max_items: int
+    max_bytes: int
+    max_tokens: int
+
+
+class BudgetUsage(TypedDict):
+    items_used: int
+    bytes_used: int
+    tokens_used: int
+    limits: BudgetLimits
+    omitted_total: int
+
+
+class CallRecord(TypedDict):
+    """One HTTP call of a case (one row of ``calls``)."""
+
+    case_index: int
+    case_id: str
+    seq: int  # 0-based order of the call within its case
+    lane: str  # passage | evidence | coverage | association | citation
+    endpoint: str  # route template, e.g. "POST /contexts/{name}/resolve"
+    item_index: int | None  # cue / association / citation index
+    position: str | None  # subject | label | object | query | None
+    outcome: str
+    http_status: int | None
+    latency_ms: int
+    error: str | None  # already truncated to 200 bytes
+
+
+class LaneOutput(TypedDict):
+    """Everything the lanes produced for one case (G's lanes -> F's builders).
+
+    ``query``/``cues``/``limit`` are the case's declared query, declared cues
+    (not the query fallback) and effective limit, so the case block can be
+    written from the lane output alone. ``structural`` is absent when the lane
+    did not run; ``evidence`` (opaque §7.4 block) and ``budget`` only exist in
+    assembly / budget-given runs.
+    """
+
+    case_index: int
+    case_id: str
+    query: str
+    cues: list[str]
+    limit: int
+    passage: PassageOutcome
+    structural: NotRequired[Structural]
+    checks: list[CitationCheck]
+    calls: list[CallRecord]
+    evidence: NotRequired[dict[str, Any]]
+    budget: NotRequired[BudgetUsage]
