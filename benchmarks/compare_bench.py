@@ -168,8 +168,8 @@ def _store_run(store: Path, run_id: str, doc: dict[str, Any], artifact: Path) ->
     hits, …) are left out: compare never reads them, and building ten hits
     per case for 100,000 cases would only slow generation down."""
     from taguru_eval.artifact.read import cases_from_artifact
-    from taguru_eval.score.aggregate import metrics_frame
     from taguru_eval.store import write_run
+    from taguru_eval.tables.schemas import metrics_frame
 
     statistics = {name: str(entry["statistic"]) for name, entry in doc["definitions"].items()}
     frames = {

@@ -6,7 +6,7 @@ third a wildcard "any paragraph of this source" in two cases out of three),
 pre-built in every tool's own input form:
 
 * ours: the ``hits`` and ``case_lanes`` frames of :class:`taguru_eval.tables.RunTables`
-  and the eval set's ``expected`` frame (``dataset.EXPECTED_SCHEMA``), scored by
+  and the eval set's ``expected`` frame (``tables.schemas.EXPECTED``), scored by
   :func:`taguru_eval.score.recall_scores` (the §4.2 path ``score_cases`` runs)
   plus the three Distributions by :func:`taguru_eval.stats.distribution_frame`
   (one call per metric);
@@ -116,9 +116,9 @@ def build_ours(arrays: dict[str, Any]) -> tuple[Any, Any]:
     import numpy as np
     import polars as pl
 
-    from taguru_eval.inputs.dataset import EXPECTED_SCHEMA
     from taguru_eval.tables.flatten import empty_tables
     from taguru_eval.tables.schemas import CASE_LANES, HITS, conform
+    from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
 
     cases = arrays["cases"]
     case_index = np.arange(cases, dtype=np.int64)

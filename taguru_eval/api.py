@@ -27,12 +27,13 @@ import httpx
 import polars as pl
 
 from taguru_eval.artifact.read import read_artifact, tables_from_artifact
+from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions
 from taguru_eval.pipeline import RunResult, execute_async
 from taguru_eval.run.console import Console
-from taguru_eval.store import ARTIFACT_NAME, read_tables, scan_runs
+from taguru_eval.store import read_tables, scan_runs
 from taguru_eval.tables.schemas import ARROW_SCHEMAS as _SCHEMAS
 from taguru_eval.tables.schemas import RunTables, conform, polars_schema
 

@@ -6,16 +6,27 @@ caveat exists exactly where the spec marks one). GATE_AND_COMPARE.md §3 fixes
 the ten case-scoped names (the only ones a thresholds file may bound per case)
 and the nine comparison names (the same list minus ``latency.passage_ms``).
 
-Everything that needs a metric's shape — the scorer writing ``metrics``, the
-gate reading an aggregate scalar, compare decoding a foreign file — asks this
-module instead of guessing from a value's keys.
+A metric measured once per case also says where that value lives (its
+:class:`CaseField`: the ``cases`` column and the path inside an evaluation.json
+case block), whether a thresholds file may bound it per case, whether compare
+classifies cases by it, and which way is better. Everything else derives from
+these entries: the scorer's per-case samples, the artifact writer and reader,
+the gate, both compare readers and the drift frames iterate a
+:class:`Catalog` (default :data:`CATALOG`) instead of listing metrics again,
+and a metric's shape is always its ``statistic``, never guessed from a value's
+keys.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final, Literal
+
+import polars as pl
+import pyarrow as pa
+
+from taguru_eval import contract
 
 Statistic = Literal["distribution", "ratio", "count"]
 
@@ -26,19 +37,55 @@ COUNT: Final = "count"
 _CASE_SCOPE: Final = ("case",)
 _RUN_SCOPE: Final = ("run",)
 
-_SEARCH = "POST /contexts/{name}/sources/search"
-_RESOLVE = "POST /contexts/{name}/resolve"
-_RESOLVE_LABEL = "POST /contexts/{name}/resolve_label"
-_QUERY = "POST /contexts/{name}/query"
-_CITATIONS = "POST /contexts/{name}/citations"
-_EVIDENCE = "POST /contexts/{name}/evidence"
+_SEARCH = contract.SEARCH
+_RESOLVE = contract.RESOLVE
+_RESOLVE_LABEL = contract.RESOLVE_LABEL
+_QUERY = contract.QUERY
+_CITATIONS = contract.CITATIONS
+_EVIDENCE = contract.EVIDENCE
 _LANE_CROSS = "derived from coverage.* and recall.recall_at_k"
 _BUDGET = "crate::api::evidence::budget"
 
 
+SCALAR_FIELD: Final[Mapping[str, str]] = {
+    "distribution": "mean",
+    "ratio": "value",
+    "count": "value",
+}
+"""The field of a metric value that the gate and compare read (GATE_AND_COMPARE.md §2.3)."""
+
+
+@dataclass(frozen=True)
+class CaseField:
+    """Where a metric's per-case value lives: a ``cases`` column and a case-block path.
+
+    ``block`` names the ``cases`` column whose non-null value means the
+    artifact writes the block holding the value (default: the value's own
+    column). ``lane`` marks a value the artifact copies from the lane output
+    (the passage, evidence and budget blocks) rather than from the cases row.
+    """
+
+    column: str
+    path: tuple[str, ...]
+    dtype: pa.DataType = field(default_factory=pa.float64)
+    block: str | None = None
+    lane: bool = False
+
+    @property
+    def written_when(self) -> str:
+        """The column whose non-null value means the value's block exists."""
+        return self.block or self.column
+
+
 @dataclass(frozen=True)
 class MetricDefinition:
-    """One ``definitions`` entry of evaluation.json (EVALUATE.md §5.3)."""
+    """One ``definitions`` entry of evaluation.json (EVALUATE.md §5.3), plus how it is used.
+
+    ``per_case`` is set for a metric with one value per case; ``bounded_per_case``
+    lets a thresholds file bound it per case (GATE_AND_COMPARE.md §3);
+    ``compared`` makes compare classify cases by it; ``higher_is_better`` is
+    its direction (None: neither, e.g. budget spent).
+    """
 
     unit: str
     statistic: Statistic
@@ -46,6 +93,10 @@ class MetricDefinition:
     description: str
     source: str
     caveat: str | None
+    per_case: CaseField | None = None
+    bounded_per_case: bool = False
+    compared: bool = False
+    higher_is_better: bool | None = None
 
     def to_json(self) -> dict[str, object]:
         """The entry as written to evaluation.json, keys in the spec's order."""
@@ -59,14 +110,53 @@ class MetricDefinition:
         }
 
 
-def _dist(unit: str, source: str, description: str, caveat: str | None) -> MetricDefinition:
+def _dist(
+    unit: str,
+    source: str,
+    description: str,
+    caveat: str | None,
+    *,
+    per_case: CaseField | None = None,
+    bounded: bool = False,
+    compared: bool = False,
+    higher_is_better: bool | None = None,
+) -> MetricDefinition:
     # Every distribution among the 31 is measured per case (EVALUATE.md §5.3).
-    return MetricDefinition(unit, "distribution", _CASE_SCOPE, description, source, caveat)
+    return MetricDefinition(
+        unit,
+        "distribution",
+        _CASE_SCOPE,
+        description,
+        source,
+        caveat,
+        per_case=per_case,
+        bounded_per_case=bounded,
+        compared=compared,
+        higher_is_better=higher_is_better,
+    )
 
 
-def _ratio(source: str, description: str, caveat: str | None) -> MetricDefinition:
+def _ratio(
+    source: str, description: str, caveat: str | None, *, higher_is_better: bool | None = True
+) -> MetricDefinition:
     # Every ratio among the 31 is a run-level share.
-    return MetricDefinition("ratio", "ratio", _RUN_SCOPE, description, source, caveat)
+    return MetricDefinition(
+        "ratio", "ratio", _RUN_SCOPE, description, source, caveat, higher_is_better=higher_is_better
+    )
+
+
+_RECALL_BLOCK: Final = "recall_expected_total"
+_CITATIONS_BLOCK: Final = "citations_expected_total"
+
+
+def _coverage(name: str) -> CaseField:
+    return CaseField(
+        f"coverage_{name}", ("coverage", name, "value"), block=f"coverage_{name}_expected"
+    )
+
+
+def _budget(name: str) -> CaseField:
+    return CaseField(f"budget_{name}", ("budget", name), pa.int64(), lane=True)
 
 
 _SAME_AS_RECALL = (
@@ -75,12 +165,15 @@ _SAME_AS_RECALL = (
 )
 
 # Spec table order (EVALUATE.md §5.3); ``definitions()`` sorts for the artifact.
-CATALOG: Final[Mapping[str, MetricDefinition]] = {
+_METRICS: Final[Mapping[str, MetricDefinition]] = {
     "latency.passage_ms": _dist(
         "ms",
         _SEARCH,
         "Round-trip time of each case's passage-lane call, in milliseconds.",
         None,
+        per_case=CaseField("passage_latency_ms", ("passage", "latency_ms"), pa.int64(), lane=True),
+        bounded=True,
+        higher_is_better=False,
     ),
     "latency.resolve_ms": _dist(
         "ms",
@@ -88,6 +181,7 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         "Round-trip time of every resolve and resolve_label call, for cues and "
         "for association positions alike.",
         None,
+        higher_is_better=False,
     ),
     "latency.query_ms": _dist(
         "ms",
@@ -95,28 +189,39 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         "Round-trip time of each association query call.",
         "Empty when no case declares an association, or when none had every "
         "position pinned to a resolved name.",
+        higher_is_better=False,
     ),
     "passage.failure_rate": _ratio(
         _SEARCH,
         "Share of cases whose passage-lane call did not complete.",
         None,
+        higher_is_better=False,
     ),
     "structural.case_rate": _ratio(
         "eval.jsonl case fields",
         "Share of cases that ran the structural lane (declared concepts, labels or associations).",
         None,
+        higher_is_better=None,
     ),
     "recall.recall_at_k": _dist(
         "ratio",
         f"eval.jsonl expected_sources, {_SEARCH}",
         "Fraction of a case's judged sources found among its hits.",
         _SAME_AS_RECALL,
+        per_case=CaseField("recall_at_k", ("recall", "recall_at_k"), block=_RECALL_BLOCK),
+        bounded=True,
+        compared=True,
+        higher_is_better=True,
     ),
     "recall.mrr": _dist(
         "ratio",
         f"eval.jsonl expected_sources, {_SEARCH}",
         "Reciprocal rank of the first hit that satisfies an expected source.",
         _SAME_AS_RECALL,
+        per_case=CaseField("mrr", ("recall", "mrr"), block=_RECALL_BLOCK),
+        bounded=True,
+        compared=True,
+        higher_is_better=True,
     ),
     "recall.ndcg": _dist(
         "ratio",
@@ -124,6 +229,10 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         "Graded nDCG over the hits; each expectation earns credit once, at its "
         "first satisfying rank.",
         _SAME_AS_RECALL,
+        per_case=CaseField("ndcg", ("recall", "ndcg"), block=_RECALL_BLOCK),
+        bounded=True,
+        compared=True,
+        higher_is_better=True,
     ),
     "coverage.concepts": _dist(
         "ratio",
@@ -131,6 +240,10 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         "Fraction of expected concepts found among the names the concept cues "
         "resolved to, compared after normalize_entry folding.",
         "Empty when no case declares expected concepts.",
+        per_case=_coverage("concepts"),
+        bounded=True,
+        compared=True,
+        higher_is_better=True,
     ),
     "coverage.labels": _dist(
         "ratio",
@@ -138,6 +251,10 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         "Fraction of expected labels found among the names the label cues "
         "resolved to, compared after normalize_entry folding.",
         "Empty when no case declares expected labels.",
+        per_case=_coverage("labels"),
+        bounded=True,
+        compared=True,
+        higher_is_better=True,
     ),
     "coverage.associations": _dist(
         "ratio",
@@ -145,6 +262,10 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         "Fraction of expected associations whose pinned query returned at least one result.",
         "Empty when no case declares associations; a position that did not "
         "resolve counts as uncovered.",
+        per_case=_coverage("associations"),
+        bounded=True,
+        compared=True,
+        higher_is_better=True,
     ),
     "citations.recall": _dist(
         "ratio",
@@ -152,6 +273,12 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         "Fraction of expected citations served by the passage hits or by the "
         "structural attributions.",
         "Empty when no case declares expected citations.",
+        per_case=CaseField(
+            "citations_recall", ("citations", "recall", "value"), block=_CITATIONS_BLOCK
+        ),
+        bounded=True,
+        compared=True,
+        higher_is_better=True,
     ),
     "citations.locator_validity": _dist(
         "ratio",
@@ -159,6 +286,14 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         "Fraction of expected citations whose locator resolved and whose "
         "declared section and quote matched.",
         "Empty when no case declares expected citations.",
+        per_case=CaseField(
+            "citations_locator_validity",
+            ("citations", "validity", "value"),
+            block=_CITATIONS_BLOCK,
+        ),
+        bounded=True,
+        compared=True,
+        higher_is_better=True,
     ),
     "citations.resolved": _ratio(
         _CITATIONS,
@@ -169,17 +304,20 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         _CITATIONS,
         "Share of citation checks that failed with code no_source.",
         None,
+        higher_is_better=False,
     ),
     "citations.no_paragraph": _ratio(
         _CITATIONS,
         "Share of citation checks that failed with code no_paragraph.",
         None,
+        higher_is_better=False,
     ),
     "citations.other": _ratio(
         _CITATIONS,
         "Share of citation checks that failed any other way; with resolved, "
         "no_source and no_paragraph the four shares add up to 1.",
         None,
+        higher_is_better=False,
     ),
     "citations.section_match": _ratio(
         f"eval.jsonl expected_citations.section, {_CITATIONS}",
@@ -196,6 +334,7 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         _CITATIONS,
         "Round-trip time of each citation check call, in milliseconds.",
         "Empty when no case declares expected citations.",
+        higher_is_better=False,
     ),
     "lanes.structural_hit": _ratio(
         _LANE_CROSS,
@@ -218,18 +357,27 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         _LANE_CROSS,
         "Share of cross-tabulated cases where neither lane hit.",
         None,
+        higher_is_better=False,
     ),
     "diversity.sources": _dist(
         "source",
         f"{_SEARCH}, {_EVIDENCE}",
         "Number of distinct sources among a case's scored hits.",
         "No sample for a case whose passage or evidence lane failed.",
+        per_case=CaseField("diversity_sources", ("diversity_sources",), pa.int64()),
+        bounded=True,
+        compared=True,
+        higher_is_better=True,
     ),
     "latency.evidence_ms": _dist(
         "ms",
         _EVIDENCE,
         "Round-trip time of each case's evidence call, in milliseconds.",
         "Empty in baseline mode, which makes no evidence call.",
+        per_case=CaseField(
+            "evidence_latency_ms", ("evidence", "latency_ms"), pa.int64(), lane=True
+        ),
+        higher_is_better=False,
     ),
     "budget.items_used": _dist(
         "item",
@@ -237,6 +385,7 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         "Items a case's budget admitted.",
         "Only cases with a budget block contribute: every assembly case, and "
         "baseline cases when a budget flag was given.",
+        per_case=_budget("items_used"),
     ),
     "budget.bytes_used": _dist(
         "byte",
@@ -244,29 +393,32 @@ CATALOG: Final[Mapping[str, MetricDefinition]] = {
         "Bytes a case's budget consumed, by the budget accounting rules.",
         "Only cases with a budget block contribute: every assembly case, and "
         "baseline cases when a budget flag was given.",
+        per_case=_budget("bytes_used"),
     ),
     "budget.tokens_used": _dist(
         "token",
         _BUDGET,
         "Estimated tokens a case's budget consumed (0.25 per ASCII scalar, 1.0 per other scalar).",
         "An estimate, not a tokenizer count; only cases with a budget block contribute.",
+        per_case=_budget("tokens_used"),
     ),
     "budget.omitted_rate": _ratio(
         f"{_BUDGET}, {_EVIDENCE}",
         "Share of considered candidates that a budget ceiling dropped.",
         "Duplicate-passage omissions are not counted as budget drops.",
+        higher_is_better=False,
     ),
     "rerank.ran": _ratio(
         f"{_EVIDENCE} plan.reranker",
         "Share of rerank-attempted assembled cases whose reranker actually reordered.",
         "Empty without --rerank; cases with an empty candidate pool are left out.",
+        higher_is_better=None,
     ),
 }
 
-CATALOG_KEYS: Final[frozenset[str]] = frozenset(CATALOG)
-
-# GATE_AND_COMPARE.md §3: order matters (compare lists per-case entries in it).
-CASE_SCOPED_METRICS: Final[tuple[str, ...]] = (
+# GATE_AND_COMPARE.md §3 order for the ten case-scoped metrics (compare lists
+# per-case entries in it), then the per-case values only aggregates use.
+_CASE_ORDER: Final = (
     "recall.recall_at_k",
     "recall.mrr",
     "recall.ndcg",
@@ -277,26 +429,10 @@ CASE_SCOPED_METRICS: Final[tuple[str, ...]] = (
     "citations.locator_validity",
     "latency.passage_ms",
     "diversity.sources",
-)
-
-# Where each case-scoped value sits in an evaluation.json case block (§3).
-# Note ``citations.locator_validity`` reads the key ``validity``.
-CASE_METRIC_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
-    "recall.recall_at_k": ("recall", "recall_at_k"),
-    "recall.mrr": ("recall", "mrr"),
-    "recall.ndcg": ("recall", "ndcg"),
-    "coverage.concepts": ("coverage", "concepts", "value"),
-    "coverage.labels": ("coverage", "labels", "value"),
-    "coverage.associations": ("coverage", "associations", "value"),
-    "citations.recall": ("citations", "recall", "value"),
-    "citations.locator_validity": ("citations", "validity", "value"),
-    "latency.passage_ms": ("passage", "latency_ms"),
-    "diversity.sources": ("diversity_sources",),
-}
-
-# Latency is noise-dominated, so compare never classifies a case by it (§3).
-COMPARISON_METRICS: Final[tuple[str, ...]] = tuple(
-    name for name in CASE_SCOPED_METRICS if name != "latency.passage_ms"
+    "latency.evidence_ms",
+    "budget.items_used",
+    "budget.bytes_used",
+    "budget.tokens_used",
 )
 
 # A definition may never use these words (EVALUATE.md §5.3; a test scans them).
@@ -310,6 +446,87 @@ BANNED_WORDS: Final[tuple[str, ...]] = (
 )
 
 
+class Catalog(Mapping[str, MetricDefinition]):
+    """A set of metric definitions (name -> :class:`MetricDefinition`) with the
+    order in which per-case metrics are listed.
+
+    :data:`CATALOG` is the 31 metrics of EVALUATE.md §5.3; a run with more
+    metrics (ABSTENTION.md §3.7) uses :meth:`with_metrics`. Readers and
+    writers take a ``Catalog`` argument defaulting to :data:`CATALOG`, so a
+    metric declared here reaches all of them.
+    """
+
+    def __init__(self, metrics: Mapping[str, MetricDefinition], case_order: Sequence[str]) -> None:
+        unordered = sorted(
+            name for name, metric in metrics.items() if metric.per_case and name not in case_order
+        )
+        missing = sorted(set(case_order) - set(metrics))
+        if unordered or missing:
+            raise ValueError(f"per-case order and metrics disagree: {unordered or missing}")
+        self._metrics = dict(metrics)
+        self._case_order = tuple(case_order)
+
+    def __getitem__(self, name: str) -> MetricDefinition:
+        return self._metrics[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._metrics)
+
+    def __len__(self) -> int:
+        return len(self._metrics)
+
+    def with_metrics(self, extra: Mapping[str, MetricDefinition]) -> Catalog:
+        """This catalog plus ``extra``, which may not redefine a metric; per-case
+        ones are listed after this catalog's."""
+        clash = sorted(set(self._metrics).intersection(extra))
+        if clash:
+            raise ValueError(f"extra metric definitions redefine catalog metrics: {clash}")
+        added = tuple(name for name, metric in extra.items() if metric.per_case)
+        return Catalog({**self._metrics, **extra}, (*self._case_order, *added))
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every metric name."""
+        return frozenset(self._metrics)
+
+    @property
+    def per_case(self) -> Mapping[str, CaseField]:
+        """Metric -> where its per-case value lives, in per-case order."""
+        fields = {}
+        for name in self._case_order:
+            case_field = self._metrics[name].per_case
+            assert case_field is not None
+            fields[name] = case_field
+        return fields
+
+    @property
+    def case_scoped(self) -> tuple[str, ...]:
+        """The metrics a thresholds file may bound per case (GATE_AND_COMPARE.md §3)."""
+        return tuple(name for name in self._case_order if self._metrics[name].bounded_per_case)
+
+    @property
+    def compared(self) -> tuple[str, ...]:
+        """The metrics compare classifies a case by, in §3 order."""
+        return tuple(name for name in self._case_order if self._metrics[name].compared)
+
+    def statistics(self) -> dict[str, Statistic]:
+        """Metric name -> statistic."""
+        return {name: metric.statistic for name, metric in self._metrics.items()}
+
+    def definitions(self) -> dict[str, dict[str, object]]:
+        """The ``definitions`` map of evaluation.json, keys ascending (byte order)."""
+        return {name: self._metrics[name].to_json() for name in sorted(self._metrics)}
+
+
+CATALOG: Final = Catalog(_METRICS, _CASE_ORDER)
+"""The 31 metrics every run writes (EVALUATE.md §5.3)."""
+
+CATALOG_KEYS: Final[frozenset[str]] = CATALOG.names
+CASE_SCOPED_METRICS: Final[tuple[str, ...]] = CATALOG.case_scoped
+# Latency is noise-dominated, so compare never classifies a case by it (§3).
+COMPARISON_METRICS: Final[tuple[str, ...]] = CATALOG.compared
+
+
 def definitions(
     extra: Mapping[str, MetricDefinition] | None = None,
 ) -> dict[str, dict[str, object]]:
@@ -318,24 +535,45 @@ def definitions(
     ``extra`` adds a run's additional metrics (ABSTENTION.md §3.7 with
     ``--must-refuse``); it may not redefine one of the 31.
     """
-    merged = _merged(extra)
-    return {name: merged[name].to_json() for name in sorted(merged)}
+    return (CATALOG.with_metrics(extra) if extra else CATALOG).definitions()
 
 
 def statistic_of(name: str, extra: Mapping[str, MetricDefinition] | None = None) -> Statistic:
     """The statistic (value shape) of a metric; ``KeyError`` for an unknown name."""
-    return _merged(extra)[name].statistic
+    return (CATALOG.with_metrics(extra) if extra else CATALOG)[name].statistic
 
 
 def statistics(extra: Mapping[str, MetricDefinition] | None = None) -> dict[str, Statistic]:
     """Metric name -> statistic for the whole catalog (plus ``extra``)."""
-    return {name: definition.statistic for name, definition in _merged(extra).items()}
+    return (CATALOG.with_metrics(extra) if extra else CATALOG).statistics()
 
 
-def _merged(extra: Mapping[str, MetricDefinition] | None) -> Mapping[str, MetricDefinition]:
-    if not extra:
-        return CATALOG
-    clash = sorted(CATALOG_KEYS.intersection(extra))
-    if clash:
-        raise ValueError(f"extra metric definitions redefine catalog metrics: {clash}")
-    return {**CATALOG, **extra}
+def scalar_of(value: object, statistic: str | None) -> float | None:
+    """The one number a metric value is gated and compared by (§2.3), or ``None``.
+
+    Distribution -> ``mean``; Ratio and Count -> ``value``. ``None`` when the
+    field is ``null`` or missing (``n == 0``), when the value is not an object,
+    or when the statistic is unknown — absent is never coerced to 0.
+    """
+    field_name = SCALAR_FIELD.get(statistic or "")
+    if not isinstance(value, Mapping) or field_name is None:
+        return None
+    scalar = value.get(field_name)
+    if isinstance(scalar, bool) or not isinstance(scalar, int | float):
+        return None
+    return float(scalar)
+
+
+def scalar_expr(statistic: str = "statistic") -> pl.Expr:
+    """The same scalar over a ``metrics`` table row (its ``statistic`` column
+    picks the field), as a Float64 column named ``scalar``."""
+    return (
+        pl.coalesce(
+            [
+                pl.when(pl.col(statistic) == name).then(pl.col(column))
+                for name, column in SCALAR_FIELD.items()
+            ]
+        )
+        .cast(pl.Float64)
+        .alias("scalar")
+    )

@@ -1,19 +1,20 @@
 """Applying a thresholds file to a finished run (GATE_AND_COMPARE.md §5).
 
-Inputs:
+Inputs are frames, as the scorer makes them:
 
-* the run's ``metrics`` map exactly as written to evaluation.json
-  (metric name -> Distribution / Ratio / Count dict); the value each aggregate
-  bound is compared with is the metric's *scalar* (§2.3): a Distribution's
-  ``mean`` (never ``p50``), a Ratio's or Count's ``value``. Which shape a
-  metric has comes from the catalog's ``statistic``, never from the value's keys;
+* the run's ``metrics`` table (one row per aggregate metric); the value each
+  aggregate bound is compared with is the metric's *scalar* (§2.3): a
+  Distribution's ``mean`` (never ``p50``), a Ratio's or Count's ``value``,
+  chosen by the row's ``statistic`` (:func:`taguru_eval.catalog.scalar_expr`),
+  never guessed from which fields are set;
 * a per-case metric frame, the ``case_id, metric, value`` long table described
   by :data:`CASE_VALUES_SCHEMA`: one row per (case, case-scoped metric) the
   case computed, ``value`` a ``Float64`` (latency and ``diversity_sources``
   integers converted). A metric a case did not compute is simply absent (no
-  row, or a null ``value``) — it is skipped, never a violation. The score
-  module builds this frame from its tables; :func:`case_metric_frame` builds
-  it from evaluation.json case blocks;
+  row, or a null ``value``) — it is skipped, never a violation.
+  :func:`case_values_from_cases_frame` unpivots the scorer's wide ``cases``
+  frame into it; :func:`case_metric_frame` reads it from evaluation.json case
+  blocks (a file written by taguru, GATE_AND_COMPARE.md §3 reader side);
 * the corpus stability (``revision_before == revision_after``).
 
 Per-case bounds are checked by joining that frame against the merged bounds
@@ -32,10 +33,9 @@ from typing import Any, Final
 
 import polars as pl
 
-from taguru_eval.catalog import CASE_METRIC_PATHS, CASE_SCOPED_METRICS, statistics
+from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.errors import EXIT_GATE, EXIT_OK
 from taguru_eval.inputs.thresholds import Thresholds
-from taguru_eval.tables.schemas import CASE_METRIC_COLUMNS
 
 CASE_VALUES_SCHEMA: Final = {"case_id": pl.String, "metric": pl.String, "value": pl.Float64}
 """The per-case metric frame the gate joins against: long format, one row per value."""
@@ -129,27 +129,24 @@ class GateReport:
 
 def evaluate_gate(
     thresholds: Thresholds,
-    metrics: Mapping[str, Any],
+    metrics: pl.DataFrame,
     case_values: pl.DataFrame,
     *,
     stable: bool,
     case_ids: Sequence[str] | None = None,
-    metric_statistics: Mapping[str, str] | None = None,
     reason_suffixes: Mapping[str, str] | None = None,
 ) -> GateReport:
     """Check every bound of ``thresholds`` against one run (§5.1–§5.4).
 
-    ``case_ids`` is the run's case order (eval.jsonl order); without it the
-    order of first appearance in ``case_values`` is used, so pass it when a
-    case may have no row at all. ``metric_statistics`` maps a metric to its
-    statistic (default: the catalog's). ``reason_suffixes`` appends text after
-    the §5.1 reason of a violated min/max aggregate bound, for metrics whose
-    own spec asks for it (ABSTENTION.md §3.9 lists offending case ids there).
+    ``metrics`` is the run's metrics table (``metric``, ``statistic`` and the
+    value columns); ``case_values`` the long per-case frame. ``case_ids`` is
+    the run's case order (eval.jsonl order); without it the order of first
+    appearance in ``case_values`` is used, so pass it when a case may have no
+    row at all. ``reason_suffixes`` appends text after the §5.1 reason of a
+    violated min/max aggregate bound, for metrics whose own spec asks for it
+    (ABSTENTION.md §3.9 lists offending case ids there).
     """
-    statistic_by_metric = statistics() if metric_statistics is None else metric_statistics
-    aggregate = _aggregate_violations(
-        thresholds, metrics, statistic_by_metric, reason_suffixes or {}
-    )
+    aggregate = _aggregate_violations(thresholds, metrics, reason_suffixes or {})
     typed = _typed_case_values(case_values)
     order = (
         list(case_ids)
@@ -204,57 +201,40 @@ def summary_lines(report: GateReport) -> list[str]:
     return lines
 
 
-def metric_scalar(value: object, statistic: str | None) -> float | None:
-    """The one number a metric value is gated/compared by (§2.3), or ``None``.
-
-    Distribution -> ``mean``; Ratio and Count -> ``value``. ``None`` when the
-    field is ``null`` or missing (``n == 0``), when the value is not an object,
-    or when the statistic is unknown — absent is never coerced to 0.
-    """
-    if not isinstance(value, Mapping):
-        return None
-    if statistic == "distribution":
-        scalar = value.get("mean")
-    elif statistic in ("ratio", "count"):
-        scalar = value.get("value")
-    else:
-        return None
-    if isinstance(scalar, bool) or not isinstance(scalar, int | float):
-        return None
-    return float(scalar)
-
-
-def case_metric_frame(cases: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+def case_metric_frame(
+    cases: Sequence[Mapping[str, Any]], catalog: Catalog = CATALOG
+) -> pl.DataFrame:
     """The per-case metric frame from evaluation.json case blocks (§3).
 
     Reader-side rules: a missing or ``null`` link anywhere on a value's path
     makes it absent (no row). Rows come in case order, then in the fixed
     case-scoped order.
     """
+    paths = {metric: catalog.per_case[metric].path for metric in catalog.case_scoped}
     rows: list[tuple[str, str, float]] = []
     for case in cases:
         case_id = case.get("case_id")
         if not isinstance(case_id, str):
             continue
-        for metric in CASE_SCOPED_METRICS:
-            value = _follow(case, CASE_METRIC_PATHS[metric])
+        for metric, path in paths.items():
+            value = _follow(case, path)
             if value is not None:
                 rows.append((case_id, metric, value))
     return pl.DataFrame(rows, schema=CASE_VALUES_SCHEMA, orient="row")
 
 
-def case_values_from_cases_frame(cases: pl.DataFrame) -> pl.DataFrame:
+def case_values_from_cases_frame(cases: pl.DataFrame, catalog: Catalog = CATALOG) -> pl.DataFrame:
     """The gate's long per-case frame from the score module's wide ``cases`` frame.
 
-    One ``unpivot`` of the ten case-scoped columns; nulls (a metric the case
-    did not compute) are dropped, so they end up skipped, never violated.
+    One ``unpivot`` of the case-scoped columns; nulls (a metric the case did
+    not compute) are dropped, so they end up skipped, never violated.
     """
     return (
         cases.select(
             pl.col("case_id").cast(pl.String),
             *(
-                pl.col(column).cast(pl.Float64).alias(metric)
-                for metric, column in CASE_METRIC_COLUMNS.items()
+                pl.col(catalog.per_case[metric].column).cast(pl.Float64).alias(metric)
+                for metric in catalog.case_scoped
             ),
         )
         .unpivot(index="case_id", variable_name="metric", value_name="value")
@@ -278,21 +258,16 @@ def _follow(block: Mapping[str, Any], path: Sequence[str]) -> float | None:
 
 
 def _aggregate_violations(
-    thresholds: Thresholds,
-    metrics: Mapping[str, Any],
-    statistic_by_metric: Mapping[str, str],
-    reason_suffixes: Mapping[str, str],
+    thresholds: Thresholds, metrics: pl.DataFrame, reason_suffixes: Mapping[str, str]
 ) -> list[Violation]:
     bounds = thresholds.aggregate_bounds
     names = sorted(thresholds.aggregate)
-    scalars = pl.DataFrame(
-        {
-            "metric": names,
-            "actual": [
-                metric_scalar(metrics.get(name), statistic_by_metric.get(name)) for name in names
-            ],
-        },
-        schema={"metric": pl.String, "actual": pl.Float64},
+    scalars = pl.DataFrame({"metric": names}, schema={"metric": pl.String}).join(
+        metrics.select(pl.col("metric"), scalar_expr().alias("actual")).unique(
+            "metric", keep="last"
+        ),
+        on="metric",
+        how="left",
     )
     checked = bounds.join(scalars, on="metric", how="left")
     missing = set(scalars.filter(pl.col("actual").is_null()).get_column("metric").to_list())

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-DEFAULT_OUT: Final = "evaluation.json"
+from taguru_eval.contract import ARTIFACT_NAME
+
+DEFAULT_OUT: Final = ARTIFACT_NAME
 DEFAULT_CONCURRENCY: Final = 8
 
 DEFAULT_MAX_ITEMS: Final = 40

@@ -24,7 +24,7 @@ from taguru_eval.errors import (
 from taguru_eval.gate import (
     REPORT_ONLY_NOTICE,
     GateReport,
-    case_metric_frame,
+    case_values_from_cases_frame,
     evaluate_gate,
 )
 from taguru_eval.inputs.prepare import PreparedRun
@@ -45,7 +45,12 @@ ASSEMBLY_UNAVAILABLE = (
 REPORT_ONLY_LINE = f"{PREFIX}{REPORT_ONLY_NOTICE}"
 
 
-def run_context(prepared: PreparedRun, phase: NetworkPhase, generated_at: datetime) -> RunContext:
+def run_context(
+    prepared: PreparedRun,
+    phase: NetworkPhase,
+    generated_at: datetime,
+    gate: GateReport | None = None,
+) -> RunContext:
     """The run-level facts of the artifact (§6.3, §6.4)."""
     options = prepared.options
     embeddings = phase.preflight.embeddings
@@ -67,6 +72,7 @@ def run_context(prepared: PreparedRun, phase: NetworkPhase, generated_at: dateti
         budget=options.budget.to_json() if options.records_budget else None,
         rerank=options.rerank,
         concurrency=options.concurrency,
+        thresholds=None if gate is None else gate.block,
         warnings=prepared.warnings,
     )
 
@@ -112,22 +118,26 @@ async def execute_async(
 
 
 def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> RunResult:
-    """tables -> score -> artifact -> gate -> write -> console -> store (§3.9)."""
+    """tables -> score -> gate -> artifact -> write -> console -> store (§3.9).
+
+    The gate reads the score frames; evaluation.json is a sink written from
+    the same frames, the gate's verdict included.
+    """
     options = prepared.options
     run_id = new_run_id(phase.finished_at)
     tables = build_tables(phase.outputs, run_id)
     scores = score_run(prepared.eval_set, tables, rerank_requested=options.rerank is not None)
-    doc = build_artifact(run_context(prepared, phase, datetime.now(UTC)), phase.outputs, scores)
     report: GateReport | None = None
     if prepared.thresholds is not None:
         report = evaluate_gate(
             prepared.thresholds,
-            doc["metrics"],
-            case_metric_frame(doc["cases"]),
-            stable=bool(doc["corpus"]["stable"]),
+            scores.metrics_frame,
+            case_values_from_cases_frame(scores.cases),
+            stable=phase.stable,
             case_ids=prepared.eval_set.case_ids,
         )
-        doc["thresholds"] = report.block
+    context = run_context(prepared, phase, datetime.now(UTC), report)
+    doc = build_artifact(context, phase.outputs, scores)
     write_json_atomic(options.out, doc)
     lines = summary_lines(prepared, doc, scores, tables)
     lines.append(f"  wrote {options.out}")

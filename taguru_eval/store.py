@@ -30,11 +30,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from taguru_eval._base.files import fsync_directory
+from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import PREFIX, RunError
 from taguru_eval.tables.schemas import ARROW_SCHEMAS, polars_schema
 
 DEFAULT_STORE_DIR: Final = "runs"
-ARTIFACT_NAME: Final = "evaluation.json"
 STAGING_DIR: Final = ".staging"
 HIVE_SCHEMA: Final = {"context": pl.String, "run": pl.String}
 

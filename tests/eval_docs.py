@@ -9,12 +9,17 @@ test can state what the artifact says and check what the store gives back.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from taguru_eval import catalog
+from taguru_eval.gate import GateReport, evaluate_gate
+from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.score.stats import distribution, ratio
+from taguru_eval.tables.schemas import metrics_frame
 
 CASE_IDS = ("alpha-001", "beta-002", "gamma-003", "delta-004")
 
@@ -223,3 +228,21 @@ def history_documents(runs: int, context: str = "demo") -> list[dict[str, Any]]:
             )
         )
     return documents
+
+
+def gate_on_values(
+    thresholds: Thresholds,
+    metrics: Mapping[str, Any],
+    case_values: pl.DataFrame,
+    *,
+    metric_statistics: Mapping[str, str] | None = None,
+    **options: Any,
+) -> GateReport:
+    """The gate over an evaluation.json ``metrics`` map (as the vectors state them).
+
+    A value that is not an object has no row in the metrics table, exactly as
+    the scalar of such a value is absent.
+    """
+    objects = {name: value for name, value in metrics.items() if isinstance(value, Mapping)}
+    frame = metrics_frame(objects, "run", metric_statistics)
+    return evaluate_gate(thresholds, frame, case_values, **options)

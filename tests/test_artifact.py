@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from taguru_eval._base import files
 from taguru_eval._base.text import F32, json_f32, to_f32
+from taguru_eval.artifact.blocks import citation_check_block
 from taguru_eval.artifact.build import (
     RunContext,
     build_artifact,
-    citation_check_block,
     dumps,
     write_json_atomic,
 )

@@ -11,16 +11,18 @@ from conftest import vector_doc
 from taguru_eval import catalog
 from taguru_eval.catalog import (
     BANNED_WORDS,
-    CASE_METRIC_PATHS,
     CASE_SCOPED_METRICS,
     CATALOG,
     CATALOG_KEYS,
     COMPARISON_METRICS,
+    CaseField,
+    Catalog,
     MetricDefinition,
     definitions,
     statistic_of,
     statistics,
 )
+from taguru_eval.tables.schemas import CASES_SCHEMA
 
 VECTORS = vector_doc("thresholds_validation")
 
@@ -116,7 +118,28 @@ def test_comparison_list_is_the_case_scoped_list_minus_passage_latency() -> None
 
 def test_every_case_scoped_name_is_a_catalog_name() -> None:
     assert set(CASE_SCOPED_METRICS) <= CATALOG_KEYS
-    assert set(CASE_METRIC_PATHS) == set(CASE_SCOPED_METRICS)
+    # Every bounded or compared metric says where its per-case value lives.
+    assert set(CASE_SCOPED_METRICS) <= set(CATALOG.per_case)
+    assert all(CATALOG[name].per_case is not None for name in CASE_SCOPED_METRICS)
+
+
+def test_per_case_columns_are_unique_and_typed_in_the_cases_schema() -> None:
+    columns = [field.column for field in CATALOG.per_case.values()]
+    assert len(columns) == len(set(columns))
+    schema = CASES_SCHEMA
+    for case_field in CATALOG.per_case.values():
+        assert schema.field(case_field.column).type == case_field.dtype
+
+
+def test_a_catalog_rejects_a_per_case_metric_it_cannot_order() -> None:
+    orphan = MetricDefinition(
+        "ratio", "distribution", ("case",), "d", "s", None, per_case=CaseField("x", ("x",))
+    )
+    with pytest.raises(ValueError, match="x"):
+        Catalog({"x": orphan}, ())
+    extended = CATALOG.with_metrics({"x": orphan})
+    assert list(extended.per_case)[-1] == "x"
+    assert "x" not in CATALOG.per_case
 
 
 @pytest.mark.parametrize("name", ["latency.resolve_ms", "latency.query_ms", "latency.citation_ms"])
@@ -226,6 +249,7 @@ def test_extra_definitions_extend_but_never_redefine() -> None:
 
 
 def test_case_metric_paths_read_validity_for_locator_validity() -> None:
-    assert CASE_METRIC_PATHS["citations.locator_validity"] == ("citations", "validity", "value")
-    assert CASE_METRIC_PATHS["latency.passage_ms"] == ("passage", "latency_ms")
-    assert CASE_METRIC_PATHS["diversity.sources"] == ("diversity_sources",)
+    paths = {name: field.path for name, field in CATALOG.per_case.items()}
+    assert paths["citations.locator_validity"] == ("citations", "validity", "value")
+    assert paths["latency.passage_ms"] == ("passage", "latency_ms")
+    assert paths["diversity.sources"] == ("diversity_sources",)

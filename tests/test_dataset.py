@@ -13,13 +13,13 @@ from taguru_eval._base.text import to_f32
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import (
     ABSENT,
-    EXPECTED_SCHEMA,
     CaseOptions,
     EvalSet,
     load_eval,
     load_eval_text,
     validate_limits,
 )
+from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
 
 HEADER = '{"taguru_eval":1,"name":"sake retrieval cases"}'
 FULL_CASE = {

@@ -62,7 +62,7 @@ def test_case_metric_long_rejects_an_aggregate_only_metric(history_store: Path) 
     long = drift.case_metric_long(cases, "citations.locator_validity")
     assert long.height == 12
     assert long.get_column("value").null_count() == 6  # two of four cases declare citations
-    with pytest.raises(ValueError, match="not a case-scoped metric"):
+    with pytest.raises(ValueError, match="not a per-case metric"):
         drift.case_metric_long(cases, "latency.query_ms")
 
 

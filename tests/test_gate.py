@@ -7,7 +7,9 @@ from typing import Any
 
 import polars as pl
 import pytest
+from eval_docs import gate_on_values
 
+from taguru_eval.catalog import scalar_of
 from taguru_eval.errors import EXIT_GATE, EXIT_OK
 from taguru_eval.gate import (
     CASE_VALUES_SCHEMA,
@@ -16,8 +18,6 @@ from taguru_eval.gate import (
     GateReport,
     Violation,
     case_metric_frame,
-    evaluate_gate,
-    metric_scalar,
     summary_lines,
 )
 from taguru_eval.inputs.thresholds import Thresholds, parse_thresholds
@@ -192,7 +192,7 @@ def test_worked_example_block_stdout_and_exit_code_are_byte_exact() -> None:
     loaded = parse_thresholds(WORKED_FILE, "th.json")
     cases, metrics = worked_run()
     assert metrics["recall.recall_at_k"]["mean"] == 0.625
-    report = evaluate_gate(
+    report = gate_on_values(
         loaded,
         metrics,
         case_metric_frame(cases),
@@ -209,7 +209,7 @@ def test_worked_example_block_stdout_and_exit_code_are_byte_exact() -> None:
 
 
 def test_s14_distribution_by_mean_and_ratio_by_value() -> None:
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds(
             {
                 "aggregate": {
@@ -227,7 +227,7 @@ def test_s14_distribution_by_mean_and_ratio_by_value() -> None:
 
 
 def test_s15_a_metric_with_no_samples_is_a_violation_with_no_actual() -> None:
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"aggregate": {"recall.recall_at_k": {"min": 0.5}}}),
         {},
         NO_VALUES,
@@ -246,7 +246,7 @@ def test_s15_a_metric_with_no_samples_is_a_violation_with_no_actual() -> None:
 
 def test_s16_an_undeclared_case_is_skipped_not_violated() -> None:
     cases = [case_block("c1")]
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"cases": {"default": {"recall.recall_at_k": {"min": 0.5}}}}),
         {},
         case_metric_frame(cases),
@@ -261,7 +261,7 @@ def test_s16_an_undeclared_case_is_skipped_not_violated() -> None:
 
 def test_s17_an_override_replaces_the_default_for_that_case_only() -> None:
     cases = [case_block("low", recall=recall(0.2)), case_block("high", recall=recall(0.9))]
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds(
             {
                 "cases": {
@@ -277,7 +277,7 @@ def test_s17_an_override_replaces_the_default_for_that_case_only() -> None:
     )
     assert report.passed
     # The same default without the override fails `low` only.
-    strict = evaluate_gate(
+    strict = gate_on_values(
         thresholds({"cases": {"default": {"recall.recall_at_k": {"min": 0.5}}}}),
         {},
         case_metric_frame(cases),
@@ -288,7 +288,7 @@ def test_s17_an_override_replaces_the_default_for_that_case_only() -> None:
 
 
 def test_s18_an_unstable_corpus_violates_by_default() -> None:
-    report = evaluate_gate(thresholds({}), {}, NO_VALUES, stable=False)
+    report = gate_on_values(thresholds({}), {}, NO_VALUES, stable=False)
     assert not report.passed
     assert report.violations == (
         Violation(scope="corpus", metric="corpus.stable", actual=None, reason=UNSTABLE_REASON),
@@ -303,7 +303,9 @@ def test_s18_an_unstable_corpus_violates_by_default() -> None:
 
 
 def test_s19_allow_unstable_corpus_opts_out() -> None:
-    report = evaluate_gate(thresholds({"allow_unstable_corpus": True}), {}, NO_VALUES, stable=False)
+    report = gate_on_values(
+        thresholds({"allow_unstable_corpus": True}), {}, NO_VALUES, stable=False
+    )
     assert report.passed
     assert report.block == {"sha256": "test-sha", "passed": True, "allow_unstable_corpus": True}
 
@@ -325,7 +327,7 @@ def test_s20_a_violation_never_carries_a_url_credential_or_body_text() -> None:
             },
         )
     ]
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"cases": {"default": {"citations.recall": {"min": 1.0}}}}),
         {},
         case_metric_frame(cases),
@@ -349,7 +351,7 @@ def test_s21_coverage_values_read_the_declared_category_only() -> None:
 
 
 def test_s87_override_over_a_min_max_default_drops_the_default_max() -> None:
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds(
             {
                 "cases": {
@@ -373,7 +375,7 @@ def test_s36_s37_integer_literal_bound_on_diversity(samples: list[float], passed
     loaded = parse_thresholds(
         b'{"taguru_evaluate_thresholds":1,"aggregate":{"diversity.sources":{"min":3}}}', "t"
     )
-    report = evaluate_gate(loaded, {"diversity.sources": dist(samples)}, NO_VALUES, stable=True)
+    report = gate_on_values(loaded, {"diversity.sources": dist(samples)}, NO_VALUES, stable=True)
     assert report.passed is passed
     if not passed:
         assert report.violations[0].to_json()["threshold"] == 3.0
@@ -403,14 +405,14 @@ def test_bound_check_and_reason_text(
 ) -> None:
     for scope in ("aggregate", "case"):
         if scope == "aggregate":
-            report = evaluate_gate(
+            report = gate_on_values(
                 thresholds({"aggregate": {"latency.passage_ms": bound}}),
                 {"latency.passage_ms": dist([actual])},
                 NO_VALUES,
                 stable=True,
             )
         else:
-            report = evaluate_gate(
+            report = gate_on_values(
                 thresholds({"cases": {"default": {"latency.passage_ms": bound}}}),
                 {},
                 values([("c1", "latency.passage_ms", actual)]),
@@ -451,8 +453,8 @@ def test_bound_check_and_reason_text(
 def test_aggregate_scalar_by_statistic(
     metrics: dict[str, Any], statistics: dict[str, str], actual: float | None
 ) -> None:
-    assert metric_scalar(metrics.get("m"), statistics.get("m")) == actual
-    report = evaluate_gate(
+    assert scalar_of(metrics.get("m"), statistics.get("m")) == actual
+    report = gate_on_values(
         Thresholds(
             sha256="s",
             aggregate=parse_thresholds(
@@ -474,7 +476,7 @@ def test_aggregate_scalar_by_statistic(
 
 
 def test_aggregate_metric_nobody_produced_fails_rather_than_skips() -> None:
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"aggregate": {"rerank.ran": {"max": 1.0}}}),
         {"rerank.ran": ratio(0, 0)},
         NO_VALUES,
@@ -485,7 +487,7 @@ def test_aggregate_metric_nobody_produced_fails_rather_than_skips() -> None:
 
 
 def test_aggregate_statistics_default_to_the_catalog() -> None:
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"aggregate": {"recall.mrr": {"min": 0.7}, "citations.resolved": {"min": 0.7}}}),
         {"recall.mrr": dist([0.5, 1.0]), "citations.resolved": ratio(3, 4)},
         NO_VALUES,
@@ -495,7 +497,7 @@ def test_aggregate_statistics_default_to_the_catalog() -> None:
 
 
 def test_aggregate_violations_come_in_metric_name_order() -> None:
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds(
             {
                 "aggregate": {
@@ -517,7 +519,7 @@ def test_aggregate_violations_come_in_metric_name_order() -> None:
 
 
 def test_reason_suffix_follows_the_unchanged_reason() -> None:
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"aggregate": {"recall.mrr": {"min": 1.0}, "recall.ndcg": {"min": 1.0}}}),
         {"recall.mrr": dist([0.75]), "recall.ndcg": dist([])},
         NO_VALUES,
@@ -540,7 +542,7 @@ def test_case_violations_and_skips_follow_case_order_then_metric_name() -> None:
             ("a", "citations.recall", 0.0),
         ]
     )
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds(
             {
                 "aggregate": {"recall.mrr": {"min": 0.5}},
@@ -584,7 +586,7 @@ def test_case_violations_and_skips_follow_case_order_then_metric_name() -> None:
 
 def test_a_null_value_row_is_absent_and_case_order_defaults_to_the_frame() -> None:
     frame = values([("z", "recall.mrr", None), ("y", "recall.mrr", 0.1)])
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"cases": {"default": {"recall.mrr": {"min": 0.5}}}}),
         {},
         frame,
@@ -595,7 +597,7 @@ def test_a_null_value_row_is_absent_and_case_order_defaults_to_the_frame() -> No
 
 
 def test_a_case_without_any_row_is_skipped_when_case_ids_are_given() -> None:
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"cases": {"default": {"recall.mrr": {"min": 0.5}}}}),
         {},
         NO_VALUES,
@@ -607,7 +609,7 @@ def test_a_case_without_any_row_is_skipped_when_case_ids_are_given() -> None:
 
 def test_override_only_metric_is_added_for_that_case() -> None:
     frame = values([("c1", "recall.ndcg", 0.1), ("c2", "recall.ndcg", 0.1)])
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"cases": {"overrides": {"c2": {"recall.ndcg": {"min": 0.2}}}}}),
         {},
         frame,
@@ -619,7 +621,7 @@ def test_override_only_metric_is_added_for_that_case() -> None:
 
 def test_latency_is_never_skipped() -> None:
     cases = [case_block("c1", passage={"outcome": "failed", "message": "x", "latency_ms": 7})]
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"cases": {"default": {"latency.passage_ms": {"max": 100}}}}),
         {},
         case_metric_frame(cases),
@@ -631,7 +633,7 @@ def test_latency_is_never_skipped() -> None:
 
 
 def test_nan_values_never_trip_a_bound() -> None:
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"cases": {"default": {"recall.mrr": {"min": 0.5, "max": 0.9}}}}),
         {},
         values([("c1", "recall.mrr", float("nan"))]),
@@ -642,7 +644,7 @@ def test_nan_values_never_trip_a_bound() -> None:
 
 def test_the_case_value_frame_must_have_the_agreed_columns() -> None:
     with pytest.raises(ValueError, match="value"):
-        evaluate_gate(
+        gate_on_values(
             thresholds({}),
             {},
             pl.DataFrame({"case_id": ["c"], "metric": ["recall.mrr"]}),
@@ -655,7 +657,7 @@ def test_integer_values_are_accepted_and_written_as_floats() -> None:
         {"case_id": ["c1"], "metric": ["diversity.sources"], "value": [1]},
         schema={"case_id": pl.String, "metric": pl.String, "value": pl.Int64},
     )
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"cases": {"default": {"diversity.sources": {"min": 2}}}}),
         {},
         frame,
@@ -677,7 +679,7 @@ def test_many_cases_are_checked_in_one_pass() -> None:
         schema=CASE_VALUES_SCHEMA,
     )
     case_ids = [f"c{i:05d}" for i in range(n + 5)]  # five cases without recall
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"cases": {"default": {"recall.recall_at_k": {"min": 0.5}}}}),
         {},
         frame,
@@ -787,10 +789,9 @@ def test_case_metric_frame_reader_side_nulls_are_absent() -> None:
 
 def test_case_values_from_the_score_modules_wide_frame() -> None:
     from taguru_eval.gate import case_values_from_cases_frame
-    from taguru_eval.tables.schemas import CASE_METRIC_COLUMNS, CASES
+    from taguru_eval.tables.schemas import CASES
 
     schema = CASES
-    assert set(CASE_METRIC_COLUMNS.values()) <= set(schema.names())
     rows: list[dict[str, Any]] = [dict.fromkeys(schema.names()) for _ in range(2)]
     rows[0].update(case_id="c1", recall_at_k=0.25, passage_latency_ms=7, diversity_sources=2)
     rows[1].update(case_id="c2", passage_latency_ms=9, citations_locator_validity=1.0)
@@ -803,7 +804,7 @@ def test_case_values_from_the_score_modules_wide_frame() -> None:
         ("c2", "citations.locator_validity", 1.0),
         ("c2", "latency.passage_ms", 9.0),
     ]
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds({"cases": {"default": {"recall.recall_at_k": {"min": 0.5}}}}),
         {},
         long,

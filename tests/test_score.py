@@ -10,10 +10,10 @@ import pytest
 from test_score_vectors import FAILED_PASSAGE, eval_case, run_cases, score_one, searched
 
 from taguru_eval import catalog
-from taguru_eval.inputs.dataset import EXPECTED_SCHEMA
 from taguru_eval.score.aggregate import score_run
 from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.schemas import CASES
+from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
 
 
 def hit(source: str, paragraph: int = 0, score: float = 0.5) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import vector_cases
 
-from taguru_eval.artifact.build import case_block
+from taguru_eval.artifact.layout import case_block
 from taguru_eval.artifact.read import calls_from_shapes
 from taguru_eval.inputs.dataset import load_eval_text
 from taguru_eval.run.checks import citation_check, quote_matches, section_check, served_set

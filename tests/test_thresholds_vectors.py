@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 from conftest import vector_cases, vector_doc
+from eval_docs import gate_on_values
 
 from taguru_eval.catalog import CASE_SCOPED_METRICS, CATALOG_KEYS
 from taguru_eval.errors import InputError
-from taguru_eval.gate import case_metric_frame, evaluate_gate
+from taguru_eval.gate import case_metric_frame
 from taguru_eval.inputs.thresholds import (
     Bound,
     bound_problem,
@@ -151,7 +152,7 @@ def test_evaluate(case: dict[str, Any]) -> None:
     parsed = parse_thresholds(json.dumps(given["thresholds"]).encode("utf-8"), "t.json")
     thresholds = dataclasses.replace(parsed, sha256=given.get("sha256", "test-sha"))
     cases = given["cases"]
-    report = evaluate_gate(
+    report = gate_on_values(
         thresholds,
         {name: entry["value"] for name, entry in given["metrics"].items()},
         case_metric_frame(cases),

@@ -153,7 +153,7 @@ def case_metrics_chart(cases: pl.DataFrame, metric_columns: dict[str, str]) -> C
     """One run's per-case metrics: cases (rows) x metrics (columns), colour = value.
 
     ``metric_columns`` maps metric names to ``cases`` columns
-    (CASE_METRIC_COLUMNS minus latency/diversity, which are not ratios).
+    (the catalog's per-case ratio metrics).
     """
     long = cases.select(
         "case_id",
@@ -181,7 +181,7 @@ def metrics_chart(metrics: pl.DataFrame, bounds: pl.DataFrame | None = None) -> 
     """One run's aggregate scalars (ratio-valued metrics), with gate bounds as ticks.
 
     ``metrics``: ``metric``, ``scalar``, ``n`` (the run's ``metrics`` table with
-    drift.scalar_expr applied); rows with no samples are left out.
+    catalog.scalar_expr applied); rows with no samples are left out.
     """
     rows = metrics.filter(pl.col("scalar").is_not_null()).select("metric", "scalar", "n")
     order = rows.get_column("metric").to_list()

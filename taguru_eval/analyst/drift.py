@@ -18,9 +18,10 @@ from typing import Any, Final
 
 import polars as pl
 
+from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
+from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
-from taguru_eval.store import ARTIFACT_NAME, context_dir, list_runs, scan_runs
-from taguru_eval.tables.schemas import CASE_METRIC_COLUMNS
+from taguru_eval.store import context_dir, list_runs, scan_runs
 
 DRIFT_METRICS: Final[tuple[str, ...]] = (
     "recall.recall_at_k",
@@ -97,19 +98,6 @@ def pick_context(store_dir: str | Path, env: Mapping[str, str] | None = None) ->
             path=str(store_dir),
         )
     return str(contexts[0])
-
-
-def scalar_expr() -> pl.Expr:
-    """One number per metric row: a distribution's mean, a ratio's or count's value.
-
-    The same rule as the gate and compare (GATE_AND_COMPARE.md §2.3).
-    """
-    return (
-        pl.when(pl.col("statistic") == "distribution")
-        .then(pl.col("mean"))
-        .otherwise(pl.col("value"))
-        .alias("scalar")
-    )
 
 
 def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str, object]:
@@ -215,14 +203,19 @@ def attach_runs(frame: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     return joined.sort(["run_order"], maintain_order=True)
 
 
-def case_metric_long(cases: pl.DataFrame, metric: str) -> pl.DataFrame:
-    """``run``, ``run_order``, ``case_id``, ``value`` for one case-scoped metric."""
-    column = CASE_METRIC_COLUMNS.get(metric)
-    if column is None:
-        known = ", ".join(CASE_METRIC_COLUMNS)
-        raise ValueError(f"'{metric}' is not a case-scoped metric (one of: {known})")
+def case_metric_columns(catalog: Catalog = CATALOG) -> dict[str, str]:
+    """Case-scoped metric -> its ``cases`` column, in the catalog's order."""
+    return {metric: catalog.per_case[metric].column for metric in catalog.case_scoped}
+
+
+def case_metric_long(cases: pl.DataFrame, metric: str, catalog: Catalog = CATALOG) -> pl.DataFrame:
+    """``run``, ``run_order``, ``case_id``, ``value`` for one per-case metric."""
+    case_field = catalog.per_case.get(metric)
+    if case_field is None:
+        known = ", ".join(catalog.per_case)
+        raise ValueError(f"'{metric}' is not a per-case metric (one of: {known})")
     return cases.select(
-        "run", "run_order", "case_id", pl.col(column).cast(pl.Float64).alias("value")
+        "run", "run_order", "case_id", pl.col(case_field.column).cast(pl.Float64).alias("value")
     )
 
 

@@ -32,9 +32,9 @@ import polars as pl
 
 from taguru_eval.artifact.read import tables_from_artifact
 from taguru_eval.compare.load import read_view
+from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
 from taguru_eval.store import (
-    ARTIFACT_NAME,
     DEFAULT_STORE_DIR,
     context_dir,
     write_run,

@@ -28,18 +28,19 @@ from taguru_eval._base.extras import MissingExtra, load_extra
 from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval.analyst import charts, drift
 from taguru_eval.analyst.ingest import tables_from_document
+from taguru_eval.catalog import CATALOG, scalar_expr
 from taguru_eval.compare import compare
 from taguru_eval.compare.load import read_view
+from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import RunError
-from taguru_eval.store import ARTIFACT_NAME
-from taguru_eval.tables.schemas import CASE_METRIC_COLUMNS
 
 _RATIO_METRICS_UNIT: Final = "ratio"
 
+_CASE_METRIC_COLUMNS: Final = drift.case_metric_columns()
 _CASE_CHART_METRICS: Final = {
     metric: column
-    for metric, column in CASE_METRIC_COLUMNS.items()
-    if metric not in ("latency.passage_ms", "diversity.sources")
+    for metric, column in _CASE_METRIC_COLUMNS.items()
+    if CATALOG[metric].unit == _RATIO_METRICS_UNIT
 }
 
 
@@ -204,7 +205,7 @@ def metrics_section(
     bounds: pl.DataFrame,
 ) -> str:
     """The aggregate metrics: table of all, chart of the ratio-valued ones."""
-    metrics = tables["metrics"].with_columns(drift.scalar_expr())
+    metrics = tables["metrics"].with_columns(scalar_expr())
     definitions = document.get("definitions") or {}
     ratio_valued = [
         name
@@ -224,7 +225,7 @@ def cases_section(page: _Page, tables: Mapping[str, pl.DataFrame]) -> str:
     """Per-case metrics (heat map + table), misses and the lane cross-tab."""
     cases = tables["cases"]
     chart = page.chart("case_metrics", charts.case_metrics_chart(cases, _CASE_CHART_METRICS))
-    columns = ["case_id", "passage_outcome", *CASE_METRIC_COLUMNS.values()]
+    columns = ["case_id", "passage_outcome", *_CASE_METRIC_COLUMNS.values()]
     table = table_html(cases.select(columns))
     misses = drift.misses(cases)
     missed = (

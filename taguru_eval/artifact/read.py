@@ -13,14 +13,21 @@ from typing import Any, cast
 
 import polars as pl
 
-from taguru_eval.artifact.build import DEFAULT_LIMIT
+from taguru_eval import contract
+from taguru_eval.artifact.layout import case_layout, column_paths
+from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
 from taguru_eval.errors import InputError
-from taguru_eval.score.aggregate import Scores, metrics_frame
+from taguru_eval.score.aggregate import Scores
 from taguru_eval.tables.flatten import build_tables
-from taguru_eval.tables.schemas import CASES, RunTables, conform
+from taguru_eval.tables.schemas import (
+    RunTables,
+    cases_schema,
+    conform,
+    metrics_frame,
+    polars_schema,
+)
 from taguru_eval.tables.shapes import CallRecord, LaneOutput
-
-MAX_STAMP = 1
 
 
 def _reject_constant(name: str) -> Any:
@@ -46,9 +53,10 @@ def parse_artifact(text: str, path: str) -> dict[str, Any]:
             path=path,
             field="taguru_evaluation",
         )
-    if not 1 <= stamp <= MAX_STAMP:
+    if not 1 <= stamp <= ARTIFACT_STAMP:
         raise InputError(
-            f"{path}: unsupported taguru_evaluation {stamp} (this reader accepts 1..={MAX_STAMP})",
+            f"{path}: unsupported taguru_evaluation {stamp} "
+            f"(this reader accepts 1..={ARTIFACT_STAMP})",
             path=path,
             field="taguru_evaluation",
         )
@@ -71,14 +79,14 @@ def read_artifact(path: str | Path) -> dict[str, Any]:
 
 
 _CUE_ENDPOINT = {
-    "concept": "POST /contexts/{name}/resolve",
-    "label": "POST /contexts/{name}/resolve_label",
+    "concept": contract.RESOLVE,
+    "label": contract.RESOLVE_LABEL,
 }
 
 _POSITION_ENDPOINT = {
-    "subject": "POST /contexts/{name}/resolve",
-    "label": "POST /contexts/{name}/resolve_label",
-    "object": "POST /contexts/{name}/resolve",
+    "subject": contract.RESOLVE,
+    "label": contract.RESOLVE_LABEL,
+    "object": contract.RESOLVE,
 }
 
 
@@ -115,7 +123,7 @@ def calls_from_shapes(output: Mapping[str, Any], *, assembly: bool = False) -> l
     if assembly:
         add(
             "evidence",
-            "POST /contexts/{name}/evidence",
+            contract.EVIDENCE,
             None,
             None,
             passage["outcome"],
@@ -125,7 +133,7 @@ def calls_from_shapes(output: Mapping[str, Any], *, assembly: bool = False) -> l
     else:
         add(
             "passage",
-            "POST /contexts/{name}/sources/search",
+            contract.SEARCH,
             None,
             None,
             passage["outcome"],
@@ -160,7 +168,7 @@ def calls_from_shapes(output: Mapping[str, Any], *, assembly: bool = False) -> l
             if query is not None:
                 add(
                     "association",
-                    "POST /contexts/{name}/query",
+                    contract.QUERY,
                     index,
                     "query",
                     query["outcome"],
@@ -170,7 +178,7 @@ def calls_from_shapes(output: Mapping[str, Any], *, assembly: bool = False) -> l
     for index, check in enumerate(output.get("checks") or []):
         add(
             "citation",
-            "POST /contexts/{name}/citations",
+            contract.CITATIONS,
             index,
             None,
             check["outcome"],
@@ -232,43 +240,14 @@ def _get(block: Any, *path: str) -> Any:
     return block
 
 
-_CASE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "recall_expected_total": ("recall", "expected_total"),
-    "recall_matched": ("recall", "matched"),
-    "recall_at_k": ("recall", "recall_at_k"),
-    "mrr": ("recall", "mrr"),
-    "ndcg": ("recall", "ndcg"),
-    **{
-        column: ("coverage", name, key)
-        for name in ("concepts", "labels", "associations")
-        for column, key in (
-            (f"coverage_{name}_expected", "expected"),
-            (f"coverage_{name}_matched", "matched"),
-            (f"coverage_{name}", "value"),
-        )
-    },
-    "lane_cross_structural_hit": ("lane_cross", "structural_hit"),
-    "lane_cross_passage_hit": ("lane_cross", "passage_hit"),
-    "citations_expected_total": ("citations", "recall", "expected_total"),
-    "citations_matched": ("citations", "recall", "matched"),
-    "citations_recall": ("citations", "recall", "value"),
-    "citations_valid": ("citations", "validity", "valid"),
-    "citations_locator_validity": ("citations", "validity", "value"),
-    "missed": ("missed",),
-    "missed_truncated": ("missed_truncated",),
-    "diversity_sources": ("diversity_sources",),
-    "passage_outcome": ("passage", "outcome"),
-    "passage_latency_ms": ("passage", "latency_ms"),
-    "evidence_latency_ms": ("evidence", "latency_ms"),
-    "budget_items_used": ("budget", "items_used"),
-    "budget_bytes_used": ("budget", "bytes_used"),
-    "budget_tokens_used": ("budget", "tokens_used"),
-    "budget_omitted_total": ("budget", "omitted_total"),
-}
+def cases_from_artifact(
+    doc: Mapping[str, Any], run_id: str, catalog: Catalog = CATALOG
+) -> pl.DataFrame:
+    """The per-case frame exactly as the artifact recorded it (nothing is recomputed).
 
-
-def cases_from_artifact(doc: Mapping[str, Any], run_id: str) -> pl.DataFrame:
-    """The per-case frame exactly as the artifact recorded it (nothing is recomputed)."""
+    Every ``cases`` column is read from the path the case-block layout writes
+    it at; a missing or ``null`` link leaves it null.
+    """
     cases = list(doc.get("cases") or [])
     columns: dict[str, list[Any]] = {
         "run_id": [run_id] * len(cases),
@@ -276,12 +255,13 @@ def cases_from_artifact(doc: Mapping[str, Any], run_id: str) -> pl.DataFrame:
         "case_id": [case.get("case_id") for case in cases],
         "structural_ran": [case.get("structural") is not None for case in cases],
     }
-    for column, path in _CASE_COLUMNS.items():
+    for column, path in column_paths(case_layout(catalog)).items():
         columns[column] = [_get(case, *path) for case in cases]
     columns["missed"] = [list(value or []) for value in columns["missed"]]
     columns["missed_truncated"] = [value or 0 for value in columns["missed_truncated"]]
-    strict = {name: dtype for name, dtype in CASES.items() if name in columns}
-    return conform(pl.DataFrame(columns, schema=strict, strict=False), CASES)
+    schema = polars_schema(cases_schema(catalog))
+    strict = {name: dtype for name, dtype in schema.items() if name in columns}
+    return conform(pl.DataFrame(columns, schema=strict, strict=False), schema)
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,8 @@ import msgspec
 import polars as pl
 
 from taguru_eval.catalog import COMPARISON_METRICS
+from taguru_eval.contract import ARTIFACT_NAME, ARTIFACT_STAMP
 from taguru_eval.errors import InputError, os_error_text
-
-EVALUATION_VERSION: Final = 1
-"""The highest ``taguru_evaluation`` stamp this build reads (range ``1..=N``)."""
-
-EVALUATION_FILE: Final = "evaluation.json"
-"""The artifact's name inside a stored run directory."""
 
 U64_MAX: Final = 2**64 - 1
 
@@ -251,8 +246,8 @@ def read_view(source: str | os.PathLike[str], *, label: str | None = None) -> Ru
     file_path = Path(given)
     shown = given
     if file_path.is_dir():
-        file_path = file_path / EVALUATION_FILE
-        shown = os.path.join(given, EVALUATION_FILE)
+        file_path = file_path / ARTIFACT_NAME
+        shown = os.path.join(given, ARTIFACT_NAME)
     try:
         data = file_path.read_bytes()
     except OSError as exc:
@@ -323,9 +318,9 @@ def _decode(data: bytes, shown: str, *, check_stamp: bool) -> _View:
     except RecursionError:
         raise _malformed(shown, "recursion limit exceeded") from None
     _check_u64(view, shown)
-    if check_stamp and not 1 <= view.taguru_evaluation <= EVALUATION_VERSION:
+    if check_stamp and not 1 <= view.taguru_evaluation <= ARTIFACT_STAMP:
         raise InputError(
-            f"{shown}: taguru_evaluation must be within 1..={EVALUATION_VERSION}, "
+            f"{shown}: taguru_evaluation must be within 1..={ARTIFACT_STAMP}, "
             f"got {view.taguru_evaluation}",
             path=shown,
             field="taguru_evaluation",

@@ -43,7 +43,8 @@ import msgspec
 import polars as pl
 
 from taguru_eval.catalog import COMPARISON_METRICS
-from taguru_eval.compare.load import EVALUATION_FILE, RunView, decode_header, is_utf8, read_view
+from taguru_eval.compare.load import RunView, decode_header, is_utf8, read_view
+from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError, os_error_text
 
 CASES_FILE: Final = "cases.parquet"
@@ -112,8 +113,8 @@ def read_side(source: str | os.PathLike[str], *, label: str | None = None) -> Ru
         and (directory / METRICS_FILE).is_file()
     ):
         return read_view(source, label=label)
-    shown = os.path.join(given, EVALUATION_FILE)
-    head = _read_head(directory / EVALUATION_FILE, shown)
+    shown = os.path.join(given, ARTIFACT_NAME)
+    head = _read_head(directory / ARTIFACT_NAME, shown)
     if head is None:
         return read_view(source, label=label)
     # evaluation.json is validated before the tables are read, as the whole

@@ -16,23 +16,24 @@ caller after a successful load.
 The ``expected`` table
 ----------------------
 :attr:`EvalSet.expected` is a Polars frame with one row per expected item, so
-that matching expectations to what the server returned is a join:
+that matching expectations to what the server returned is a join (its schema
+is :data:`taguru_eval.tables.schemas.EXPECTED`, keyed like the run tables):
 
 ==================  ==========  ==========================================================
 column              dtype       meaning
 ==================  ==========  ==========================================================
 case_id             String      the case's id (exactly as written)
-case_index          UInt32      0-based position of the case in the file
+case_index          Int32       0-based position of the case in the file
 kind                String      ``source`` | ``concept`` | ``label`` | ``association`` |
                                 ``citation``
-entry_index         UInt32      index of the declaring entry in its list
+entry_index         Int32       index of the declaring entry in its list
                                 (``expected_sources[i]``, ``expected_concepts[i]`` …)
-item_index          UInt32      0-based row number within (case, kind)
+item_index          Int32       0-based row number within (case, kind)
 source              String      ``source`` and ``citation`` rows; else null
-paragraph           UInt32      ``source`` rows: one listed paragraph, or null when the
+paragraph           Int64       ``source`` rows: one listed paragraph, or null when the
                                 entry lists none (any paragraph of the source matches);
                                 ``citation`` rows: the cited paragraph; else null
-relevance           UInt8       ``source`` rows only (0..=3); else null
+relevance           Int64       ``source`` rows only (0..=3); else null
 text                String      ``concept`` / ``label`` rows: the entry as written
 subject             String      ``association`` rows only
 label               String      ``association`` rows only
@@ -61,9 +62,10 @@ import polars as pl
 
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import display_f32, split_lines, trim
+from taguru_eval.contract import DEFAULT_LIMIT
 from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.tables.schemas import EXPECTED
 
-DEFAULT_LIMIT: Final = 10
 MAX_LIMIT: Final = 1000
 EVAL_STAMP: Final = 1
 
@@ -172,27 +174,6 @@ class EvalCase:
     def effective_limit(self) -> int:
         return self.options.effective_limit
 
-
-EXPECTED_SCHEMA: Final = pl.Schema(
-    {
-        "case_id": pl.String,
-        "case_index": pl.UInt32,
-        "kind": pl.String,
-        "entry_index": pl.UInt32,
-        "item_index": pl.UInt32,
-        "source": pl.String,
-        "paragraph": pl.UInt32,
-        "relevance": pl.UInt8,
-        "text": pl.String,
-        "subject": pl.String,
-        "label": pl.String,
-        "object": pl.String,
-        "section_declared": pl.Boolean,
-        "section": pl.String,
-        "quote": pl.String,
-    }
-)
-"""Schema of :attr:`EvalSet.expected` (see the module docstring)."""
 
 EXPECTED_KINDS: Final = ("source", "concept", "label", "association", "citation")
 
@@ -545,7 +526,7 @@ def _citation(value: object, path: js.JsonPath) -> ExpectedCitation:
 
 def expected_frame(cases: list[EvalCase]) -> pl.DataFrame:
     """The ``expected`` table of the module docstring for ``cases``."""
-    rows: dict[str, list[object]] = {name: [] for name in EXPECTED_SCHEMA.names()}
+    rows: dict[str, list[object]] = {name: [] for name in EXPECTED.names()}
 
     def add(
         case_index: int, case: EvalCase, kind: str, entry: int, item: int, **values: object
@@ -555,7 +536,7 @@ def expected_frame(cases: list[EvalCase]) -> pl.DataFrame:
         rows["kind"].append(kind)
         rows["entry_index"].append(entry)
         rows["item_index"].append(item)
-        for name in EXPECTED_SCHEMA.names()[5:]:
+        for name in EXPECTED.names()[5:]:
             rows[name].append(values.get(name))
 
     for case_index, case in enumerate(cases):
@@ -603,4 +584,4 @@ def expected_frame(cases: list[EvalCase]) -> pl.DataFrame:
                 section=None if isinstance(section, Absent) else section,
                 quote=citation.quote,
             )
-    return pl.DataFrame(rows, schema=EXPECTED_SCHEMA)
+    return pl.DataFrame(rows, schema=EXPECTED)

@@ -15,8 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from taguru_eval import contract
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import truncate_utf8
+from taguru_eval.contract import RESOLVE_LIMIT
 from taguru_eval.inputs.dataset import Absent, EvalCase, ExpectedCitation
 from taguru_eval.options import Budget
 from taguru_eval.run.budget import MeasuredHit, truncate
@@ -43,14 +45,8 @@ from taguru_eval.tables.shapes import (
     Structural,
 )
 
-RESOLVE_LIMIT = 5
 NO_HITS_MESSAGE = "response carries no recognizable hits (plan/hits shape mismatch)"
 
-SEARCH_ENDPOINT = "POST /contexts/{name}/sources/search"
-RESOLVE_ENDPOINT = "POST /contexts/{name}/resolve"
-RESOLVE_LABEL_ENDPOINT = "POST /contexts/{name}/resolve_label"
-QUERY_ENDPOINT = "POST /contexts/{name}/query"
-CITATIONS_ENDPOINT = "POST /contexts/{name}/citations"
 
 Lane = Literal["passage", "evidence", "coverage", "association", "citation"]
 
@@ -167,7 +163,7 @@ async def passage_lane(
         message = truncate_utf8(failure.message)
         recorder.add(
             lane="passage",
-            endpoint=SEARCH_ENDPOINT,
+            endpoint=contract.SEARCH,
             outcome="failed",
             latency_ms=failure.latency_ms,
             http_status=failure.status,
@@ -180,7 +176,7 @@ async def passage_lane(
     except _ShapeError as exc:
         recorder.add(
             lane="passage",
-            endpoint=SEARCH_ENDPOINT,
+            endpoint=contract.SEARCH,
             outcome="failed",
             latency_ms=reply.latency_ms,
             http_status=reply.status,
@@ -195,7 +191,7 @@ async def passage_lane(
     del served  # the text goes no further
     recorder.add(
         lane="passage",
-        endpoint=SEARCH_ENDPOINT,
+        endpoint=contract.SEARCH,
         outcome="searched",
         latency_ms=reply.latency_ms,
         http_status=reply.status,
@@ -501,7 +497,7 @@ async def structural_lane(
     if case.expected_labels:
         plans.append(("label", "resolve_label"))
     for kind, route in plans:
-        endpoint = RESOLVE_ENDPOINT if route == "resolve" else RESOLVE_LABEL_ENDPOINT
+        endpoint = contract.RESOLVE if route == "resolve" else contract.RESOLVE_LABEL
         for cue in cue_list:
             result, tier = await _resolve(client, context, route, cue)
             cue_index = len(resolutions)
@@ -597,7 +593,7 @@ async def _probe_position(
     position: str,
     recorder: _Recorder,
 ) -> PositionOutcome:
-    endpoint = RESOLVE_ENDPOINT if route == "resolve" else RESOLVE_LABEL_ENDPOINT
+    endpoint = contract.RESOLVE if route == "resolve" else contract.RESOLVE_LABEL
     result, tier = await _resolve(client, context, route, cue)
     if isinstance(result, CallFailure) or tier is None:
         failure = result if isinstance(result, CallFailure) else CallFailure("")
@@ -669,11 +665,11 @@ async def _query(
                 latency_ms=reply.latency_ms,
             )
         )
-        message = _record_failure(recorder, failure, "association", QUERY_ENDPOINT, index, "query")
+        message = _record_failure(recorder, failure, "association", contract.QUERY, index, "query")
         return AssociationQuery(outcome="errored", message=message, latency_ms=failure.latency_ms)
     recorder.add(
         lane="association",
-        endpoint=QUERY_ENDPOINT,
+        endpoint=contract.QUERY,
         item_index=index,
         position="query",
         outcome="queried",
@@ -743,7 +739,7 @@ async def _check_citation(
     )
     recorder.add(
         lane="citation",
-        endpoint=CITATIONS_ENDPOINT,
+        endpoint=contract.CITATIONS,
         item_index=index,
         outcome=check["outcome"],
         latency_ms=latency,

@@ -5,7 +5,6 @@ from the catalog."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +19,7 @@ from taguru_eval.score.stats import (
     distribution_frame,
     ratio,
 )
-from taguru_eval.tables.schemas import METRICS, RunTables, conform
+from taguru_eval.tables.schemas import RunTables, metrics_frame
 
 
 @dataclass(frozen=True)
@@ -159,26 +158,6 @@ def aggregate(
     if unknown:
         raise KeyError(f"aggregated metrics missing from the catalog: {sorted(unknown)}")
     return metrics
-
-
-def metrics_frame(
-    metrics: Mapping[str, Mapping[str, Any]],
-    run_id: str,
-    statistics: Mapping[str, str] | None = None,
-) -> pl.DataFrame:
-    """The ``metrics`` table: one row per aggregate metric.
-
-    A metric's shape comes from ``statistics`` (e.g. an artifact's own
-    ``definitions``) or the catalog — never from the value's keys.
-    """
-    known: dict[str, str] = {**catalog.statistics(), **(statistics or {})}
-    rows = [
-        {"run_id": run_id, "metric": name, "statistic": known.get(name), **value}
-        for name, value in metrics.items()
-    ]
-    if not rows:
-        return pl.DataFrame(schema=METRICS)
-    return conform(pl.from_dicts(rows, infer_schema_length=None), METRICS)
 
 
 def score_run(

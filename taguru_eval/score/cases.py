@@ -11,14 +11,14 @@ from taguru_eval.score.blocks import (
     _missed_lists,
     _missed_rows,
 )
-from taguru_eval.score.match import HasExpected, _expected, _judged_items
+from taguru_eval.score.match import HasExpected, _judged_items
 from taguru_eval.score.recall import _recall_blocks, _searched
 from taguru_eval.tables.schemas import CASES, RunTables, conform
 
 
 def score_cases(eval_set: HasExpected, tables: RunTables) -> pl.DataFrame:
     """The per-case frame (schema ``tables.CASES``), one row per case in case order."""
-    expected = _expected(eval_set)
+    expected = eval_set.expected
     lanes = tables.case_lanes
     searched = _searched(tables)
 

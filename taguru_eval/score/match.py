@@ -13,20 +13,11 @@ import polars as pl
 
 
 class HasExpected(Protocol):
-    """Anything carrying the eval set's ``expected`` frame (``dataset.EvalSet``)."""
+    """Anything carrying the eval set's ``expected`` frame (``dataset.EvalSet``),
+    typed as :data:`taguru_eval.tables.schemas.EXPECTED`."""
 
     @property
     def expected(self) -> pl.DataFrame: ...
-
-
-def _expected(eval_set: HasExpected) -> pl.DataFrame:
-    frame = eval_set.expected
-    return frame.with_columns(
-        pl.col("case_index").cast(pl.Int32),
-        pl.col("paragraph").cast(pl.Int64),
-        pl.col("relevance").cast(pl.Int64),
-        pl.col("entry_index").cast(pl.Int32),
-    )
 
 
 _JOIN_CHUNK_ROWS = 200_000

@@ -11,7 +11,7 @@ import math
 
 import polars as pl
 
-from taguru_eval.score.match import HasExpected, _expected, _in_case_order, _judged_items
+from taguru_eval.score.match import HasExpected, _in_case_order, _judged_items
 from taguru_eval.score.stats import (
     grouped_sequential_sum,
     position_in_group,
@@ -260,4 +260,4 @@ def recall_scores(eval_set: HasExpected, tables: RunTables) -> pl.DataFrame:
     ``case_index``, ``recall_expected_total``, ``recall_matched``,
     ``recall_at_k``, ``mrr``, ``ndcg``.
     """
-    return _recall_blocks(_judged_items(_expected(eval_set), _searched(tables), tables.hits))
+    return _recall_blocks(_judged_items(eval_set.expected, _searched(tables), tables.hits))

@@ -1,20 +1,25 @@
-"""The run's flat tables, each declared once as an Arrow schema.
+"""The run's tables, each declared once: :data:`TABLES`, a list of name -> Arrow schema.
 
 Every HTTP call of a run is one row of ``calls``; what the calls returned lands
 in ``case_lanes`` (one row per case), ``hits``, ``resolutions``, ``probes``,
 ``attributions`` and ``citation_checks``. The scorer adds ``cases`` (one row per
 case, every per-case metric a column) and ``metrics`` (one row per aggregate).
-The Polars schemas are derived from the Arrow ones, so Parquet files and
-frames can never drift apart."""
+The Polars schemas, the Parquet file names, empty frames and the run-tables
+type all derive from :data:`TABLES`, so Parquet files and frames can never
+drift apart. A per-case metric's column (name and type) comes from the
+catalog. The eval set's ``expected`` frame is declared here too, with the
+key types the scorer joins on."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import polars as pl
 import pyarrow as pa
+
+from taguru_eval.catalog import CATALOG, Catalog
 
 _RUN = [pa.field("run_id", pa.string()), pa.field("case_index", pa.int32())]
 
@@ -161,45 +166,66 @@ CITATION_CHECKS_SCHEMA = pa.schema(
     ]
 )
 
-_BLOCK_FIELDS = [
-    field
-    for block in ("concepts", "labels", "associations")
-    for field in (
-        pa.field(f"coverage_{block}_expected", pa.int64()),
-        pa.field(f"coverage_{block}_matched", pa.int64()),
-        pa.field(f"coverage_{block}", pa.float64()),
-    )
-]
 
-CASES_SCHEMA = pa.schema(
-    [
+def _metric(name: str, catalog: Catalog) -> pa.Field:
+    """The ``cases`` column of a per-case metric, as the catalog declares it."""
+    case_field = catalog.per_case[name]
+    return pa.field(case_field.column, case_field.dtype)
+
+
+def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
+    """The ``cases`` table: one row per case, every per-case metric a column.
+
+    The columns of the 31 metrics keep their documented order; a per-case
+    metric a catalog adds is appended, typed as the catalog declares it.
+    """
+
+    def metric(name: str) -> pa.Field:
+        return _metric(name, catalog)
+
+    listed = [
         *_CASE,
         pa.field("passage_outcome", pa.string()),
-        pa.field("passage_latency_ms", pa.int64()),
+        metric("latency.passage_ms"),
         pa.field("structural_ran", pa.bool_()),
         pa.field("recall_expected_total", pa.int64()),
         pa.field("recall_matched", pa.int64()),
-        pa.field("recall_at_k", pa.float64()),
-        pa.field("mrr", pa.float64()),
-        pa.field("ndcg", pa.float64()),
-        *_BLOCK_FIELDS,
+        metric("recall.recall_at_k"),
+        metric("recall.mrr"),
+        metric("recall.ndcg"),
+        *[
+            field
+            for block in ("concepts", "labels", "associations")
+            for field in (
+                pa.field(f"coverage_{block}_expected", pa.int64()),
+                pa.field(f"coverage_{block}_matched", pa.int64()),
+                metric(f"coverage.{block}"),
+            )
+        ],
         pa.field("lane_cross_structural_hit", pa.bool_()),
         pa.field("lane_cross_passage_hit", pa.bool_()),
         pa.field("citations_expected_total", pa.int64()),
         pa.field("citations_matched", pa.int64()),
-        pa.field("citations_recall", pa.float64()),
+        metric("citations.recall"),
         pa.field("citations_valid", pa.int64()),
-        pa.field("citations_locator_validity", pa.float64()),
+        metric("citations.locator_validity"),
         pa.field("missed", pa.list_(pa.string())),
         pa.field("missed_truncated", pa.int64()),
-        pa.field("diversity_sources", pa.int64()),
-        pa.field("evidence_latency_ms", pa.int64()),
-        pa.field("budget_items_used", pa.int64()),
-        pa.field("budget_bytes_used", pa.int64()),
-        pa.field("budget_tokens_used", pa.int64()),
+        metric("diversity.sources"),
+        metric("latency.evidence_ms"),
+        metric("budget.items_used"),
+        metric("budget.bytes_used"),
+        metric("budget.tokens_used"),
         pa.field("budget_omitted_total", pa.int64()),
     ]
-)
+    names = {field.name for field in listed}
+    added = [
+        metric(name) for name in catalog.per_case if catalog.per_case[name].column not in names
+    ]
+    return pa.schema([*listed, *added])
+
+
+CASES_SCHEMA = cases_schema()
 
 METRICS_SCHEMA = pa.schema(
     [
@@ -219,20 +245,6 @@ METRICS_SCHEMA = pa.schema(
     ]
 )
 
-CASE_METRIC_COLUMNS: Final[Mapping[str, str]] = {
-    "recall.recall_at_k": "recall_at_k",
-    "recall.mrr": "mrr",
-    "recall.ndcg": "ndcg",
-    "coverage.concepts": "coverage_concepts",
-    "coverage.labels": "coverage_labels",
-    "coverage.associations": "coverage_associations",
-    "citations.recall": "citations_recall",
-    "citations.locator_validity": "citations_locator_validity",
-    "latency.passage_ms": "passage_latency_ms",
-    "diversity.sources": "diversity_sources",
-}
-"""Case-scoped metric (GATE_AND_COMPARE.md §3) -> its column in the ``cases`` table."""
-
 
 def polars_schema(schema: pa.Schema) -> pl.Schema:
     """The Polars schema of an Arrow schema (the one derivation used everywhere)."""
@@ -243,37 +255,81 @@ def polars_schema(schema: pa.Schema) -> pl.Schema:
     return frame.schema
 
 
-CALLS = polars_schema(CALLS_SCHEMA)
+EXPECTED_SCHEMA: Final = pa.schema(
+    [
+        pa.field("case_id", pa.string()),
+        pa.field("case_index", pa.int32()),
+        pa.field("kind", pa.string()),  # source | concept | label | association | citation
+        pa.field("entry_index", pa.int32()),
+        pa.field("item_index", pa.int32()),
+        pa.field("source", pa.string()),
+        pa.field("paragraph", pa.int64()),
+        pa.field("relevance", pa.int64()),
+        pa.field("text", pa.string()),
+        pa.field("subject", pa.string()),
+        pa.field("label", pa.string()),
+        pa.field("object", pa.string()),
+        pa.field("section_declared", pa.bool_()),
+        pa.field("section", pa.string()),
+        pa.field("quote", pa.string()),
+    ]
+)
+"""The eval set's ``expected`` frame: one row per expected item (EVALUATE.md §1),
+keyed with the same types as the run tables, so matching joins without a cast."""
 
-CASE_LANES = polars_schema(CASE_LANES_SCHEMA)
 
-HITS = polars_schema(HITS_SCHEMA)
+@dataclass(frozen=True)
+class TableSpec:
+    """One table of a run: its name (the Parquet file stem) and its Arrow schema."""
 
-RESOLUTIONS = polars_schema(RESOLUTIONS_SCHEMA)
+    name: str
+    schema: pa.Schema
+    grain: str
 
-PROBES = polars_schema(PROBES_SCHEMA)
+    @property
+    def file_name(self) -> str:
+        """``<name>.parquet`` inside a stored run directory."""
+        return f"{self.name}.parquet"
 
-ATTRIBUTIONS = polars_schema(ATTRIBUTIONS_SCHEMA)
+    @property
+    def polars(self) -> pl.Schema:
+        """The Polars schema derived from the Arrow one."""
+        return polars_schema(self.schema)
 
-CITATION_CHECKS = polars_schema(CITATION_CHECKS_SCHEMA)
-
-CASES = polars_schema(CASES_SCHEMA)
-
-METRICS = polars_schema(METRICS_SCHEMA)
+    def empty(self) -> pl.DataFrame:
+        """A frame with no row and this table's columns."""
+        return pl.DataFrame(schema=self.polars)
 
 
-# Parquet file stem -> Arrow schema, for the run store.
-ARROW_SCHEMAS: dict[str, pa.Schema] = {
-    "calls": CALLS_SCHEMA,
-    "case_lanes": CASE_LANES_SCHEMA,
-    "hits": HITS_SCHEMA,
-    "resolutions": RESOLUTIONS_SCHEMA,
-    "probes": PROBES_SCHEMA,
-    "attributions": ATTRIBUTIONS_SCHEMA,
-    "citation_checks": CITATION_CHECKS_SCHEMA,
-    "cases": CASES_SCHEMA,
-    "metrics": METRICS_SCHEMA,
-}
+TABLES: Final[tuple[TableSpec, ...]] = (
+    TableSpec("calls", CALLS_SCHEMA, "one row per HTTP call"),
+    TableSpec("case_lanes", CASE_LANES_SCHEMA, "one row per case"),
+    TableSpec("hits", HITS_SCHEMA, "one row per served hit (never its text)"),
+    TableSpec("resolutions", RESOLUTIONS_SCHEMA, "one row per resolved name of a cue"),
+    TableSpec("probes", PROBES_SCHEMA, "one row per expected association"),
+    TableSpec("attributions", ATTRIBUTIONS_SCHEMA, "one row per attribution of a query"),
+    TableSpec("citation_checks", CITATION_CHECKS_SCHEMA, "one row per expected citation"),
+    TableSpec("cases", CASES_SCHEMA, "one row per case, every per-case metric a column"),
+    TableSpec("metrics", METRICS_SCHEMA, "one row per aggregate metric"),
+)
+"""Every table a run stores, in the run store's file order."""
+
+TABLE: Final[Mapping[str, TableSpec]] = {spec.name: spec for spec in TABLES}
+SCORE_TABLES: Final = ("cases", "metrics")
+"""The tables the scorer adds; the others come from the lanes (:class:`RunTables`)."""
+
+ARROW_SCHEMAS: Final[Mapping[str, pa.Schema]] = {spec.name: spec.schema for spec in TABLES}
+
+CALLS = TABLE["calls"].polars
+CASE_LANES = TABLE["case_lanes"].polars
+HITS = TABLE["hits"].polars
+RESOLUTIONS = TABLE["resolutions"].polars
+PROBES = TABLE["probes"].polars
+ATTRIBUTIONS = TABLE["attributions"].polars
+CITATION_CHECKS = TABLE["citation_checks"].polars
+CASES = TABLE["cases"].polars
+METRICS = TABLE["metrics"].polars
+EXPECTED = polars_schema(EXPECTED_SCHEMA)
 
 
 def conform(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
@@ -289,11 +345,14 @@ def conform(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class RunTables:
-    """The lane-level frames of one run (the scorer adds ``cases`` and ``metrics``)."""
+    """The lane-level frames of one run (the scorer adds ``cases`` and ``metrics``).
+
+    Its frame fields are exactly the lane tables of :data:`TABLES`, in order.
+    """
 
     run_id: str
-    case_lanes: pl.DataFrame
     calls: pl.DataFrame
+    case_lanes: pl.DataFrame
     hits: pl.DataFrame
     resolutions: pl.DataFrame
     probes: pl.DataFrame
@@ -302,12 +361,41 @@ class RunTables:
 
     def frames(self) -> dict[str, pl.DataFrame]:
         """Table name -> frame, in the run store's file order."""
-        return {
-            "calls": self.calls,
-            "case_lanes": self.case_lanes,
-            "hits": self.hits,
-            "resolutions": self.resolutions,
-            "probes": self.probes,
-            "attributions": self.attributions,
-            "citation_checks": self.citation_checks,
+        return {name: getattr(self, name) for name in lane_table_names()}
+
+    @classmethod
+    def from_frames(cls, run_id: str, frames: Mapping[str, pl.DataFrame]) -> RunTables:
+        """Lane tables from frames by name, each conformed to its schema; a table
+        missing from ``frames`` is empty."""
+        conformed: dict[str, Any] = {
+            name: conform(frames[name], TABLE[name].polars)
+            if name in frames
+            else TABLE[name].empty()
+            for name in lane_table_names()
         }
+        return cls(run_id=run_id, **conformed)
+
+
+def lane_table_names() -> tuple[str, ...]:
+    """The tables the lanes produce, in the run store's file order."""
+    return tuple(spec.name for spec in TABLES if spec.name not in SCORE_TABLES)
+
+
+def metrics_frame(
+    metrics: Mapping[str, Mapping[str, Any]],
+    run_id: str,
+    statistics: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """The ``metrics`` table from evaluation.json's ``metrics`` map: one row per metric.
+
+    A metric's shape comes from ``statistics`` (e.g. an artifact's own
+    ``definitions``) or the catalog — never from the value's keys.
+    """
+    known: dict[str, str] = {**CATALOG.statistics(), **(statistics or {})}
+    rows = [
+        {"run_id": run_id, "metric": name, "statistic": known.get(name), **value}
+        for name, value in metrics.items()
+    ]
+    if not rows:
+        return TABLE["metrics"].empty()
+    return conform(pl.from_dicts(rows, infer_schema_length=None), METRICS)

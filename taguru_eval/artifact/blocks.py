@@ -1,0 +1,186 @@
+"""The lane blocks of a case block, canonicalised (EVALUATE.md §6.7).
+
+Each canonicaliser copies a lane output's block and emits the spec's keys in
+the spec's order and nothing else, so a stray ``text`` key can never reach
+the file. Binary32 values (hit and lane scores, plan floors) are wrapped in
+:class:`F32` and printed from their binary32 value (``0.86304635``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from taguru_eval._base.text import F32
+from taguru_eval.contract import RESOLVE_LIMIT
+
+
+def _lane_score(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {"rank": value["rank"], "score": F32(value["score"])}
+
+
+def _hit(hit: Mapping[str, Any]) -> dict[str, Any]:
+    lanes = hit.get("lanes") or {}
+    return {
+        "source": hit["source"],
+        "paragraph": hit["paragraph"],
+        "score": F32(hit.get("score", 0.0)),
+        "lanes": {lane: _lane_score(lanes[lane]) for lane in ("bm25", "vector") if lane in lanes},
+    }
+
+
+def _lane_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"ran": plan["ran"]}
+    if plan.get("reason") is not None:
+        out["reason"] = plan["reason"]
+    if plan.get("floor") is not None:
+        out["floor"] = F32(plan["floor"])
+    return out
+
+
+def _plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+    lanes = plan["lanes"]
+    out: dict[str, Any] = {
+        "context": plan["context"],
+        "lanes": {"bm25": _lane_plan(lanes["bm25"]), "vector": _lane_plan(lanes["vector"])},
+    }
+    if plan.get("filter") is not None:
+        flt = plan["filter"]
+        out["filter"] = {
+            "eligible_sources": flt["eligible_sources"],
+            "total_sources": flt["total_sources"],
+        }
+    return out
+
+
+def passage_block(passage: Mapping[str, Any]) -> dict[str, Any]:
+    """``{outcome: searched, plan?, hits, latency_ms}`` or ``{outcome: failed, message, ...}``."""
+    if passage["outcome"] == "searched":
+        out: dict[str, Any] = {"outcome": "searched"}
+        if passage.get("plan") is not None:
+            out["plan"] = _plan(passage["plan"])
+        out["hits"] = [_hit(hit) for hit in passage.get("hits") or []]
+        out["latency_ms"] = passage["latency_ms"]
+        return out
+    return {
+        "outcome": passage["outcome"],
+        "message": passage.get("message", ""),
+        "latency_ms": passage["latency_ms"],
+    }
+
+
+def _cue(cue: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "cue": cue["cue"],
+        "kind": cue["kind"],
+        "resolved_names": list(cue.get("resolved_names") or []),
+    }
+    if cue.get("tier") is not None:
+        out["tier"] = cue["tier"]
+    out["limit"] = cue.get("limit", RESOLVE_LIMIT)
+    out["latency_ms"] = cue["latency_ms"]
+    if cue.get("error") is not None:
+        out["error"] = cue["error"]
+    return out
+
+
+_POSITION_KEYS = {
+    "not_found": (),
+    "resolved": ("name", "tier"),
+    "ambiguous": ("tier", "candidates"),
+    "errored": ("message",),
+}
+
+
+def _position(position: Mapping[str, Any]) -> dict[str, Any]:
+    outcome = position["outcome"]
+    out: dict[str, Any] = {"outcome": outcome}
+    for key in _POSITION_KEYS.get(outcome, ("name", "tier", "candidates", "message")):
+        if key in position and position[key] is not None:
+            out[key] = list(position[key]) if key == "candidates" else position[key]
+    out["latency_ms"] = position["latency_ms"]
+    return out
+
+
+def _query(query: Mapping[str, Any]) -> dict[str, Any]:
+    if query["outcome"] == "queried":
+        out: dict[str, Any] = {
+            "outcome": "queried",
+            "total": query["total"],
+            "matches": query["matches"],
+        }
+        attributions = query.get("attributions") or []
+        if attributions:
+            out["attributions"] = [
+                {"source": item["source"], "paragraph": item.get("paragraph")}
+                for item in attributions
+            ]
+        out["latency_ms"] = query["latency_ms"]
+        return out
+    return {
+        "outcome": query["outcome"],
+        "message": query.get("message", ""),
+        "latency_ms": query["latency_ms"],
+    }
+
+
+def _probe(probe: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "subject_cue": probe["subject_cue"],
+        "label_cue": probe["label_cue"],
+        "object_cue": probe["object_cue"],
+        "subject": _position(probe["subject"]),
+        "label": _position(probe["label"]),
+        "object": _position(probe["object"]),
+    }
+    if probe.get("query") is not None:
+        out["query"] = _query(probe["query"])
+    return out
+
+
+def structural_block(structural: Mapping[str, Any]) -> dict[str, Any]:
+    """``{cues: [CueResolution], associations: [AssociationProbe]}``."""
+    return {
+        "cues": [_cue(cue) for cue in structural.get("cues") or []],
+        "associations": [_probe(probe) for probe in structural.get("associations") or []],
+    }
+
+
+def citation_check_block(check: Mapping[str, Any]) -> dict[str, Any]:
+    """A CitationCheck with its outcome fields inlined, never any text."""
+    out: dict[str, Any] = {
+        "source": check["source"],
+        "paragraph": check["paragraph"],
+        "served": check["served"],
+        "outcome": check["outcome"],
+    }
+    if check["outcome"] == "resolved":
+        section = check.get("section") or {"check": "not_checked"}
+        out["section"] = (
+            {"check": section["check"]}
+            if section["check"] == "not_checked"
+            else {"check": section["check"], "expected": section.get("expected")}
+        )
+        if check.get("quote") is not None:
+            quote = check["quote"]
+            out["quote"] = {"declared": quote["declared"], "matched": quote["matched"]}
+    else:
+        out["code"] = check.get("code")
+        out["message"] = check.get("message", "")
+    out["latency_ms"] = check["latency_ms"]
+    return out
+
+
+def budget_block(budget: Mapping[str, Any]) -> dict[str, Any]:
+    limits = budget["limits"]
+    return {
+        "items_used": budget["items_used"],
+        "bytes_used": budget["bytes_used"],
+        "tokens_used": budget["tokens_used"],
+        "limits": {
+            "max_items": limits["max_items"],
+            "max_bytes": limits["max_bytes"],
+            "max_tokens": limits["max_tokens"],
+        },
+        "omitted_total": budget["omitted_total"],
+    }

@@ -1,0 +1,168 @@
+"""The case block's layout (EVALUATE.md §6.6): which value goes where, and in which order.
+
+A case block mixes values the lanes recorded (the passage and structural
+blocks, the citation checks, the evidence and budget blocks) with values the
+scorer computed (one ``cases`` row). The layout lists both in the block's key
+order: a :class:`~taguru_eval.catalog.CaseField` takes its value from the
+``cases`` row, a :class:`FromLane` from the lane output. Per-case metrics come
+from the catalog, so a metric the catalog adds is written at its path (after
+the listed keys of its block, or as a new block at the end) without an edit
+here; the reader (:mod:`.read`) walks the same layout backwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pyarrow as pa
+
+from taguru_eval.artifact.blocks import (
+    budget_block,
+    citation_check_block,
+    passage_block,
+    structural_block,
+)
+from taguru_eval.catalog import CATALOG, CaseField, Catalog
+
+
+@dataclass(frozen=True)
+class FromLane:
+    """A case-block value copied from the lane output; ``None`` from ``render`` omits it.
+
+    ``block`` names the ``cases`` column whose non-null value means the
+    enclosing block is written (the citation checks live in ``citations``).
+    """
+
+    path: tuple[str, ...]
+    render: Callable[[Mapping[str, Any]], Any]
+    block: str | None = None
+
+
+Slot = CaseField | FromLane
+
+_RECALL: Final = "recall_expected_total"
+_CITATIONS: Final = "citations_expected_total"
+_LANE_CROSS: Final = "lane_cross_structural_hit"
+
+
+def _optional(key: str, render: Callable[[Any], Any]) -> Callable[[Mapping[str, Any]], Any]:
+    def rendered(output: Mapping[str, Any]) -> Any:
+        value = output.get(key)
+        return None if value is None else render(value)
+
+    return rendered
+
+
+def _count(column: str, path: tuple[str, ...], block: str) -> CaseField:
+    return CaseField(column, path, pa.int64(), block=block)
+
+
+def _coverage(name: str, catalog: Catalog) -> tuple[Slot, ...]:
+    block = f"coverage_{name}_expected"
+    return (
+        _count(block, ("coverage", name, "expected"), block),
+        _count(f"coverage_{name}_matched", ("coverage", name, "matched"), block),
+        catalog.per_case[f"coverage.{name}"],
+    )
+
+
+def case_layout(catalog: Catalog = CATALOG) -> tuple[Slot, ...]:
+    """Every value of a case block, in the block's key order (EVALUATE.md §6.6)."""
+    metric = catalog.per_case
+    listed: tuple[Slot, ...] = (
+        FromLane(("case_id",), lambda output: output["case_id"]),
+        FromLane(("query",), lambda output: output["query"]),
+        FromLane(("cues",), lambda output: list(output.get("cues") or []) or None),
+        FromLane(("limit",), lambda output: output["limit"]),
+        FromLane(("passage",), lambda output: passage_block(output["passage"])),
+        CaseField("passage_outcome", ("passage", "outcome"), pa.string(), lane=True),
+        metric["latency.passage_ms"],
+        FromLane(("structural",), _optional("structural", structural_block)),
+        metric["recall.recall_at_k"],
+        metric["recall.mrr"],
+        metric["recall.ndcg"],
+        _count(_RECALL, ("recall", "expected_total"), _RECALL),
+        _count("recall_matched", ("recall", "matched"), _RECALL),
+        *_coverage("concepts", catalog),
+        *_coverage("labels", catalog),
+        *_coverage("associations", catalog),
+        CaseField(_LANE_CROSS, ("lane_cross", "structural_hit"), pa.bool_(), block=_LANE_CROSS),
+        CaseField(
+            "lane_cross_passage_hit", ("lane_cross", "passage_hit"), pa.bool_(), block=_LANE_CROSS
+        ),
+        _count(_CITATIONS, ("citations", "recall", "expected_total"), _CITATIONS),
+        _count("citations_matched", ("citations", "recall", "matched"), _CITATIONS),
+        metric["citations.recall"],
+        _count(_CITATIONS, ("citations", "validity", "expected_total"), _CITATIONS),
+        _count("citations_valid", ("citations", "validity", "valid"), _CITATIONS),
+        metric["citations.locator_validity"],
+        FromLane(
+            ("citations", "checks"),
+            lambda output: [citation_check_block(check) for check in output.get("checks") or []],
+            block=_CITATIONS,
+        ),
+        CaseField("missed", ("missed",), pa.list_(pa.string())),
+        CaseField("missed_truncated", ("missed_truncated",), pa.int64()),
+        FromLane(("evidence",), _optional("evidence", dict)),
+        metric["latency.evidence_ms"],
+        FromLane(("budget",), _optional("budget", budget_block)),
+        metric["budget.items_used"],
+        metric["budget.bytes_used"],
+        metric["budget.tokens_used"],
+        CaseField("budget_omitted_total", ("budget", "omitted_total"), pa.int64(), lane=True),
+        metric["diversity.sources"],
+    )
+    placed = {slot.column for slot in listed if isinstance(slot, CaseField)}
+    added = tuple(field for field in metric.values() if field.column not in placed)
+    return (*listed, *added)
+
+
+CASE_LAYOUT: Final = case_layout()
+
+
+def case_block(
+    lane_output: Mapping[str, Any],
+    row: Mapping[str, Any],
+    layout: tuple[Slot, ...] = CASE_LAYOUT,
+) -> dict[str, Any]:
+    """One ``cases[]`` entry (§6.6) from a lane output and its row of the cases frame.
+
+    A value is written when its block exists (its ``block`` column is not
+    null) and, for a lane value, when the lane recorded it; values the lanes
+    recorded inside their own blocks (``lane=True``) are already there.
+    """
+    block: dict[str, Any] = {}
+    for slot in layout:
+        if slot.block is not None and row.get(slot.block) is None:
+            continue
+        if isinstance(slot, FromLane):
+            value = slot.render(lane_output)
+        elif slot.lane:
+            continue
+        else:
+            value = row.get(slot.column)
+            if value is None:
+                continue
+        if value is not None:
+            _place(block, slot.path, list(value) if isinstance(value, list) else value)
+    return block
+
+
+def _place(block: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    """Set ``block[path[0]]…[path[-1]] = value``, making the enclosing objects in order."""
+    target = block
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = value
+
+
+def column_paths(layout: tuple[Slot, ...] = CASE_LAYOUT) -> dict[str, tuple[str, ...]]:
+    """``cases`` column -> the case-block path it is read back from (the first
+    place it is written, e.g. ``citations.recall.expected_total``)."""
+    paths: dict[str, tuple[str, ...]] = {}
+    for slot in layout:
+        if isinstance(slot, CaseField):
+            paths.setdefault(slot.column, slot.path)
+    return paths

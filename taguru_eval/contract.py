@@ -1,0 +1,30 @@
+"""Fixed names of taguru's contract: the routes evaluate calls, the artifact's file name and stamp.
+
+Each is written once here; the lanes, the call records, the catalog's
+``source`` strings, the artifact reader and writer, compare and the run store
+all name them through these constants (HTTP.md §6, EVALUATE.md §6.1).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SEARCH: Final = "POST /contexts/{name}/sources/search"
+RESOLVE: Final = "POST /contexts/{name}/resolve"
+RESOLVE_LABEL: Final = "POST /contexts/{name}/resolve_label"
+QUERY: Final = "POST /contexts/{name}/query"
+CITATIONS: Final = "POST /contexts/{name}/citations"
+EVIDENCE: Final = "POST /contexts/{name}/evidence"
+"""The route templates evaluate's lanes call, as the ``calls`` table records them."""
+
+ARTIFACT_NAME: Final = "evaluation.json"
+"""The artifact's default file name, and its name inside a stored run directory."""
+
+ARTIFACT_STAMP: Final = 1
+"""``taguru_evaluation``: the stamp this build writes and the highest it reads (1..=N)."""
+
+DEFAULT_LIMIT: Final = 10
+"""Hits asked for when a case sets no ``options.limit`` (``inputs.default_limit``)."""
+
+RESOLVE_LIMIT: Final = 5
+"""Names asked for per resolve call (``inputs.resolve_limit``, EVALUATE.md §3.5)."""
