@@ -168,7 +168,7 @@ def _store_run(store: Path, run_id: str, doc: dict[str, Any], artifact: Path) ->
     hits, …) are left out: compare never reads them, and building ten hits
     per case for 100,000 cases would only slow generation down."""
     from taguru_eval.artifact.read import cases_from_artifact
-    from taguru_eval.store import write_run
+    from taguru_eval.store import RunOrigin, write_run
     from taguru_eval.tables.schemas import metrics_frame
 
     statistics = {name: str(entry["statistic"]) for name, entry in doc["definitions"].items()}
@@ -177,7 +177,9 @@ def _store_run(store: Path, run_id: str, doc: dict[str, Any], artifact: Path) ->
         "metrics": metrics_frame(doc["metrics"], run_id, statistics),
     }
     context = str(doc["inputs"]["context"])
-    return write_run(store, context, run_id, frames, artifact.read_text("utf-8"))
+    return write_run(
+        store, context, run_id, frames, artifact.read_text("utf-8"), origin=RunOrigin("run")
+    )
 
 
 def _time(base: Path, head: Path, out: Path) -> tuple[list[float], list[float], int]:

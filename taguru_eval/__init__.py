@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from taguru_eval.api import Run, load_run, run, scan_runs
 from taguru_eval.compare import Comparison, compare
+from taguru_eval.contract import VERSION
 from taguru_eval.errors import InputError, RunError, TaguruEvalError, UsageError
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "Comparison",

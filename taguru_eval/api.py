@@ -34,8 +34,7 @@ from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions
 from taguru_eval.pipeline import RunResult, execute_async
 from taguru_eval.run.console import Console
 from taguru_eval.store import read_tables, scan_runs
-from taguru_eval.tables.schemas import ARROW_SCHEMAS as _SCHEMAS
-from taguru_eval.tables.schemas import RunTables, conform, polars_schema
+from taguru_eval.tables.schemas import TABLE, RunTables, conform
 
 T = TypeVar("T")
 
@@ -171,26 +170,15 @@ def _load_stored(directory: Path) -> Run:
     frames = read_tables(directory)
     run_id = directory.name.removeprefix("run=")
 
-    def frame(name: str) -> pl.DataFrame:
-        schema = polars_schema(_SCHEMAS[name])
-        found = frames.get(name)
-        return conform(found, schema) if found is not None else pl.DataFrame(schema=schema)
+    def scored(name: str) -> pl.DataFrame:
+        spec = TABLE[name]
+        return conform(frames[name], spec.polars) if name in frames else spec.empty()
 
-    tables = RunTables(
-        run_id=run_id,
-        case_lanes=frame("case_lanes"),
-        calls=frame("calls"),
-        hits=frame("hits"),
-        resolutions=frame("resolutions"),
-        probes=frame("probes"),
-        attributions=frame("attributions"),
-        citation_checks=frame("citation_checks"),
-    )
     return Run(
         run_id=run_id,
         doc=doc,
-        tables=tables,
-        cases=frame("cases"),
-        metrics=frame("metrics"),
+        tables=RunTables.from_frames(run_id, frames),
+        cases=scored("cases"),
+        metrics=scored("metrics"),
         path=directory,
     )

@@ -1,4 +1,4 @@
-"""Fixed names of taguru's contract: the routes evaluate calls, the artifact's file name and stamp.
+"""Fixed names: the routes evaluate calls, the artifact's file name and stamp, this build's version.
 
 Each is written once here; the lanes, the call records, the catalog's
 ``source`` strings, the artifact reader and writer, compare and the run store
@@ -7,6 +7,7 @@ all name them through these constants (HTTP.md §6, EVALUATE.md §6.1).
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Final
 
 SEARCH: Final = "POST /contexts/{name}/sources/search"
@@ -28,3 +29,6 @@ DEFAULT_LIMIT: Final = 10
 
 RESOLVE_LIMIT: Final = 5
 """Names asked for per resolve call (``inputs.resolve_limit``, EVALUATE.md §3.5)."""
+
+VERSION: Final = metadata.version("taguru_eval")
+"""This build's version, as the installed package metadata states it."""

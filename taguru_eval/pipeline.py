@@ -31,7 +31,7 @@ from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.run.console import Console, Progress
 from taguru_eval.run.runner import NetworkPhase, network_phase
 from taguru_eval.score.aggregate import Scores, score_run
-from taguru_eval.store import DEFAULT_STORE_DIR, new_run_id, write_run
+from taguru_eval.store import DEFAULT_STORE_DIR, RunOrigin, new_run_id, write_run
 from taguru_eval.summary import summary_lines
 from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.schemas import RunTables
@@ -149,7 +149,9 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     store_dir = resolve_store_dir(prepared)
     if store_dir is not None:
         frames = {**tables.frames(), "cases": scores.cases, "metrics": scores.metrics_frame}
-        store_path = write_run(store_dir, options.context, run_id, frames, dumps(doc))
+        store_path = write_run(
+            store_dir, options.context, run_id, frames, dumps(doc), origin=RunOrigin("run")
+        )
         console.err(f"{PREFIX}run stored in {store_path}")
     if report is None:
         console.err(REPORT_ONLY_LINE)

@@ -4,6 +4,7 @@ Layout (hive partitioning, DESIGN.md "The tables")::
 
     <store>/context=<ctx>/run=<run_id>/<table>.parquet
     <store>/context=<ctx>/run=<run_id>/evaluation.json
+    <store>/context=<ctx>/run=<run_id>/run.json       (how the run came to be)
 
 ``<ctx>`` is percent-encoded as one path component (Polars decodes it back),
 ``<run_id>`` is a UTC timestamp plus a short random suffix, so run ids sort in
@@ -20,9 +21,10 @@ import os
 import secrets
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 from urllib.parse import quote, unquote
 
 import polars as pl
@@ -30,12 +32,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from taguru_eval._base.files import fsync_directory
-from taguru_eval.contract import ARTIFACT_NAME
+from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.contract import ARTIFACT_NAME, VERSION
 from taguru_eval.errors import PREFIX, RunError
-from taguru_eval.tables.schemas import ARROW_SCHEMAS, polars_schema
+from taguru_eval.tables.schemas import TABLE, TABLES, table_specs
 
 DEFAULT_STORE_DIR: Final = "runs"
 STAGING_DIR: Final = ".staging"
+ORIGIN_NAME: Final = "run.json"
 HIVE_SCHEMA: Final = {"context": pl.String, "run": pl.String}
 
 
@@ -59,28 +63,59 @@ def run_dir(store_dir: str | Path, context: str, run_id: str) -> Path:
     return context_dir(store_dir, context) / f"run={run_id}"
 
 
+@dataclass(frozen=True)
+class RunOrigin:
+    """How a stored run came to be (``run.json``): made by a taguru_eval run, or
+    imported by ``ingest`` from an existing evaluation.json (``source``)."""
+
+    kind: Literal["run", "ingest"]
+    writer: str = f"taguru_eval {VERSION}"
+    source: str | None = None
+
+    def to_json(self) -> dict[str, str]:
+        """``run.json``'s object (``source`` only for an import)."""
+        out = {"kind": self.kind, "writer": self.writer}
+        if self.source is not None:
+            out["source"] = self.source
+        return out
+
+    @property
+    def description(self) -> str:
+        """One line for a reader: who stored the run, and from what."""
+        if self.kind == "ingest":
+            return f"imported by {self.writer} from {self.source}"
+        return f"evaluated by {self.writer}"
+
+
 def write_run(
     store_dir: str | Path,
     context: str,
     run_id: str,
     frames: Mapping[str, pl.DataFrame],
     artifact_text: str,
+    *,
+    origin: RunOrigin,
+    catalog: Catalog = CATALOG,
 ) -> Path:
-    """Write one run's tables and its evaluation.json text; returns the run directory.
+    """Write one run's tables, its evaluation.json text and its origin; returns
+    the run directory.
 
-    Each frame whose name has a schema in ``tables.ARROW_SCHEMAS`` is cast to
-    it, so every run's files share one schema. Failure → :class:`RunError`.
+    Each frame is cast to its table's schema (:data:`TABLES`; the ``cases``
+    columns of ``catalog``), so every run's files share one schema. Failure →
+    :class:`RunError`.
     """
+    unknown = sorted(set(frames) - set(TABLE))
+    if unknown:
+        raise ValueError(f"no such table: {unknown}")
     target = run_dir(store_dir, context, run_id)
     staging = Path(store_dir) / STAGING_DIR / f"{run_id}-{secrets.token_hex(4)}"
     try:
         staging.mkdir(parents=True)
-        for name, frame in frames.items():
-            _write_table(staging / f"{name}.parquet", frame, ARROW_SCHEMAS.get(name))
-        with (staging / ARTIFACT_NAME).open("w", encoding="utf-8") as handle:
-            handle.write(artifact_text)
-            handle.flush()
-            os.fsync(handle.fileno())
+        for spec in table_specs(catalog):
+            if spec.name in frames:
+                _write_table(staging / spec.file_name, frames[spec.name], spec.schema)
+        _write_text(staging / ARTIFACT_NAME, artifact_text)
+        _write_text(staging / ORIGIN_NAME, json.dumps(origin.to_json(), ensure_ascii=False))
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(staging, target)
         fsync_directory(target.parent)
@@ -94,10 +129,15 @@ def write_run(
     return target
 
 
-def _write_table(path: Path, frame: pl.DataFrame, schema: pa.Schema | None) -> None:
-    table = frame.to_arrow()
-    if schema is not None:
-        table = table.select(schema.names).cast(schema)
+def _write_text(path: Path, text: str) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _write_table(path: Path, frame: pl.DataFrame, schema: pa.Schema) -> None:
+    table = frame.to_arrow().select(schema.names).cast(schema)
     pq.write_table(table, path)
 
 
@@ -112,10 +152,10 @@ def scan_runs(store_dir: str | Path, table: str) -> pl.LazyFrame:
     The frame carries the partition columns ``context`` and ``run``. A store
     with no run yet yields an empty frame with the table's schema.
     """
-    pattern = Path(store_dir) / "context=*" / "run=*" / f"{table}.parquet"
-    if not any(Path(store_dir).glob(f"context=*/run=*/{table}.parquet")):
-        schema = ARROW_SCHEMAS.get(table)
-        columns = dict(polars_schema(schema)) if schema is not None else {}
+    file_name = TABLE[table].file_name if table in TABLE else f"{table}.parquet"
+    pattern = Path(store_dir) / "context=*" / "run=*" / file_name
+    if not any(Path(store_dir).glob(f"context=*/run=*/{file_name}")):
+        columns = dict(TABLE[table].polars) if table in TABLE else {}
         return pl.LazyFrame(schema={**columns, **HIVE_SCHEMA})
     return pl.scan_parquet(
         str(pattern),
@@ -144,15 +184,27 @@ def _unquote_component(name: str, prefix: str) -> str:
     return unquote(name.removeprefix(prefix))
 
 
-def read_artifact(run_directory: str | Path) -> dict[str, object]:
-    """The evaluation.json stored beside a run's tables."""
-    path = Path(run_directory) / ARTIFACT_NAME
-    document: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
-    return document
-
-
 def read_tables(run_directory: str | Path) -> dict[str, pl.DataFrame]:
-    """Every ``<table>.parquet`` of one stored run, by table name."""
+    """Every table one stored run holds, by table name, as written."""
+    directory = Path(run_directory)
     return {
-        path.stem: pl.read_parquet(path) for path in sorted(Path(run_directory).glob("*.parquet"))
+        spec.name: pl.read_parquet(directory / spec.file_name)
+        for spec in TABLES
+        if (directory / spec.file_name).is_file()
     }
+
+
+def read_origin(run_directory: str | Path) -> RunOrigin | None:
+    """How a stored run came to be (its ``run.json``); ``None`` when the store
+    does not say (a run stored before ``run.json`` was written, or a bare file)."""
+    path = Path(run_directory) / ORIGIN_NAME
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    kind = recorded.get("kind") if isinstance(recorded, dict) else None
+    writer = recorded.get("writer") if isinstance(recorded, dict) else None
+    source = recorded.get("source") if isinstance(recorded, dict) else None
+    if kind not in ("run", "ingest") or not isinstance(writer, str):
+        return None
+    return RunOrigin(kind, writer, source if isinstance(source, str) else None)

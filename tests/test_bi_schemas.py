@@ -15,7 +15,7 @@ import pytest
 from eval_docs import evaluation_document, write_document
 
 from taguru_eval.analyst import ingest
-from taguru_eval.tables.schemas import ARROW_SCHEMAS
+from taguru_eval.tables.schemas import ARROW_SCHEMAS, TABLES
 
 PINNED: dict[str, list[tuple[str, str]]] = {
     "calls": [
@@ -233,9 +233,15 @@ def test_every_stored_parquet_file_has_the_pinned_schema(stored_run: Path, table
 
 
 def test_partition_layout(stored_run: Path) -> None:
-    # <store>/context=<ctx>/run=<run_id>/<table>.parquet + evaluation.json
+    # <store>/context=<ctx>/run=<run_id>/<table>.parquet + evaluation.json + run.json
     assert stored_run.name.startswith("run=")
     assert stored_run.parent.name == "context=demo"
     assert sorted(p.name for p in stored_run.iterdir()) == sorted(
-        [f"{table}.parquet" for table in PINNED] + ["evaluation.json"]
+        [f"{table}.parquet" for table in PINNED] + ["evaluation.json", "run.json"]
     )
+
+
+def test_the_pin_covers_every_declared_table() -> None:
+    assert list(PINNED) == [spec.name for spec in TABLES]
+    for spec in TABLES:
+        assert [field.name for field in spec.schema] == [name for name, _ in PINNED[spec.name]]

@@ -19,6 +19,7 @@ import pytest
 
 from taguru_eval import store
 from taguru_eval.analyst import drift
+from taguru_eval.artifact.read import read_artifact
 from taguru_eval.compare import compare
 from taguru_eval.demo import history
 
@@ -86,7 +87,7 @@ def test_run_report_notebook(demo_store: Path) -> None:
     assert seen["missed"] == int(cases.get_column("missed").list.len().sum())
     assert seen["lanes"] == ["citation", "passage", "query", "resolve"]
     assert seen["crosstab"] > 0
-    artifact = store.read_artifact(store.run_dir(demo_store, "sake", newest))
+    artifact = read_artifact(store.run_dir(demo_store, "sake", newest) / "evaluation.json")
     assert seen["mrr"] == artifact["metrics"]["recall.mrr"]["mean"]  # type: ignore[index]
 
 

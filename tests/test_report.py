@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from eval_docs import evaluation_document, history_documents, write_document
 
+import taguru_eval
 from taguru_eval.analyst import ingest, report
 from taguru_eval.cli import report as report_cli
 
@@ -100,7 +101,9 @@ def test_report_embeds_every_chart_spec_with_its_data(full_report: Path) -> None
 def test_report_sections_show_summary_gate_and_misses(full_report: Path) -> None:
     page = full_report.read_text(encoding="utf-8")
     assert "<h2>Run summary</h2>" in page
-    assert "taguru evaluate" in page  # no inputs.concurrency: written by taguru itself
+    # The store recorded how it got the run (run.json), and the report says so.
+    assert f"imported by taguru_eval {taguru_eval.__version__} from " in page
+    assert "evaluation-3.json" in page
     assert "report-only" in page
     assert "expected_associations: (Entity, knows, Other)" in page
     assert "Drift over 4 stored runs" in page

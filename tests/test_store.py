@@ -12,9 +12,10 @@ import pytest
 from taguru_eval import store
 from taguru_eval.errors import RunError
 from taguru_eval.store import (
+    RunOrigin,
     list_runs,
     new_run_id,
-    read_artifact,
+    read_origin,
     read_tables,
     run_dir,
     scan_runs,
@@ -59,14 +60,18 @@ def test_run_ids_sort_by_time_and_are_unique() -> None:
 def test_write_run_layout_and_schema(tmp_path: Path) -> None:
     run_id = new_run_id()
     frames = {"calls": calls_frame(run_id, 3), **{"metrics": pl.DataFrame(schema=METRICS)}}
-    target = write_run(tmp_path, "sake", run_id, frames, '{"taguru_evaluation": 1}')
+    target = write_run(
+        tmp_path, "sake", run_id, frames, '{"taguru_evaluation": 1}', origin=RunOrigin("run")
+    )
     assert target == tmp_path / "context=sake" / f"run={run_id}"
     assert sorted(p.name for p in target.iterdir()) == [
         "calls.parquet",
         "evaluation.json",
         "metrics.parquet",
+        "run.json",
     ]
-    assert read_artifact(target) == {"taguru_evaluation": 1}
+    assert json.loads((target / "evaluation.json").read_text()) == {"taguru_evaluation": 1}
+    assert read_origin(target) == RunOrigin("run")
     tables = read_tables(target)
     assert tables["calls"].schema == CALLS
     assert tables["calls"].height == 3
@@ -79,7 +84,14 @@ def test_scan_runs_is_one_lazy_hive_scan(tmp_path: Path) -> None:
     for context, rows in (("sake", 2), ("sake", 3), (odd_name, 1)):
         run_id = new_run_id()
         ids.append(run_id)
-        write_run(tmp_path, context, run_id, {"calls": calls_frame(run_id, rows)}, "{}")
+        write_run(
+            tmp_path,
+            context,
+            run_id,
+            {"calls": calls_frame(run_id, rows)},
+            "{}",
+            origin=RunOrigin("run"),
+        )
     lazy = scan_runs(tmp_path, "calls")
     assert isinstance(lazy, pl.LazyFrame)
     frame = lazy.collect()
@@ -117,7 +129,7 @@ def test_failed_write_leaves_no_run_and_no_staging(
     run_id = new_run_id()
     frames = {"calls": calls_frame(run_id, 1), "metrics": pl.DataFrame(schema=METRICS)}
     with pytest.raises(RunError) as caught:
-        write_run(tmp_path, "sake", run_id, frames, "{}")
+        write_run(tmp_path, "sake", run_id, frames, "{}", origin=RunOrigin("run"))
     assert "No space left on device" in caught.value.message
     assert not run_dir(tmp_path, "sake", run_id).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == []
@@ -130,14 +142,18 @@ def test_interrupted_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(store, "_write_table", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        write_run(tmp_path, "sake", "r1", {"calls": calls_frame("r1", 1)}, "{}")
+        write_run(
+            tmp_path, "sake", "r1", {"calls": calls_frame("r1", 1)}, "{}", origin=RunOrigin("run")
+        )
     assert list(tmp_path.iterdir()) == []
     assert scan_runs(tmp_path, "calls").collect().height == 0
 
 
 def test_every_lane_table_round_trips_empty(tmp_path: Path) -> None:
     tables = empty_tables("r0")
-    target = write_run(tmp_path, "ctx", "r0", tables.frames(), json.dumps({}))
+    target = write_run(
+        tmp_path, "ctx", "r0", tables.frames(), json.dumps({}), origin=RunOrigin("run")
+    )
     read = read_tables(target)
     assert set(read) == set(tables.frames())
     for name, frame in tables.frames().items():

@@ -36,6 +36,7 @@ from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
 from taguru_eval.store import (
     DEFAULT_STORE_DIR,
+    RunOrigin,
     context_dir,
     write_run,
 )
@@ -125,7 +126,9 @@ def ingest(path: str | Path, store_dir: str | Path = DEFAULT_STORE_DIR) -> Inges
         return IngestResult(context, existing.name.removeprefix("run="), existing, created=False)
     frames = tables_from_document(document, run_id, shown=shown)
     text = data.decode("utf-8")
-    written = write_run(store_dir, context, run_id, frames, text)
+    written = write_run(
+        store_dir, context, run_id, frames, text, origin=RunOrigin("ingest", source=shown)
+    )
     return IngestResult(context, run_id, written, created=True)
 
 

@@ -33,6 +33,7 @@ from taguru_eval.compare import compare
 from taguru_eval.compare.load import read_view
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import RunError
+from taguru_eval.store import RunOrigin, read_origin
 
 _RATIO_METRICS_UNIT: Final = "ratio"
 
@@ -120,8 +121,10 @@ def _revision(value: object) -> str | None:
     return drift.revision_text(value)
 
 
-def summary_section(document: Mapping[str, Any], run_label: str) -> str:
-    """Who, what, when: inputs and corpus of the run."""
+def summary_section(
+    document: Mapping[str, Any], run_label: str, origin: RunOrigin | None = None
+) -> str:
+    """Who, what, when: inputs and corpus of the run, and how the store got it."""
     inputs = document.get("inputs") or {}
     corpus = document.get("corpus") or {}
     evalset = inputs.get("eval") or {}
@@ -140,7 +143,7 @@ def summary_section(document: Mapping[str, Any], run_label: str) -> str:
         ("corpus stable", corpus.get("stable")),
         ("sources", corpus.get("sources_count")),
         ("embedding provider", provider),
-        ("written by", "taguru_eval" if "concurrency" in inputs else "taguru evaluate"),
+        ("stored", origin.description if origin is not None else "not in a run store"),
     ]
     return f'<section id="summary"><h2>Run summary</h2>{_pairs_html(pairs)}</section>'
 
@@ -406,7 +409,8 @@ def build_report(
     bounds = drift.bounds_frame(drift.read_thresholds(thresholds) if thresholds else None)
     context = str((document.get("inputs") or {}).get("context") or "")
     page = _Page()
-    page.sections.append(summary_section(document, run_label))
+    origin = read_origin(run_dir) if run_path.is_dir() else None
+    page.sections.append(summary_section(document, run_label, origin))
     page.sections.append(gate_section(document))
     page.sections.append(metrics_section(page, document, tables, bounds))
     page.sections.append(cases_section(page, tables))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.compare.classify import compare_views
 from taguru_eval.compare.load import RunView, view_from_document
 from taguru_eval.compare.parquet import read_side
@@ -27,13 +28,16 @@ Side = str | os.PathLike[str] | Mapping[str, object]
 """One side of a comparison: a file, a stored run directory, or a parsed document."""
 
 
-def load_side(source: Side, side: str, *, label: str | None = None) -> RunView:
+def load_side(
+    source: Side, side: str, *, label: str | None = None, catalog: Catalog = CATALOG
+) -> RunView:
     """Load one side; an :class:`InputError` message starts with ``side``
     (``BASE``/``HEAD``) as the CLI prints it."""
     try:
         if isinstance(source, Mapping):
-            return view_from_document(source, label if label is not None else f"<{side}>")
-        return read_side(source, label=label)
+            shown = label if label is not None else f"<{side}>"
+            return view_from_document(source, shown, catalog=catalog)
+        return read_side(source, label=label, catalog=catalog)
     except InputError as exc:
         raise InputError(
             f"{side} {exc.message}", path=exc.path, line=exc.line, field=exc.field
@@ -46,6 +50,7 @@ def compare(
     *,
     base_label: str | None = None,
     head_label: str | None = None,
+    catalog: Catalog = CATALOG,
 ) -> Comparison:
     """Compare two runs; BASE is loaded and validated completely before HEAD.
 
@@ -56,6 +61,6 @@ def compare(
     ``<HEAD>`` for an in-memory document). Raises :class:`InputError` (exit 2
     semantics) for an unreadable, malformed or out-of-range side.
     """
-    base_view = load_side(base, "BASE", label=base_label)
-    head_view = load_side(head, "HEAD", label=head_label)
+    base_view = load_side(base, "BASE", label=base_label, catalog=catalog)
+    head_view = load_side(head, "HEAD", label=head_label, catalog=catalog)
     return compare_views(base_view, head_view)

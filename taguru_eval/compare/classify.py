@@ -13,7 +13,6 @@ from typing import Final
 
 import polars as pl
 
-from taguru_eval.catalog import COMPARISON_METRICS
 from taguru_eval.compare.load import MetricDecodeError, RunView, metric_scalar
 from taguru_eval.compare.model import (
     EPSILON,
@@ -34,12 +33,13 @@ _STATISTICS: Final = frozenset({"distribution", "ratio", "count"})
 def compare_views(base: RunView, head: RunView) -> Comparison:
     """Compare two loaded runs (§6.3–§6.8)."""
     cases = classify_cases(base.cases, head.cases)
+    metrics_compared = compared_metrics(base.cases)
     metrics, aggregate_warnings = aggregate_diffs(base, head)
     warnings = [
         *mismatch_warnings(base, head),
         *duplicate_warnings("BASE", base.duplicate_case_ids),
         *duplicate_warnings("HEAD", head.duplicate_case_ids),
-        *one_sided_warnings(cases),
+        *one_sided_warnings(cases, metrics_compared),
         *aggregate_warnings,
     ]
     tally = dict.fromkeys(KINDS, 0)
@@ -50,7 +50,12 @@ def compare_views(base: RunView, head: RunView) -> Comparison:
         "cases_base": base.case_count,
         "cases_head": head.case_count,
     }
-    return Comparison(base, head, cases, metrics, tuple(warnings), counts)
+    return Comparison(base, head, cases, metrics, tuple(warnings), counts, metrics_compared)
+
+
+def compared_metrics(cases: pl.DataFrame) -> tuple[str, ...]:
+    """The metrics a side's case frame holds (every column but ``case_id``), in order."""
+    return tuple(column for column in cases.columns if column != "case_id")
 
 
 def classify_cases(base: pl.DataFrame, head: pl.DataFrame) -> pl.DataFrame:
@@ -59,10 +64,13 @@ def classify_cases(base: pl.DataFrame, head: pl.DataFrame) -> pl.DataFrame:
     Inputs are per-side frames of ``case_id`` plus one Float64 column per
     comparison metric (distinct case_ids). The result is sorted by case_id.
     """
-    left = base.rename({m: base_column(m) for m in COMPARISON_METRICS}).with_columns(
+    metrics = compared_metrics(base)
+    if compared_metrics(head) != metrics:
+        raise ValueError("BASE and HEAD were read for different comparison metrics")
+    left = base.rename({m: base_column(m) for m in metrics}).with_columns(
         pl.lit(True).alias("in_base")
     )
-    right = head.rename({m: head_column(m) for m in COMPARISON_METRICS}).with_columns(
+    right = head.rename({m: head_column(m) for m in metrics}).with_columns(
         pl.lit(True).alias("in_head")
     )
     joined = left.join(right, on="case_id", how="full", coalesce=True).with_columns(
@@ -70,7 +78,7 @@ def classify_cases(base: pl.DataFrame, head: pl.DataFrame) -> pl.DataFrame:
     )
     both = pl.col("in_base") & pl.col("in_head")
     per_metric: list[pl.Expr] = []
-    for metric in COMPARISON_METRICS:
+    for metric in metrics:
         b = pl.col(base_column(metric))
         h = pl.col(head_column(metric))
         delta = h - b
@@ -88,7 +96,7 @@ def classify_cases(base: pl.DataFrame, head: pl.DataFrame) -> pl.DataFrame:
 
     def any_direction(name: str) -> pl.Expr:
         return pl.any_horizontal(
-            [(pl.col(direction_column(m)) == name).fill_null(False) for m in COMPARISON_METRICS]
+            [(pl.col(direction_column(m)) == name).fill_null(False) for m in metrics]
         )
 
     kind = (
@@ -104,7 +112,7 @@ def classify_cases(base: pl.DataFrame, head: pl.DataFrame) -> pl.DataFrame:
         .alias("kind")
     )
     ordered = ["case_id", "kind", "in_base", "in_head"]
-    for metric in COMPARISON_METRICS:
+    for metric in metrics:
         ordered += [
             base_column(metric),
             head_column(metric),
@@ -114,18 +122,18 @@ def classify_cases(base: pl.DataFrame, head: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(kind).select(ordered).sort("case_id")
 
 
-def one_sided_warnings(cases: pl.DataFrame) -> list[str]:
+def one_sided_warnings(cases: pl.DataFrame, metrics: tuple[str, ...]) -> list[str]:
     """§6.4: a metric with a value on exactly one side of a matched case."""
     both = pl.col("in_base") & pl.col("in_head")
     parts = [
         cases.filter(
             both & (pl.col(base_column(metric)).is_null() != pl.col(head_column(metric)).is_null())
         ).select("case_id", pl.lit(index, dtype=pl.Int32).alias("order"))
-        for index, metric in enumerate(COMPARISON_METRICS)
+        for index, metric in enumerate(metrics)
     ]
     found = pl.concat(parts).sort(["case_id", "order"])
     return [
-        f"case '{case_id}': metric '{COMPARISON_METRICS[order]}' has a value on only one "
+        f"case '{case_id}': metric '{metrics[order]}' has a value on only one "
         "side — excluded from classification"
         for case_id, order in found.iter_rows()
     ]

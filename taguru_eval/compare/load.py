@@ -16,18 +16,19 @@ its keys.
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 import polars as pl
 
-from taguru_eval.catalog import COMPARISON_METRICS
+from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.contract import ARTIFACT_NAME, ARTIFACT_STAMP
 from taguru_eval.errors import InputError, os_error_text
 
@@ -71,36 +72,6 @@ class _Definition(msgspec.Struct):
     statistic: str = ""
 
 
-class _Recall(msgspec.Struct):
-    recall_at_k: float | None = None
-    mrr: float | None = None
-    ndcg: float | None = None
-
-
-class _Valued(msgspec.Struct):
-    value: float | None = None
-
-
-class _Coverage(msgspec.Struct):
-    concepts: _Valued | None = None
-    labels: _Valued | None = None
-    associations: _Valued | None = None
-
-
-class _Citations(msgspec.Struct):
-    # Not nullable inside a present ``citations`` block (§6.2).
-    recall: _Valued = msgspec.field(default_factory=_Valued)
-    validity: _Valued = msgspec.field(default_factory=_Valued)
-
-
-class _Case(msgspec.Struct):
-    case_id: str = ""
-    recall: _Recall | None = None
-    coverage: _Coverage | None = None
-    citations: _Citations | None = None
-    diversity_sources: float | None = None
-
-
 class _View(msgspec.Struct):
     taguru_evaluation: _U64 = 0
     generated_at: str = ""
@@ -111,11 +82,66 @@ class _View(msgspec.Struct):
     # only say ``definitions[...]``); each is decoded by _statistics().
     definitions: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
     metrics: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
-    cases: list[_Case] = msgspec.field(default_factory=list)
 
 
-_VIEW_DECODER: Final = msgspec.json.Decoder(_View)
+_HEAD_DECODER: Final = msgspec.json.Decoder(_View)
 _DEFINITION_DECODER: Final = msgspec.json.Decoder(_Definition)
+
+
+# ------------------------------------------------------------------ case blocks
+
+_NOT_NULLABLE: Final = frozenset({("citations", "recall"), ("citations", "validity")})
+"""Links of a case block that may be absent but never ``null`` (§6.2): taguru's
+reader types ``citations.recall`` and ``citations.validity`` as plain objects."""
+
+_Tree = dict[str, "_Tree"]
+
+
+def _case_type(paths: tuple[tuple[str, ...], ...]) -> type[msgspec.Struct]:
+    """A typed view of a case block reading exactly ``paths``: every link an
+    optional object, every leaf a nullable float (integers accepted)."""
+    tree: _Tree = {}
+    for path in paths:
+        node = tree
+        for key in path:
+            node = node.setdefault(key, {})
+
+    def struct(name: str, node: _Tree, at: tuple[str, ...]) -> type[msgspec.Struct]:
+        fields: list[tuple[str, Any, Any]] = []
+        for key, child in node.items():
+            where = (*at, key)
+            if not child:
+                fields.append((key, float | None, None))
+            elif where in _NOT_NULLABLE:
+                inner = struct(f"{name}_{key}", child, where)
+                fields.append((key, inner, msgspec.field(default_factory=inner)))
+            else:
+                fields.append((key, struct(f"{name}_{key}", child, where) | None, None))
+        return msgspec.defstruct(name, fields)
+
+    top = struct("_CaseBlock", tree, ())
+    return msgspec.defstruct("_Case", [("case_id", str, "")], bases=(top,))
+
+
+@functools.cache
+def _view_decoder(paths: tuple[tuple[str, ...], ...]) -> msgspec.json.Decoder[Any]:
+    cases: Any = list[_case_type(paths)]  # type: ignore[misc]
+    whole = msgspec.defstruct(
+        "_WholeView", [("cases", cases, msgspec.field(default_factory=list))], bases=(_View,)
+    )
+    return msgspec.json.Decoder(whole)
+
+
+def _compared_paths(catalog: Catalog) -> tuple[tuple[str, ...], ...]:
+    return tuple(catalog.per_case[name].path for name in catalog.compared)
+
+
+def _follow(block: object, path: tuple[str, ...]) -> float | None:
+    for key in path:
+        block = getattr(block, key)
+        if block is None:
+            return None
+    return float(block)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ metric shapes
@@ -235,7 +261,9 @@ class RunView:
 # ------------------------------------------------------------------ entry points
 
 
-def read_view(source: str | os.PathLike[str], *, label: str | None = None) -> RunView:
+def read_view(
+    source: str | os.PathLike[str], *, label: str | None = None, catalog: Catalog = CATALOG
+) -> RunView:
     """Load one evaluation.json (or a stored run directory holding one).
 
     Raises :class:`InputError` with the §6.2 message (``reading <path>: …``,
@@ -254,11 +282,15 @@ def read_view(source: str | os.PathLike[str], *, label: str | None = None) -> Ru
         raise InputError(f"reading {shown}: {os_error_text(exc)}", path=shown) from None
     if not is_utf8(data):
         raise InputError(f"reading {shown}: stream did not contain valid UTF-8", path=shown)
-    return decode_view(data, shown, label=given if label is None else label)
+    return decode_view(data, shown, label=given if label is None else label, catalog=catalog)
 
 
 def view_from_document(
-    document: Mapping[str, object], label: str, *, check_stamp: bool = True
+    document: Mapping[str, object],
+    label: str,
+    *,
+    check_stamp: bool = True,
+    catalog: Catalog = CATALOG,
 ) -> RunView:
     """Build a view from an already-parsed evaluation.json object.
 
@@ -270,13 +302,24 @@ def view_from_document(
         data = json.dumps(document, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise InputError(f"{label}: malformed evaluation.json: {exc}", path=label) from None
-    return decode_view(data, label, label=label, check_stamp=check_stamp)
+    return decode_view(data, label, label=label, check_stamp=check_stamp, catalog=catalog)
 
 
-def decode_view(data: bytes, shown: str, *, label: str, check_stamp: bool = True) -> RunView:
-    """Decode evaluation.json bytes; ``shown`` names the file in messages."""
-    view = _decode(data, shown, check_stamp=check_stamp)
-    cases, duplicates = _case_frame(view.cases)
+def decode_view(
+    data: bytes,
+    shown: str,
+    *,
+    label: str,
+    check_stamp: bool = True,
+    catalog: Catalog = CATALOG,
+) -> RunView:
+    """Decode evaluation.json bytes; ``shown`` names the file in messages.
+
+    The case blocks are read at the paths of ``catalog``'s comparison metrics.
+    """
+    paths = _compared_paths(catalog)
+    view = _decode(data, shown, check_stamp=check_stamp, decoder=_view_decoder(paths))
+    cases, duplicates = _case_frame(view.cases, catalog)
     return _run_view(
         view,
         shown,
@@ -303,13 +346,15 @@ def decode_header(
     ``data`` goes through the same typed decoder, checks and messages as a
     whole file; ``cases`` must have :func:`decode_view`'s frame layout.
     """
-    view = _decode(data, shown, check_stamp=True)
+    view = _decode(data, shown, check_stamp=True, decoder=_HEAD_DECODER)
     return _run_view(view, shown, label=label, cases=cases, duplicates=duplicates, metrics=metrics)
 
 
-def _decode(data: bytes, shown: str, *, check_stamp: bool) -> _View:
+def _decode(
+    data: bytes, shown: str, *, check_stamp: bool, decoder: msgspec.json.Decoder[Any]
+) -> Any:
     try:
-        view = _VIEW_DECODER.decode(data)
+        view = decoder.decode(data)
     except msgspec.ValidationError as exc:
         path, _message = _validation_parts(exc)
         raise _malformed(shown, _validation_detail(exc), path or None) from None
@@ -447,92 +492,19 @@ def _check_u64(view: _View, shown: str) -> None:
             )
 
 
-# The reader-side path of every comparison metric inside a case block (§3).
-# A metric added to COMPARISON_METRICS without a path here fails at import.
-_CASE_PATHS: Final[Mapping[str, str]] = {
-    "recall.recall_at_k": "recall.recall_at_k",
-    "recall.mrr": "recall.mrr",
-    "recall.ndcg": "recall.ndcg",
-    "coverage.concepts": "coverage.concepts.value",
-    "coverage.labels": "coverage.labels.value",
-    "coverage.associations": "coverage.associations.value",
-    "citations.recall": "citations.recall.value",
-    "citations.locator_validity": "citations.validity.value",
-    "diversity.sources": "diversity_sources",
-}
-if set(_CASE_PATHS) != set(COMPARISON_METRICS):  # pragma: no cover - an edit-time guard
-    raise RuntimeError("compare_load._CASE_PATHS must cover exactly COMPARISON_METRICS")
-
-
-def _case_frame(cases: list[_Case]) -> tuple[pl.DataFrame, tuple[str, ...]]:
-    """One row per distinct case_id (last occurrence wins), metric columns in
-    ``COMPARISON_METRICS`` order, plus the repeated ids in file order."""
-    ids: list[str] = []
-    rk: list[float | None] = []
-    mrr: list[float | None] = []
-    ndcg: list[float | None] = []
-    concepts: list[float | None] = []
-    labels: list[float | None] = []
-    associations: list[float | None] = []
-    cit_recall: list[float | None] = []
-    validity: list[float | None] = []
-    diversity: list[float | None] = []
-    seen: set[str] = set()
-    duplicates: list[str] = []
-    # One pass with plain attribute reads: this loop is the per-case cost of a
-    # 100,000-case compare, so it stays free of per-metric function calls.
-    for case in cases:
-        case_id = case.case_id
-        if case_id in seen:
-            duplicates.append(case_id)
-        else:
-            seen.add(case_id)
-        ids.append(case_id)
-        recall = case.recall
-        if recall is None:
-            rk.append(None)
-            mrr.append(None)
-            ndcg.append(None)
-        else:
-            rk.append(recall.recall_at_k)
-            mrr.append(recall.mrr)
-            ndcg.append(recall.ndcg)
-        coverage = case.coverage
-        if coverage is None:
-            concepts.append(None)
-            labels.append(None)
-            associations.append(None)
-        else:
-            concepts.append(None if coverage.concepts is None else coverage.concepts.value)
-            labels.append(None if coverage.labels is None else coverage.labels.value)
-            associations.append(
-                None if coverage.associations is None else coverage.associations.value
-            )
-        citations = case.citations
-        if citations is None:
-            cit_recall.append(None)
-            validity.append(None)
-        else:
-            cit_recall.append(citations.recall.value)
-            validity.append(citations.validity.value)
-        diversity.append(case.diversity_sources)
-    by_path: dict[str, list[float | None]] = {
-        "recall.recall_at_k": rk,
-        "recall.mrr": mrr,
-        "recall.ndcg": ndcg,
-        "coverage.concepts.value": concepts,
-        "coverage.labels.value": labels,
-        "coverage.associations.value": associations,
-        "citations.recall.value": cit_recall,
-        "citations.validity.value": validity,
-        "diversity_sources": diversity,
-    }
-    data: dict[str, list[str] | list[float | None]] = {"case_id": ids}
+def _case_frame(cases: list[Any], catalog: Catalog) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """One row per distinct case_id (last occurrence wins), one Float64 column per
+    comparison metric in the catalog's order, plus the repeated ids in file order."""
+    ids = [case.case_id for case in cases]
+    data: dict[str, list[Any]] = {"case_id": ids}
     schema: dict[str, pl.DataType] = {"case_id": pl.String()}
-    for name in COMPARISON_METRICS:
-        data[name] = by_path[_CASE_PATHS[name]]
+    for name in catalog.compared:
+        path = catalog.per_case[name].path
+        data[name] = [_follow(case, path) for case in cases]
         schema[name] = pl.Float64()
     frame = pl.DataFrame(data, schema=schema)
+    repeated = frame.filter(~pl.col("case_id").is_first_distinct())
+    duplicates = tuple(repeated.get_column("case_id").to_list())
     if duplicates:
         frame = frame.unique(subset="case_id", keep="last", maintain_order=True)
-    return frame, tuple(duplicates)
+    return frame, duplicates

@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Final
@@ -42,13 +41,14 @@ from typing import Final
 import msgspec
 import polars as pl
 
-from taguru_eval.catalog import COMPARISON_METRICS
+from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.compare.load import RunView, decode_header, is_utf8, read_view
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.tables.schemas import TABLE
 
-CASES_FILE: Final = "cases.parquet"
-METRICS_FILE: Final = "metrics.parquet"
+CASES_FILE: Final = TABLE["cases"].file_name
+METRICS_FILE: Final = TABLE["metrics"].file_name
 
 FIRST_READ: Final = 1 << 20
 """Bytes read first; a real artifact's head (definitions included) is far smaller."""
@@ -61,43 +61,15 @@ HEAD_KEYS: Final = frozenset(
 )
 """Top-level keys compare reads besides cases and metrics; all must precede ``cases``."""
 
-# Per comparison metric: the cases.parquet column holding it and the column
-# whose presence means the artifact wrote the enclosing block (artifact.case_block).
-_CASE_COLUMNS: Final[Mapping[str, tuple[str, str]]] = {
-    "recall.recall_at_k": ("recall_at_k", "recall_expected_total"),
-    "recall.mrr": ("mrr", "recall_expected_total"),
-    "recall.ndcg": ("ndcg", "recall_expected_total"),
-    "coverage.concepts": ("coverage_concepts", "coverage_concepts_expected"),
-    "coverage.labels": ("coverage_labels", "coverage_labels_expected"),
-    "coverage.associations": ("coverage_associations", "coverage_associations_expected"),
-    "citations.recall": ("citations_recall", "citations_expected_total"),
-    "citations.locator_validity": ("citations_locator_validity", "citations_expected_total"),
-    "diversity.sources": ("diversity_sources", "diversity_sources"),
-}
-if set(_CASE_COLUMNS) != set(COMPARISON_METRICS):  # pragma: no cover - an edit-time guard
-    raise RuntimeError("compare_store._CASE_COLUMNS must cover exactly COMPARISON_METRICS")
-
-_METRIC_FIELDS: Final = (
-    "n",
-    "value",
-    "numerator",
-    "min",
-    "p50",
-    "p90",
-    "p99",
-    "max",
-    "mean",
-    "sum",
+_METRIC_FIELDS: Final = tuple(
+    name for name in TABLE["metrics"].schema.names if name not in ("run_id", "metric", "statistic")
 )
 """Every value column of metrics.parquet; a metric object is its non-null ones."""
 
 
-_NO_CASES: Final = pl.DataFrame(
-    schema={"case_id": pl.String, **dict.fromkeys(COMPARISON_METRICS, pl.Float64)}
-)
-
-
-def read_side(source: str | os.PathLike[str], *, label: str | None = None) -> RunView:
+def read_side(
+    source: str | os.PathLike[str], *, label: str | None = None, catalog: Catalog = CATALOG
+) -> RunView:
     """Load one side: a stored run directory through its tables when it has
     both, otherwise (a file, or a directory without tables) its evaluation.json.
 
@@ -112,18 +84,23 @@ def read_side(source: str | os.PathLike[str], *, label: str | None = None) -> Ru
         and (directory / CASES_FILE).is_file()
         and (directory / METRICS_FILE).is_file()
     ):
-        return read_view(source, label=label)
+        return read_view(source, label=label, catalog=catalog)
     shown = os.path.join(given, ARTIFACT_NAME)
     head = _read_head(directory / ARTIFACT_NAME, shown)
     if head is None:
-        return read_view(source, label=label)
+        return read_view(source, label=label, catalog=catalog)
     # evaluation.json is validated before the tables are read, as the whole
     # file would be first. The head is a prefix of the file, so a malformed
     # or out-of-range field in it gets the same message (and line/column).
-    header = decode_header(
-        head, shown, label=shown_label, cases=_NO_CASES, duplicates=(), metrics={}
+    no_cases = pl.DataFrame(
+        schema={"case_id": pl.String, **dict.fromkeys(catalog.compared, pl.Float64)}
     )
-    cases, duplicates = stored_cases(directory / CASES_FILE, os.path.join(given, CASES_FILE))
+    header = decode_header(
+        head, shown, label=shown_label, cases=no_cases, duplicates=(), metrics={}
+    )
+    cases, duplicates = stored_cases(
+        directory / CASES_FILE, os.path.join(given, CASES_FILE), catalog
+    )
     metrics = stored_metrics(directory / METRICS_FILE, os.path.join(given, METRICS_FILE))
     return replace(header, cases=cases, duplicate_case_ids=duplicates, metrics=metrics)
 
@@ -225,13 +202,16 @@ def _read_table(path: Path, shown: str, columns: list[str]) -> pl.DataFrame:
         raise _table_error(shown, _first_line(exc)) from None
 
 
-def stored_cases(path: Path, shown: str) -> tuple[pl.DataFrame, tuple[str, ...]]:
+def stored_cases(
+    path: Path, shown: str, catalog: Catalog = CATALOG
+) -> tuple[pl.DataFrame, tuple[str, ...]]:
     """The per-case comparison values of a stored run: compare's case frame
     (``case_id`` plus one Float64 column per comparison metric, the last
     occurrence of a case_id kept) and the repeated case_ids in file order."""
-    value_columns = {column for column, _gate in _CASE_COLUMNS.values()}
-    gate_columns = {gate for _column, gate in _CASE_COLUMNS.values()}
-    columns = ["case_index", "case_id", *sorted(value_columns | gate_columns)]
+    fields = {name: catalog.per_case[name] for name in catalog.compared}
+    value_columns = {field.column for field in fields.values()}
+    block_columns = {field.written_when for field in fields.values()}
+    columns = ["case_index", "case_id", *sorted(value_columns | block_columns)]
     table = _read_table(path, shown, columns)
     if table.schema["case_id"] != pl.String:
         raise _table_error(
@@ -244,13 +224,14 @@ def stored_cases(path: Path, shown: str) -> tuple[pl.DataFrame, tuple[str, ...]]
             )
 
     def value(metric: str) -> pl.Expr:
-        column, gate = _CASE_COLUMNS[metric]
+        case_field = fields[metric]
         # NaN is written as null by the artifact (a non-finite f64 is null).
-        number = pl.col(column).cast(pl.Float64).fill_nan(None)
-        return pl.when(pl.col(gate).is_not_null()).then(number).alias(metric)
+        number = pl.col(case_field.column).cast(pl.Float64).fill_nan(None)
+        # A value counts only where the artifact writes its block (artifact.layout).
+        return pl.when(pl.col(case_field.written_when).is_not_null()).then(number).alias(metric)
 
     frame = table.sort("case_index", nulls_last=True, maintain_order=True).select(
-        pl.col("case_id").fill_null(""), *[value(metric) for metric in COMPARISON_METRICS]
+        pl.col("case_id").fill_null(""), *[value(metric) for metric in fields]
     )
     duplicates = tuple(
         frame.filter(~pl.col("case_id").is_first_distinct()).get_column("case_id").to_list()

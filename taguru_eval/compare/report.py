@@ -20,7 +20,6 @@ from typing import Final
 import polars as pl
 
 from taguru_eval._base.files import write_bytes_atomic
-from taguru_eval.catalog import COMPARISON_METRICS
 from taguru_eval.compare.load import RunView
 from taguru_eval.compare.model import (
     NOT_COMPARABLE,
@@ -36,8 +35,6 @@ CHANGES_VERSION: Final = 1
 
 SUMMARY_REGRESSED_LIMIT: Final = 10
 """How many regressed records the terminal summary names (§6.10)."""
-
-_METRIC_KEYS: Final = {name: json.dumps(name, ensure_ascii=False) for name in COMPARISON_METRICS}
 
 
 @dataclass(frozen=True)
@@ -58,6 +55,8 @@ class Comparison:
     metrics: pl.DataFrame
     warnings: tuple[str, ...]
     counts: Mapping[str, int]
+    compared: tuple[str, ...]
+    """The per-case metrics cases were classified by, in order."""
 
     def changed(self) -> pl.DataFrame:
         """The cases that get a changes.jsonl line (every kind but unchanged)."""
@@ -198,7 +197,7 @@ def _record_text(comparison: Comparison) -> str:
         return ""
     numbers = {
         column: _number_text(changed.get_column(column))
-        for metric in COMPARISON_METRICS
+        for metric in comparison.compared
         for column in (base_column(metric), head_column(metric), delta_column(metric))
     }
     case_ids = changed.get_column("case_id")
@@ -207,7 +206,7 @@ def _record_text(comparison: Comparison) -> str:
     if escape_rows.len():
         ids = case_ids.gather(escape_rows).to_list()
         quoted = quoted.scatter(escape_rows, [_dumps(case_id) for case_id in ids])
-    frame = changed.select("kind", *[pl.col(direction_column(m)) for m in COMPARISON_METRICS])
+    frame = changed.select("kind", *[pl.col(direction_column(m)) for m in comparison.compared])
     frame = frame.with_columns(
         quoted, *[text.alias(f"{name}.text") for name, text in numbers.items()]
     )
@@ -220,7 +219,7 @@ def _record_text(comparison: Comparison) -> str:
             .otherwise(pl.col(f"{delta_column(metric)}.text"))
         )
         text = pl.concat_str(
-            pl.lit(f'{{"metric":{_METRIC_KEYS[metric]},"sides":{{"base":'),
+            pl.lit(f'{{"metric":{_dumps(metric)},"sides":{{"base":'),
             pl.col(f"{base_column(metric)}.text"),
             pl.lit(',"head":'),
             pl.col(f"{head_column(metric)}.text"),
@@ -235,7 +234,7 @@ def _record_text(comparison: Comparison) -> str:
 
     # Joined with "," skipping the unrecorded (null) entries; none at all -> "".
     entries = pl.concat_str(
-        [entry(metric) for metric in COMPARISON_METRICS], separator=",", ignore_nulls=True
+        [entry(metric) for metric in comparison.compared], separator=",", ignore_nulls=True
     )
     line = pl.concat_str(
         pl.lit('{"kind":"'),
@@ -299,7 +298,7 @@ def summary(comparison: Comparison, out: str) -> str:
     for row in regressed.head(SUMMARY_REGRESSED_LIMIT).iter_rows(named=True):
         parts = [
             f"{metric} {row[delta_column(metric)]:+.3f}"
-            for metric in COMPARISON_METRICS
+            for metric in comparison.compared
             if row[direction_column(metric)] == REGRESSED
         ]
         lines.append(f"    regressed: {row['case_id']} ({', '.join(parts)})")

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from taguru_eval import catalog
+from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.score.blocks import POSITIONS
 from taguru_eval.score.cases import score_cases
 from taguru_eval.score.match import HasExpected
@@ -38,9 +38,13 @@ def _samples(metric: str, frame: pl.DataFrame, column: str) -> pl.DataFrame:
 
 
 def aggregate(
-    cases: pl.DataFrame, tables: RunTables, *, rerank_requested: bool = False
+    cases: pl.DataFrame,
+    tables: RunTables,
+    *,
+    rerank_requested: bool = False,
+    metric_catalog: Catalog = CATALOG,
 ) -> dict[str, dict[str, Any]]:
-    """The 31 aggregate metrics (keys ascending), from the per-case frame and the tables."""
+    """Every metric of the catalog (keys ascending), from the per-case frame and the tables."""
     cue_latencies = tables.resolutions.unique(["case_index", "cue_index"], keep="first")
     probes = tables.probes
     checks = tables.citation_checks
@@ -50,9 +54,16 @@ def aggregate(
             for position in POSITIONS
         ]
     )
+    # A per-case distribution samples its cases column; the latencies of calls
+    # a case makes several of sample the tables those calls landed in.
+    per_case = [
+        _samples(name, cases, case_field.column)
+        for name, case_field in metric_catalog.per_case.items()
+        if metric_catalog[name].statistic == "distribution"
+    ]
     samples = pl.concat(
         [
-            _samples("latency.passage_ms", cases, "passage_latency_ms"),
+            *per_case,
             _samples("latency.resolve_ms", cue_latencies, "latency_ms"),
             _samples("latency.resolve_ms", position_latencies, "latency_ms"),
             _samples(
@@ -60,20 +71,7 @@ def aggregate(
                 probes.filter(pl.col("query_outcome").is_not_null()),
                 "query_latency_ms",
             ),
-            _samples("recall.recall_at_k", cases, "recall_at_k"),
-            _samples("recall.mrr", cases, "mrr"),
-            _samples("recall.ndcg", cases, "ndcg"),
-            _samples("coverage.concepts", cases, "coverage_concepts"),
-            _samples("coverage.labels", cases, "coverage_labels"),
-            _samples("coverage.associations", cases, "coverage_associations"),
-            _samples("citations.recall", cases, "citations_recall"),
-            _samples("citations.locator_validity", cases, "citations_locator_validity"),
             _samples("latency.citation_ms", checks, "latency_ms"),
-            _samples("diversity.sources", cases, "diversity_sources"),
-            _samples("latency.evidence_ms", cases, "evidence_latency_ms"),
-            _samples("budget.items_used", cases, "budget_items_used"),
-            _samples("budget.bytes_used", cases, "budget_bytes_used"),
-            _samples("budget.tokens_used", cases, "budget_tokens_used"),
         ]
     ).filter(pl.col("sample").is_not_null())
     distributions = {
@@ -147,7 +145,7 @@ def aggregate(
     }
     empty = {key: None for key in DISTRIBUTION_KEYS} | {"n": 0}
     metrics: dict[str, dict[str, Any]] = {}
-    for name, statistic in sorted(catalog.statistics().items()):
+    for name, statistic in sorted(metric_catalog.statistics().items()):
         if statistic == "distribution":
             metrics[name] = dict(distributions.get(name, empty))
         elif name in ratios:

@@ -315,6 +315,16 @@ TABLES: Final[tuple[TableSpec, ...]] = (
 """Every table a run stores, in the run store's file order."""
 
 TABLE: Final[Mapping[str, TableSpec]] = {spec.name: spec for spec in TABLES}
+
+
+def table_specs(catalog: Catalog = CATALOG) -> tuple[TableSpec, ...]:
+    """:data:`TABLES` for a run measured with ``catalog`` (its ``cases`` columns)."""
+    if catalog is CATALOG:
+        return TABLES
+    cases = TableSpec("cases", cases_schema(catalog), TABLE["cases"].grain)
+    return tuple(cases if spec.name == "cases" else spec for spec in TABLES)
+
+
 SCORE_TABLES: Final = ("cases", "metrics")
 """The tables the scorer adds; the others come from the lanes (:class:`RunTables`)."""
 
