@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from taguru_eval.artifact.read import read_artifact
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
@@ -136,7 +137,7 @@ def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
     rows: list[dict[str, object]] = []
     for artifact in sorted(context_dir(store_dir, context).glob(f"run=*/{ARTIFACT_NAME}")):
         run = artifact.parent.name.removeprefix("run=")
-        document = json.loads(artifact.read_text(encoding="utf-8"))
+        document = read_artifact(artifact)
         rows.append(run_summary(context, run, document))
     columns = [name for name in RUN_INDEX_SCHEMA.names() if name != "revision_changed"]
     frame = pl.DataFrame(

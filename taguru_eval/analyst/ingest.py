@@ -21,7 +21,6 @@ evaluation.json of a run already in the store)."""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from taguru_eval.artifact.read import tables_from_artifact
+from taguru_eval.artifact.read import parse_artifact, tables_from_artifact
 from taguru_eval.compare.load import read_view
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
@@ -109,10 +108,7 @@ def ingest(path: str | Path, store_dir: str | Path = DEFAULT_STORE_DIR) -> Inges
     if source.is_dir():
         source = source / ARTIFACT_NAME
     data = source.read_bytes()
-    parsed = json.loads(data.decode("utf-8"))
-    if not isinstance(parsed, Mapping):
-        raise InputError(f"{shown}: malformed evaluation.json: not an object", path=shown)
-    document: Mapping[str, Any] = parsed
+    document = parse_artifact(data.decode("utf-8"), shown)
     context = view.context
     if not context:
         raise InputError(

@@ -28,6 +28,7 @@ from taguru_eval._base.extras import MissingExtra, load_extra
 from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval.analyst import charts, drift
 from taguru_eval.analyst.ingest import tables_from_document
+from taguru_eval.artifact.read import read_artifact
 from taguru_eval.catalog import CATALOG, scalar_expr
 from taguru_eval.compare import compare
 from taguru_eval.compare.load import read_view
@@ -66,10 +67,7 @@ def load_document(source: str | Path) -> dict[str, Any]:
     """An evaluation.json (file or stored run directory), validated by compare's reader."""
     read_view(source)
     path = Path(source)
-    if path.is_dir():
-        path = path / ARTIFACT_NAME
-    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return document
+    return read_artifact(path / ARTIFACT_NAME if path.is_dir() else path)
 
 
 def store_of(run: str | Path) -> Path | None:

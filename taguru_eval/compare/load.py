@@ -28,7 +28,7 @@ from typing import Annotated, Any, Final
 import msgspec
 import polars as pl
 
-from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.catalog import CATALOG, SCALAR_FIELD, Catalog
 from taguru_eval.contract import ARTIFACT_NAME, ARTIFACT_STAMP
 from taguru_eval.errors import InputError, os_error_text
 
@@ -201,9 +201,8 @@ def metric_scalar(statistic: str, raw: bytes) -> float | None:
     for name, value in counters:
         if value > U64_MAX:
             raise MetricDecodeError(f"{name}: invalid value: integer `{value}`, expected u64")
-    if isinstance(shape, _Distribution):
-        return shape.mean
-    return shape.value
+    scalar: float | None = getattr(shape, SCALAR_FIELD[statistic])
+    return scalar
 
 
 # ------------------------------------------------------------------ the loaded side
