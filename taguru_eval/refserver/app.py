@@ -28,6 +28,7 @@ from taguru_eval.refserver.auth import (
     require_role,
 )
 from taguru_eval.refserver.envelope import ApiError, Enveloped, bare, error_response, ok
+from taguru_eval.refserver.evidence import EVIDENCE_ROUTES
 from taguru_eval.refserver.routes_common import Call, RouteSpec
 from taguru_eval.refserver.routes_read import READ_ROUTES
 from taguru_eval.refserver.routes_write import WRITE_ROUTES
@@ -56,7 +57,7 @@ SERVICE_ROUTES: list[RouteSpec] = [
     RouteSpec("GET", "/protocol", "read", protocol, enveloped=False),
 ]
 
-ROUTES: list[RouteSpec] = [*SERVICE_ROUTES, *READ_ROUTES, *WRITE_ROUTES]
+ROUTES: list[RouteSpec] = [*SERVICE_ROUTES, *READ_ROUTES, *EVIDENCE_ROUTES, *WRITE_ROUTES]
 
 _log = logging.getLogger("taguru_eval.refserver")
 
