@@ -30,7 +30,7 @@ DEFAULT_PORT = 8248
 PROGRAM = "taguru_eval serve"
 USAGE = (
     "usage: python -m taguru_eval serve DIR [--host 127.0.0.1] [--port 8248] "
-    "[--token T] [--read-token T]"
+    "[--token T] [--read-token T] [--vector-lane] [--reranker]"
 )
 HELP = f"""{USAGE}
 
@@ -42,11 +42,18 @@ created over HTTP.
   --port PORT        port to bind (default 8248; 0 picks a free one)
   --token T          bearer token with read-write access
   --read-token T     bearer token with read-only access (enough for evaluate)
+  --vector-lane      give every context the toy vector lane (model
+                     refserver-toy-hash-v1; a context folder can opt in alone
+                     with "vector_lane": true in its context.json)
+  --reranker         configure the toy evidence reranker (refserver-toy-rerank-v1)
 
-Without a token, the server is open, as taguru is.
+Without a token, the server is open, as taguru is. Without --vector-lane the
+vector lane reports "no embedding provider is configured", as taguru does
+without a provider; without --reranker a requested rerank reports not_configured.
 """
 _STARTUP_SECONDS = 10.0
 _FLAGS = ("--host", "--port", "--token", "--read-token")
+_SWITCHES = ("--vector-lane", "--reranker")
 
 
 @dataclass(frozen=True)
@@ -56,11 +63,14 @@ class ServeOptions:
     port: int = DEFAULT_PORT
     token: str | None = None
     read_token: str | None = None
+    vector_lane: bool = False
+    reranker: bool = False
 
 
 def parse_args(argv: list[str]) -> ServeOptions | None:
     """The options of ``serve``; None for ``--help``. Raises ``InputError`` (exit 2)."""
     values: dict[str, str] = {}
+    switches: set[str] = set()
     positional: list[str] = []
     index = 0
     while index < len(argv):
@@ -68,8 +78,14 @@ def parse_args(argv: list[str]) -> ServeOptions | None:
         index += 1
         if arg in ("-h", "--help"):
             return None
-        if arg.startswith("--"):
+        if arg in _SWITCHES:
+            if arg in switches:
+                raise InputError(f"{arg} given twice")
+            switches.add(arg)
+        elif arg.startswith("--"):
             flag, eq, inline = arg.partition("=")
+            if flag in _SWITCHES:
+                raise InputError(f"{flag} takes no value")
             if flag not in _FLAGS:
                 raise InputError(f"unknown flag '{flag}' for serve")
             if flag in values:
@@ -97,6 +113,8 @@ def parse_args(argv: list[str]) -> ServeOptions | None:
         port=int(port_text),
         token=values.get("--token") or None,
         read_token=values.get("--read-token") or None,
+        vector_lane="--vector-lane" in switches,
+        reranker="--reranker" in switches,
     )
 
 
@@ -136,7 +154,7 @@ def main(argv: list[str]) -> int:
         if options is None:
             print(HELP, end="")
             return EXIT_OK
-        state = ServerState()
+        state = ServerState(vector_lane=options.vector_lane, reranker=options.reranker)
         names = load_corpus_dir(state, options.corpus_dir)
     except InputError as error:
         print(f"{PROGRAM}: {error}", file=sys.stderr)
@@ -180,12 +198,16 @@ def running_server(
     port: int = 0,
     token: str | None = None,
     read_token: str | None = None,
+    vector_lane: bool = False,
+    reranker: bool = False,
 ) -> Iterator[str]:
     """Serve ``corpus_dir`` (or nothing) on 127.0.0.1 in a background thread; yield its URL.
 
-    The server is stopped and its thread joined when the block exits.
+    ``vector_lane`` and ``reranker`` are the ``--vector-lane`` and
+    ``--reranker`` switches of ``serve``. The server is stopped and its thread
+    joined when the block exits.
     """
-    state = ServerState()
+    state = ServerState(vector_lane=vector_lane, reranker=reranker)
     if corpus_dir is not None:
         load_corpus_dir(state, corpus_dir)
     sock = bind_socket(DEFAULT_HOST, port)
