@@ -20,6 +20,7 @@ from taguru_eval.refserver.fusion import (
     passage_candidate,
 )
 from taguru_eval.refserver.graph_writes import AssociationInput, assert_association
+from taguru_eval.refserver.jsonsize import json_size
 from taguru_eval.refserver.model import ContextMeta, ContextState
 from taguru_eval.refserver.rerank import MODEL, rerank
 from taguru_eval.refserver.selection import (
@@ -28,7 +29,6 @@ from taguru_eval.refserver.selection import (
     bigrams,
     dice,
     diversity_order,
-    measure,
     select,
 )
 from taguru_eval.refserver.state import ServerState
@@ -228,7 +228,7 @@ def test_an_over_budget_candidate_is_skipped_and_a_smaller_later_one_admitted() 
     item = package["items"][0]
     assert package["budget"]["bytes_used"] == array_overhead(1) + item["bytes"] + 2
     unmeasured = {k: v for k, v in item.items() if k not in ("bytes", "estimated_tokens")}
-    assert measure(unmeasured)[0] == item["bytes"]
+    assert json_size(unmeasured)[0] == item["bytes"]
 
 
 def test_a_zero_item_budget_omits_everything_and_lists_at_most_twenty() -> None:
@@ -270,7 +270,7 @@ def test_a_shared_citation_is_charged_once_and_listed_sorted() -> None:
         ("a.md", 2),
         ("b.md", 0),
     ]
-    entries = sum(measure(entry)[0] for entry in package["citations"])
+    entries = sum(json_size(entry)[0] for entry in package["citations"])
     items = sum(item["bytes"] for item in package["items"])
     assert (
         package["budget"]["bytes_used"] == array_overhead(3) + items + array_overhead(2) + entries

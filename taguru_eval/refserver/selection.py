@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from taguru_eval.normalize import normalize_entry
 from taguru_eval.refserver.envelope import MAX_LISTED_ISSUES
 from taguru_eval.refserver.fusion import KIND_ASSOCIATION, KIND_PASSAGE, FusedCandidate, Locator
-from taguru_eval.text import dumps_json
+from taguru_eval.refserver.jsonsize import json_size
 
 NEAR_DUPLICATE_DICE = 0.9
 DUPLICATE_PASSAGE = "duplicate_passage"
@@ -52,13 +52,6 @@ class BudgetLimits:
 def array_overhead(count: int) -> int:
     """Brackets and commas of a compact array of ``count`` elements."""
     return 2 if count == 0 else count + 1
-
-
-def measure(value: object) -> tuple[int, int]:
-    """(UTF-8 bytes, token quarters) of ``value``'s compact JSON."""
-    text = dumps_json(value)
-    ascii_count = sum(1 for ch in text if ch < "\x80")
-    return len(text.encode("utf-8")), ascii_count + 4 * (len(text) - ascii_count)
 
 
 def tokens(quarters: int) -> int:
@@ -191,7 +184,7 @@ def _prepare(
         }
     if contradicts:
         item["contradicts"] = sorted(contradicts)
-    size, quarters = measure(item)
+    size, quarters = json_size(item)
     item["bytes"] = size
     item["estimated_tokens"] = tokens(quarters)
     entries = []
@@ -201,7 +194,7 @@ def _prepare(
             "paragraph": paragraph,
             "source": source,
         }
-        entries.append(((source, paragraph), entry, *measure(entry)))
+        entries.append(((source, paragraph), entry, *json_size(entry)))
     return _Prepared(item, size, quarters, entries)
 
 
