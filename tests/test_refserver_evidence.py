@@ -407,6 +407,7 @@ async def test_request_validation_and_budget_clamps() -> None:
     async with in_process() as server:
         await seed(server)
         missing = await evidence(server, {"labels": []})
+        null = await evidence(server, {"origins": None})
         negative = await evidence(server, {"origins": [], "budget": {"max_items": -1}})
         labels = await evidence(server, {"origins": [], "labels": ["x"] * 1001})
         clamped = await server.ok(
@@ -421,6 +422,7 @@ async def test_request_validation_and_budget_clamps() -> None:
         )
     assert (missing.status_code, missing.json()["code"]) == (422, "malformed_request")
     assert missing.json()["error"].endswith("missing field `origins`")
+    assert null.status_code == 422
     assert negative.status_code == 422
     assert labels.status_code == 400
     assert labels.json()["error"] == (

@@ -40,12 +40,11 @@ from taguru_eval.refserver.graph_reads import (
 from taguru_eval.refserver.model import ContextState
 from taguru_eval.refserver.passage_search import DEFAULT_SEARCH_LIMIT, search_passages
 from taguru_eval.refserver.rerank import RerankOutcome, not_requested, rerank
-from taguru_eval.refserver.routes_bodies import Fields, over_limit
+from taguru_eval.refserver.routes_bodies import Fields, over_limit, type_error
 from taguru_eval.refserver.routes_common import Call, RouteSpec
+from taguru_eval.refserver.routes_read import MAX_LIST_ITEMS, MAX_MATCH_LIMIT
 from taguru_eval.refserver.selection import BudgetLimits, select
 
-MAX_INPUT_ITEMS = 1000  # origins, labels
-MAX_MATCH_LIMIT = 1000
 MAX_EVIDENCE_SEARCH_LIMIT = 200
 DEFAULT_ACTIVATE_LIMIT = 20
 QUERY_LANE_PAGE = 100  # the query lane takes one default page of matches
@@ -84,7 +83,8 @@ def _clamped(value: int | None, default: int, ceiling: int) -> int:
 def decode_request(body: object) -> EvidenceRequest:
     """The request, or its 422 (wrong JSON types) / 400 (``over_limit``) refusal."""
     fields = Fields(body, what="struct AssembleEvidenceRequest")
-    fields.required("origins")
+    if fields.required("origins") is None:  # required and not an Option: null is a type error
+        raise type_error("origins", None, "a string or a sequence of strings")
     origins = fields.str_or_list("origins")
     labels = fields.str_or_list("labels")
     dice_floor = fields.opt_float("dice_floor")
@@ -109,8 +109,8 @@ def decode_request(body: object) -> EvidenceRequest:
             "model"
         )
     for what, values in (("origins", origins), ("labels", labels)):
-        if len(values) > MAX_INPUT_ITEMS:
-            raise over_limit(what, len(values), MAX_INPUT_ITEMS)
+        if len(values) > MAX_LIST_ITEMS:
+            raise over_limit(what, len(values), MAX_LIST_ITEMS)
     return EvidenceRequest(
         origins=origins,
         labels=labels,
