@@ -4,7 +4,7 @@ examples/README.md marks each file's provenance; every example of a route this
 server serves is replayed on its named seed corpus and compared in full after
 blanking the volatile fields (plus ``stored_at``, which the README calls an
 illustrative epoch: the server stamps wall-clock time, so only its type is
-checked). The one evidence example waits for the evidence route.
+checked).
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ SEEDS: dict[str, Seed] = {
     "sources_search_evaluate": smoke,
     "sources_search_filtered": offline,
     "sources_search_zero_limit": aomine,
+    "evidence_evaluate_assembly": smoke,
 }
-NOT_SERVED = {"evidence_evaluate_assembly": "POST /contexts/{name}/evidence is not served yet"}
 AUTH = {"error_unauthorized", "error_forbidden_role"}
 
 
@@ -161,8 +161,6 @@ async def replay_auth(fixture: dict[str, Any]) -> httpx.Response:
 async def test_example(path: Any) -> None:
     fixture = load_fixture(path)
     operation = fixture["operation"]
-    if operation in NOT_SERVED:
-        pytest.skip(NOT_SERVED[operation])
     if operation in AUTH:
         response = await replay_auth(fixture)
     else:

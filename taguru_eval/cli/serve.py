@@ -23,13 +23,16 @@ class ServeOptions:
     port: int = DEFAULT_PORT
     token: str | None = None
     read_token: str | None = None
+    vector_lane: bool = False
+    reranker: bool = False
 
 
 _FLAGS: Final = ("--host", "--port", "--token", "--read-token")
+_SWITCHES: Final = ("--vector-lane", "--reranker")
 PROGRAM: Final = "taguru_eval serve"
 USAGE: Final = (
     "usage: python -m taguru_eval serve DIR [--host 127.0.0.1] [--port 8248] "
-    "[--token T] [--read-token T]"
+    "[--token T] [--read-token T] [--vector-lane] [--reranker]"
 )
 HELP: Final = f"""{USAGE}
 
@@ -41,14 +44,21 @@ created over HTTP.
   --port PORT        port to bind (default 8248; 0 picks a free one)
   --token T          bearer token with read-write access
   --read-token T     bearer token with read-only access (enough for evaluate)
+  --vector-lane      give every context the toy vector lane (model
+                     refserver-toy-hash-v1; a context folder can opt in alone
+                     with "vector_lane": true in its context.json)
+  --reranker         configure the toy evidence reranker (refserver-toy-rerank-v1)
 
-Without a token, the server is open, as taguru is.
+Without a token, the server is open, as taguru is. Without --vector-lane the
+vector lane reports "no embedding provider is configured", as taguru does
+without a provider; without --reranker a requested rerank reports not_configured.
 """
 
 
 def parse_args(argv: list[str]) -> ServeOptions | None:
     """The options of ``serve``; None for ``--help``. Raises ``InputError`` (exit 2)."""
     values: dict[str, str] = {}
+    switches: set[str] = set()
     positional: list[str] = []
     index = 0
     while index < len(argv):
@@ -56,8 +66,14 @@ def parse_args(argv: list[str]) -> ServeOptions | None:
         index += 1
         if arg in ("-h", "--help"):
             return None
-        if arg.startswith("--"):
+        if arg in _SWITCHES:
+            if arg in switches:
+                raise InputError(f"{arg} given twice")
+            switches.add(arg)
+        elif arg.startswith("--"):
             flag, eq, inline = arg.partition("=")
+            if flag in _SWITCHES:
+                raise InputError(f"{flag} takes no value")
             if flag not in _FLAGS:
                 raise InputError(f"unknown flag '{flag}' for serve")
             if flag in values:
@@ -85,6 +101,8 @@ def parse_args(argv: list[str]) -> ServeOptions | None:
         port=int(port_text),
         token=values.get("--token") or None,
         read_token=values.get("--read-token") or None,
+        vector_lane="--vector-lane" in switches,
+        reranker="--reranker" in switches,
     )
 
 
@@ -112,6 +130,8 @@ def main(argv: list[str]) -> int:
             token=options.token,
             read_token=options.read_token,
             announce=announce,
+            vector_lane=options.vector_lane,
+            reranker=options.reranker,
         )
     except InputError as error:
         print(f"{PROGRAM}: {error}", file=sys.stderr)

@@ -20,8 +20,15 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from taguru_eval.refserver.auth import ApiKey, KeyRing, keys_from_tokens, require_role
-from taguru_eval.refserver.envelope import ApiError, bare, error_response, ok
+from taguru_eval.refserver.auth import (
+    ApiKey,
+    KeyRing,
+    keys_from_tokens,
+    require_grant,
+    require_role,
+)
+from taguru_eval.refserver.envelope import ApiError, Enveloped, bare, error_response, ok
+from taguru_eval.refserver.evidence import EVIDENCE_ROUTES
 from taguru_eval.refserver.routes_common import Call, RouteSpec
 from taguru_eval.refserver.routes_read import READ_ROUTES
 from taguru_eval.refserver.routes_write import WRITE_ROUTES
@@ -50,9 +57,7 @@ SERVICE_ROUTES: list[RouteSpec] = [
     RouteSpec("GET", "/protocol", "read", protocol, enveloped=False),
 ]
 
-# The route table. POST /contexts/{name}/evidence (evidence assembly, HTTP.md
-# §6.9) joins it as one more RouteSpec row, with role "read" and body "json".
-ROUTES: list[RouteSpec] = [*SERVICE_ROUTES, *READ_ROUTES, *WRITE_ROUTES]
+ROUTES: list[RouteSpec] = [*SERVICE_ROUTES, *READ_ROUTES, *EVIDENCE_ROUTES, *WRITE_ROUTES]
 
 _log = logging.getLogger("taguru_eval.refserver")
 
@@ -82,6 +87,8 @@ class _Dispatcher:
                 return result
             if not spec.enveloped:
                 return bare(result)
+            if isinstance(result, Enveloped):
+                return ok(result.result, time.perf_counter() - started, result.extra())
             return ok(result, time.perf_counter() - started)
         except ApiError as error:
             return error_response(error, time.perf_counter() - started)
@@ -116,9 +123,11 @@ class _Dispatcher:
         spec, name = chosen
         if spec.role is not None:
             require_role(key, spec.role, method, spec.template)
+            if name:
+                require_grant(key, name)
         body = await self._read_body(request, spec)
         query = _decode_query(request.scope.get("query_string", b""))
-        return spec, Call(self.state, method, name, body, query)
+        return spec, Call(self.state, method, name, body, query, key)
 
     async def _read_body(self, request: Request, spec: RouteSpec) -> object | None:
         if spec.body == "none":
@@ -228,7 +237,9 @@ def create_app(
 
     ``token`` is a read-write (admin) key, ``read_token`` a read-only key; with
     neither (and no ``keys``) auth is off, as in taguru. ``keys`` adds named keys
-    with explicit roles (used by tests reproducing taguru's 403 texts).
+    with explicit roles and optional context grants (used by tests reproducing
+    taguru's 403 texts). The toy vector lane and reranker are options of
+    ``ServerState``.
     """
     ring = KeyRing([*keys_from_tokens(token, read_token), *(keys or ())])
     dispatcher = _Dispatcher(state or ServerState(), ring, ROUTES, max_body_bytes)

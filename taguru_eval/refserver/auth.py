@@ -3,7 +3,8 @@
 No key configured means auth is off: every request is allowed without a
 header. Otherwise every non-exempt request must carry ``Authorization:
 Bearer <token>`` naming a known key (401 otherwise), and the key's role must
-reach the route's minimum role (403 otherwise). The server's ``--token`` is an
+reach the route's minimum role and, for a scoped key, its grant must name the
+context (403 otherwise). The server's ``--token`` is an
 unscoped key, which taguru treats as ``admin``; ``--read-token`` is a ``read``
 key, enough for every call ``evaluate`` makes.
 """
@@ -27,11 +28,19 @@ _BEARER = re.compile(r"bearer +(.+)", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class ApiKey:
-    """One configured key: its name (shown in 403 texts), secret and role."""
+    """One configured key: its name (shown in 403 texts), secret, role and grant.
+
+    ``contexts`` None is taguru's unscoped key (every context); a tuple is a
+    ``TAGURU_KEY_SCOPES`` grant naming the only contexts the key may touch.
+    """
 
     name: str
     token: str
     role: Role
+    contexts: tuple[str, ...] | None = None
+
+    def grants(self, context: str) -> bool:
+        return self.contexts is None or context in self.contexts
 
     def __repr__(self) -> str:  # never print the secret
         return f"ApiKey(name={self.name!r}, role={self.role!r})"
@@ -88,6 +97,13 @@ def require_role(key: ApiKey | None, required: Role, method: str, template: str)
         "forbidden",
         f"key '{key.name}' has role '{key.role}', but {method} {template} needs '{required}'",
     )
+
+
+def require_grant(key: ApiKey | None, context: str) -> None:
+    """Raise the 403 envelope when a scoped ``key`` has no grant on ``context``."""
+    if key is None or key.grants(context):
+        return
+    raise ApiError("forbidden", f"key '{key.name}' has no grant on context '{context}'")
 
 
 def _unauthorized() -> ApiError:

@@ -2,7 +2,10 @@
 
 Layout (one sub-folder of DIR per context, named after the folder):
 
-* ``context.json`` (optional) — the body of ``PUT /contexts/{name}``.
+* ``context.json`` (optional) — the body of ``PUT /contexts/{name}``, plus
+  one key of this server's own, removed before the body is sent:
+  ``"vector_lane": true`` gives this context the toy vector lane
+  (``vectors.py``) whatever the server's ``--vector-lane`` says.
 * every ``*.md`` under the context folder except a top-level ``README.md`` is
   one source whose id is its POSIX path relative to the context folder. The
   text (BOM removed) is split into paragraphs by HTTP.md §9.2; every
@@ -38,6 +41,7 @@ from taguru_eval.refserver.paragraphs import heading_sections, split_paragraphs
 from taguru_eval.refserver.state import ServerState
 
 CONTEXT_FILE = "context.json"
+VECTOR_LANE_KEY = "vector_lane"
 ASSOCIATIONS_FILE = "associations.jsonl"
 ALIASES_FILE = "aliases.json"
 FRONT_MATTER_FENCE = "---"
@@ -74,7 +78,17 @@ def load_context_dir(state: ServerState, folder: Path, name: str | None = None) 
     context = name or folder.name
     body = _read_json(folder / CONTEXT_FILE) if (folder / CONTEXT_FILE).is_file() else None
     created_from = folder / CONTEXT_FILE if body is not None else folder
+    vector_lane = False
+    if isinstance(body, dict) and VECTOR_LANE_KEY in body:
+        body = dict(body)
+        vector_lane = body.pop(VECTOR_LANE_KEY)
+        if not isinstance(vector_lane, bool):
+            raise InputError(
+                f"{created_from}: {VECTOR_LANE_KEY} must be true or false", path=str(created_from)
+            )
     _apply(created_from, state.create_context, context, body)
+    if vector_lane:
+        state.enable_vector_lane(context)
     sources = [read_markdown(file, folder) for file in _markdown_files(folder)]
     for start in range(0, len(sources), MAX_PASSAGES_PER_REQUEST):
         batch = sources[start : start + MAX_PASSAGES_PER_REQUEST]

@@ -114,6 +114,26 @@ class ApiError(Exception):
         return payload
 
 
+@dataclass(frozen=True)
+class Enveloped:
+    """A handler result plus optional success-envelope keys beside ``result``.
+
+    Only a schema ``warn``-mode association write uses them: ``issues`` (at
+    most 20 listed) and ``schema_violations`` (the true count), HTTP.md §1.1.
+    """
+
+    result: object
+    issues: list[Issue] = field(default_factory=list)
+
+    def extra(self) -> dict[str, object]:
+        if not self.issues:
+            return {}
+        return {
+            "issues": [issue.to_wire() for issue in self.issues[:MAX_LISTED_ISSUES]],
+            "schema_violations": len(self.issues),
+        }
+
+
 def json_response(
     payload: object, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:

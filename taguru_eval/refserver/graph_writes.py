@@ -84,7 +84,9 @@ def assert_association(context: ContextState, item: AssociationInput) -> None:
     )
     edge = context.edges.get(key)
     if edge is None:
-        edge = context.edges[key] = Edge(*key)
+        edge = context.edges[key] = Edge(*key, ordinal=len(context.edges))
+        for concept in dict.fromkeys((key[0], key[2])):
+            context.adjacency.setdefault(concept, []).append(edge)
     edge.weight_sum += item.weight
     edge.count += 1
     if item.source is None:

@@ -16,6 +16,8 @@ from taguru_eval._base.text import F32
 from taguru_eval.refserver.bm25 import PassageIndex
 from taguru_eval.refserver.envelope import ApiError, Issue
 from taguru_eval.refserver.resolve import EntryIndex
+from taguru_eval.refserver.schema import InstalledSchema
+from taguru_eval.refserver.vectors import PassageVectors
 
 Namespace = Literal["concepts", "labels"]
 
@@ -126,6 +128,7 @@ class Edge:
     unsourced_count: int = 0
     unsourced_sum: float = 0.0
     attributions: dict[str, Attribution] = field(default_factory=dict)
+    ordinal: int = 0  # creation order; edges are never removed, only retracted to count 0
 
     @property
     def live(self) -> bool:
@@ -141,7 +144,9 @@ class NameSpace:
     """Canonical names plus alias spellings of one namespace, and its resolve index."""
 
     def __init__(self) -> None:
-        self.canonical: dict[str, None] = {}  # insertion-ordered set
+        # canonical name -> creation ordinal (the reference's record id, which
+        # breaks ties in spreading activation)
+        self.canonical: dict[str, int] = {}
         self.aliases: dict[str, str] = {}
         self.index = EntryIndex()
 
@@ -156,7 +161,7 @@ class NameSpace:
         known = self.lookup(spelling)
         if known is not None:
             return known
-        self.canonical[spelling] = None
+        self.canonical[spelling] = len(self.canonical)
         self.index.add(spelling)
         return spelling
 
@@ -190,6 +195,10 @@ class ContextState:
         self.concepts = NameSpace()
         self.labels = NameSpace()
         self.edges: dict[tuple[str, str, str], Edge] = {}
+        # concept -> every edge naming it (a self-loop once), in creation order
+        self.adjacency: dict[str, list[Edge]] = {}
+        self.schema: InstalledSchema | None = None
+        self.vectors: PassageVectors | None = None  # the opt-in toy vector lane
         self.graph_sources: set[str] = set()  # every source ever named by an association
         self.dead_attributions = 0
 

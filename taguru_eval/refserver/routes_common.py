@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from taguru_eval.refserver.auth import Role
+from taguru_eval.refserver.auth import ApiKey, Role
 from taguru_eval.refserver.envelope import ApiError
 from taguru_eval.refserver.state import ServerState
 
@@ -28,6 +28,7 @@ class Call:
     name: str  # the decoded {name} segment; "" on routes without one
     body: object | None
     query: dict[str, str]
+    key: ApiKey | None = None  # the authenticated key; None when auth is off or exempt
 
 
 Handler = Callable[[Call], object]

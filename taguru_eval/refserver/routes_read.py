@@ -10,38 +10,42 @@ listings do not count (HTTP.md §6.3).
 from __future__ import annotations
 
 from taguru_eval._base.text import F32
-from taguru_eval.refserver.bm25 import has_searchable_terms
 from taguru_eval.refserver.envelope import ApiError
+from taguru_eval.refserver.graph_reads import (
+    QueryRank,
+    association_out,
+    matching_edges,
+    query_rank,
+    resolve_candidates,
+)
+from taguru_eval.refserver.graph_reads import citation as citation_of
 from taguru_eval.refserver.model import (
     MAX_NAME_BYTES,
     MAX_TAG_BYTES,
     ContextState,
-    Edge,
     Namespace,
     PassageRecord,
     byte_len,
 )
-from taguru_eval.refserver.resolve import DEFAULT_DICE_FLOOR, GLOSSED_CANDIDATES
-from taguru_eval.refserver.routes_bodies import Fields, clamp_unit, over_limit, type_error
+from taguru_eval.refserver.passage_search import DEFAULT_SEARCH_LIMIT, search_passages
+from taguru_eval.refserver.resolve import GLOSSED_CANDIDATES
+from taguru_eval.refserver.routes_bodies import Fields, over_limit, type_error
 from taguru_eval.refserver.routes_common import (
     Call,
     RouteSpec,
     query_cursor,
     query_uint,
 )
+from taguru_eval.refserver.vectors import DIMENSIONS
+from taguru_eval.refserver.vectors import MODEL as VECTOR_MODEL
 
 SERVER_VERSION = "0.9.3"  # the taguru release whose contract this server speaks (HTTP.md §11.11)
 
 MAX_MATCH_LIMIT = 1000  # search, resolve and query limits are clamped here
-DEFAULT_SEARCH_LIMIT = 5
 DEFAULT_QUERY_LIMIT = 100
 MAX_LIST_ITEMS = 1000
 MAX_FILTER_TAGS = 32
 GLOSS_FACTS = {"concepts": 4, "labels": 3}
-
-NO_PROVIDER = "no embedding provider is configured"
-ZERO_LIMIT = "the requested limit is 0"
-NO_TERMS = "the query yields no searchable terms"
 
 
 # -- bare routes ------------------------------------------------------------
@@ -77,7 +81,7 @@ def directory_entry(context: ContextState) -> dict[str, object]:
         "name": context.name,
         "pinned": meta.pinned,
         "revision": context.revision.to_wire(),
-        "schema_mode": None,
+        "schema_mode": None if context.schema is None else context.schema.mode,
         "semantic_floor": None if meta.semantic_floor is None else F32(meta.semantic_floor),
         "stats": context_stats(context),
         "usage": context.usage.to_wire(),
@@ -127,9 +131,15 @@ def get_context(call: Call) -> object:
 
 
 def embeddings(call: Call) -> object:
+    """``GET /contexts/{name}/embeddings``: the toy model only where the vector lane is on."""
     with call.state.lock:
-        call.state.context(call.name)
-    return {"provider_model": None}
+        vectors = call.state.context(call.name).vectors
+        if vectors is None:
+            return {"provider_model": None}
+        return {
+            "passages": {"model": VECTOR_MODEL, "rows": vectors.rows, "width": DIMENSIONS},
+            "provider_model": VECTOR_MODEL,
+        }
 
 
 # -- source listing -----------------------------------------------------------
@@ -207,7 +217,7 @@ def search(call: Call) -> object:
     fields = Fields(call.body, what="struct SearchPassagesRequest")
     query = fields.req_str("query")
     requested_limit = fields.opt_uint("limit", "usize")
-    fields.opt_float("semantic_floor", "f32")  # vector lane only; no provider here
+    semantic_floor = fields.opt_float("semantic_floor", "f32")
     tags = fields.str_list("tags")
     since = fields.opt_uint("since", "u64")
     until = fields.opt_uint("until", "u64")
@@ -233,40 +243,17 @@ def search(call: Call) -> object:
                 return False
             return until is None or record.filter_time < until
 
-        plan: dict[str, object] = {"context": context.name}
-        hits: list[dict[str, object]] = []
-        if limit == 0:
-            plan["lanes"] = _both_lanes_skipped(ZERO_LIMIT)
-        elif not has_searchable_terms(query):
-            plan["lanes"] = _both_lanes_skipped(NO_TERMS)
-        else:
-            plan["lanes"] = {
-                "bm25": {"ran": True},
-                "vector": {"ran": False, "reason": NO_PROVIDER},
-            }
-            found = context.passage_index.search(query, limit, eligible if filtered else None)
-            for rank, hit in enumerate(found, start=1):
-                score = F32(hit.score)
-                hits.append(
-                    {
-                        "lanes": {"bm25": {"rank": rank, "score": score}},
-                        "paragraph": hit.paragraph,
-                        "score": score,
-                        "source": hit.source,
-                        "text": context.passages[hit.source].paragraphs[hit.paragraph],
-                    }
-                )
+        found = search_passages(
+            context, query, limit, eligible if filtered else None, semantic_floor
+        )
+        plan: dict[str, object] = {"context": context.name, "lanes": found.lanes}
         if filtered:
             plan["filter"] = {
                 "eligible_sources": sum(1 for source in context.passages if eligible(source)),
                 "total_sources": len(context.passages),
             }
-        call.state.count_read(context, empty=not hits)
-    return {"hits": hits, "plan": {"contexts": [plan]}}
-
-
-def _both_lanes_skipped(reason: str) -> dict[str, object]:
-    return {"bm25": {"ran": False, "reason": reason}, "vector": {"ran": False, "reason": reason}}
+        call.state.count_read(context, empty=not found.hits)
+    return {"hits": found.hits, "plan": {"contexts": [plan]}}
 
 
 def _validate_tags(tags: list[str]) -> set[str]:
@@ -309,13 +296,7 @@ def _resolve(call: Call, which: Namespace) -> object:
     limit = min(MAX_MATCH_LIMIT if requested_limit is None else requested_limit, MAX_MATCH_LIMIT)
     with call.state.lock:
         context = call.state.context(call.name)
-        if dice_floor is not None:
-            floor = clamp_unit(dice_floor)
-        elif context.meta.dice_floor is not None:
-            floor = context.meta.dice_floor
-        else:
-            floor = DEFAULT_DICE_FLOOR
-        candidates = context.namespace(which).index.resolve(cue, limit, floor) if limit else []
+        candidates = resolve_candidates(context, which, cue, limit, dice_floor)
         result: list[dict[str, object]] = []
         for position, candidate in enumerate(candidates):
             wire = candidate.to_wire()
@@ -329,7 +310,7 @@ def _resolve(call: Call, which: Namespace) -> object:
 def gloss(context: ContextState, which: Namespace, name: str) -> str:
     """The name plus its heaviest live facts as short sentences (HTTP.md §9.7)."""
     if which == "concepts":
-        touching = [e for e in context.edges.values() if e.live and name in (e.subject, e.object)]
+        touching = [e for e in context.adjacency.get(name, ()) if e.live]
     else:
         touching = [e for e in context.edges.values() if e.live and e.label == name]
     # sorted() is stable, so equal |sum| keeps edge insertion order.
@@ -376,38 +357,16 @@ def query(call: Call) -> object:
     )
     with call.state.lock:
         context = call.state.context(call.name)
-        wanted: dict[str, set[str] | None] = {}
-        for key, values in pinned.items():
-            space = context.labels if key == "label" else context.concepts
-            wanted[key] = (
-                {c for c in (space.lookup(v) for v in values) if c is not None} if values else None
-            )
-        matches = [
-            edge
-            for edge in context.edges.values()
-            if edge.live
-            and _pinned_ok(wanted["subject"], edge.subject)
-            and _pinned_ok(wanted["label"], edge.label)
-            and _pinned_ok(wanted["object"], edge.object)
-        ]
-        matches.sort(key=_rank_key)
+        matches = matching_edges(context, pinned["subject"], pinned["label"], pinned["object"])
         total = len(matches)
         if cursor is not None:
-            matches = [edge for edge in matches if _rank_key(edge) > cursor]
+            matches = [edge for edge in matches if query_rank(edge) > cursor]
         page = [association_out(context, edge) for edge in matches[:limit]]
         call.state.count_read(context, empty=not page)
     return {"matches": page, "plan": {"contexts": [context.name]}, "total": total}
 
 
-def _pinned_ok(wanted: set[str] | None, value: str) -> bool:
-    return wanted is None or value in wanted
-
-
-def _rank_key(edge: Edge) -> tuple[float, str, str, str]:
-    return (-abs(edge.weight), edge.subject, edge.label, edge.object)
-
-
-def _decode_cursor(fields: Fields) -> tuple[float, str, str, str] | None:
+def _decode_cursor(fields: Fields) -> QueryRank | None:
     if not fields.present("after"):
         return None
     after = Fields(fields.data["after"], fields.at("after"), "struct QueryCursor")
@@ -426,40 +385,10 @@ def _decode_cursor(fields: Fields) -> tuple[float, str, str, str] | None:
     return (-abs(weight), after.req_str("subject"), after.req_str("label"), after.req_str("object"))
 
 
-def association_out(context: ContextState, edge: Edge) -> dict[str, object]:
-    """``AssociationOut`` with attributions resolved against the passage store."""
-    attributions: list[dict[str, object]] = []
-    for source, share in edge.attributions.items():
-        record = context.passages.get(source)
-        section: str | None = None
-        locator: dict[str, str] | None = None
-        if record is not None and share.paragraph is not None:
-            section = record.section_for(share.paragraph)
-            locator = record.locator_for(share.paragraph)
-        attributions.append(
-            {
-                "count": share.count,
-                "locator": None if locator is None else dict(locator),
-                "paragraph": share.paragraph,
-                "section": section,
-                "source": source,
-                "weight": float(share.weight_sum),
-            }
-        )
-    return {
-        "attributions": attributions,
-        "count": edge.count,
-        "label": edge.label,
-        "object": edge.object,
-        "subject": edge.subject,
-        "weight": float(edge.weight),
-    }
-
-
 # -- citations --------------------------------------------------------------------
 
 
-def citation(call: Call) -> object:
+def cite(call: Call) -> object:
     """``POST /contexts/{name}/citations`` (HTTP.md §6.8, §9.9)."""
     fields = Fields(call.body, what="struct CitationRequest")
     source = fields.req_str("source")
@@ -491,13 +420,7 @@ def citation(call: Call) -> object:
                 f"'{context.name}'",
             )
         call.state.count_read(context, empty=False)
-        locator = record.locator_for(paragraph)
-        return {
-            "locator": None if locator is None else dict(locator),
-            "section": record.section_for(paragraph),
-            "source": source,
-            "text": record.paragraphs[paragraph],
-        }
+        return citation_of(context, source, paragraph)
 
 
 READ_ROUTES: list[RouteSpec] = [
@@ -513,5 +436,5 @@ READ_ROUTES: list[RouteSpec] = [
     RouteSpec("POST", "/contexts/{name}/resolve", "read", resolve_concept, body="json"),
     RouteSpec("POST", "/contexts/{name}/resolve_label", "read", resolve_label, body="json"),
     RouteSpec("POST", "/contexts/{name}/query", "read", query, body="json"),
-    RouteSpec("POST", "/contexts/{name}/citations", "read", citation, body="json"),
+    RouteSpec("POST", "/contexts/{name}/citations", "read", cite, body="json"),
 ]

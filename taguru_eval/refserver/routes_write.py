@@ -1,7 +1,8 @@
-"""Write routes (HTTP.md §7): thin shells over the ``ServerState`` write path."""
+"""Write routes (HTTP.md §7) and the schema document: thin shells over ``ServerState``."""
 
 from __future__ import annotations
 
+from taguru_eval.refserver.envelope import Enveloped
 from taguru_eval.refserver.routes_common import Call, RouteSpec, query_flag
 
 
@@ -18,7 +19,16 @@ def store_passages(call: Call) -> object:
 
 
 def add_associations(call: Call) -> object:
-    return call.state.add_associations(call.name, call.body)
+    applied, violations = call.state.add_associations(call.name, call.body)
+    return Enveloped(applied, violations)
+
+
+def put_schema(call: Call) -> object:
+    return call.state.put_schema(call.name, call.body)
+
+
+def get_schema(call: Call) -> object:
+    return call.state.get_schema(call.name)
 
 
 def register_aliases(call: Call) -> object:
@@ -43,6 +53,10 @@ WRITE_ROUTES: list[RouteSpec] = [
     RouteSpec("POST", "/contexts/{name}/sources", "write", store_passages, body="json"),
     RouteSpec("POST", "/contexts/{name}/associations", "write", add_associations, body="json"),
     RouteSpec("POST", "/contexts/{name}/aliases", "write", register_aliases, body="json"),
+    # Not in HTTP.md §5's role table, whose rule for unlisted routes is admin;
+    # reading the document back is a plain read.
+    RouteSpec("PUT", "/contexts/{name}/schema", "admin", put_schema, body="json"),
+    RouteSpec("GET", "/contexts/{name}/schema", "read", get_schema),
     RouteSpec("DELETE", "/contexts/{name}/aliases", "write", remove_aliases, body="json"),
     RouteSpec("POST", "/contexts/{name}/sources/retract", "write", retract_source, body="json"),
     RouteSpec(

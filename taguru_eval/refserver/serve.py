@@ -66,13 +66,16 @@ def serve_until_interrupted(
     token: str | None,
     read_token: str | None,
     announce: Callable[[str], None],
+    vector_lane: bool = False,
+    reranker: bool = False,
 ) -> None:
     """Load ``corpus_dir`` and serve it on ``host:port`` until Ctrl-C.
 
     ``announce`` receives the URL line once uvicorn accepts connections. A bad
     corpus folder raises ``InputError``; a port that cannot be bound, ``OSError``.
+    ``vector_lane`` and ``reranker`` turn on the toy vector lane and reranker.
     """
-    state = ServerState()
+    state = ServerState(vector_lane=vector_lane, reranker=reranker)
     names = load_corpus_dir(state, corpus_dir)
     sock = bind_socket(host, port)
     server = _uvicorn_server(state, token, read_token)
@@ -108,12 +111,16 @@ def running_server(
     port: int = 0,
     token: str | None = None,
     read_token: str | None = None,
+    vector_lane: bool = False,
+    reranker: bool = False,
 ) -> Iterator[str]:
     """Serve ``corpus_dir`` (or nothing) on 127.0.0.1 in a background thread; yield its URL.
 
-    The server is stopped and its thread joined when the block exits.
+    ``vector_lane`` and ``reranker`` are the ``--vector-lane`` and
+    ``--reranker`` switches of ``serve``. The server is stopped and its thread
+    joined when the block exits.
     """
-    state = ServerState()
+    state = ServerState(vector_lane=vector_lane, reranker=reranker)
     if corpus_dir is not None:
         load_corpus_dir(state, corpus_dir)
     sock = bind_socket(LOOPBACK, port)

@@ -19,23 +19,41 @@ import time
 from collections.abc import Callable
 
 from taguru_eval.refserver import graph_writes, passage_writes
-from taguru_eval.refserver.envelope import ApiError
+from taguru_eval.refserver.envelope import ApiError, Issue
 from taguru_eval.refserver.model import (
     MAX_CONTEXT_NAME_BYTES,
     MAX_DESCRIPTION_BYTES,
     ContextMeta,
     ContextState,
     byte_len,
+    refusal,
 )
 from taguru_eval.refserver.routes_bodies import Fields, clamp_unit
+from taguru_eval.refserver.schema import decode_schema
+from taguru_eval.refserver.schema_judge import judge_associations
+from taguru_eval.refserver.vectors import PassageVectors
 
 
 class ServerState:
-    """Every context of one reference server, plus the write path."""
+    """Every context of one reference server, plus the write path.
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    ``vector_lane`` gives every context created from now on the toy vector
+    lane (``vectors.py``); ``reranker`` configures the toy evidence reranker
+    (``rerank.py``). Both are off by default, as taguru's provider-backed
+    counterparts are.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        vector_lane: bool = False,
+        reranker: bool = False,
+    ) -> None:
         self.lock = threading.RLock()
         self.contexts: dict[str, ContextState] = {}
+        self.vector_lane = vector_lane
+        self.reranker = reranker
         self._clock = clock
 
     def now(self) -> int:
@@ -83,7 +101,19 @@ class ServerState:
             if name in self.contexts:
                 raise ApiError("already_exists", f"context '{name}' already exists")
             self.contexts[name] = ContextState(name, meta)
+            if self.vector_lane:
+                self.enable_vector_lane(name)
         return True
+
+    def enable_vector_lane(self, name: str) -> None:
+        """Give ``name`` the toy vector lane, embedding what it already stores."""
+        with self.lock:
+            context = self.context(name)
+            if context.vectors is not None:
+                return
+            context.vectors = PassageVectors()
+            for source, record in context.passages.items():
+                context.vectors.put_source(source, record.paragraphs, record.questions)
 
     @staticmethod
     def _check_context_name(name: str) -> None:
@@ -143,23 +173,55 @@ class ServerState:
                 context.passage_index.put_source(
                     item.source, record.paragraphs, extra_terms_by_paragraph=record.questions
                 )
+                if context.vectors is not None:
+                    context.vectors.put_source(item.source, record.paragraphs, record.questions)
             context.revision.passages += len(items)
             self._count_write(context)  # even an empty store is a successful write
             return counts
 
     # -- associations --------------------------------------------------------
 
-    def add_associations(self, name: str, body: object) -> int:
-        """``POST /contexts/{name}/associations`` (HTTP.md §7.3): ``graph`` += items applied."""
+    def add_associations(self, name: str, body: object) -> tuple[int, list[Issue]]:
+        """``POST /contexts/{name}/associations`` (HTTP.md §7.3): ``graph`` += items applied.
+
+        Returns the applied count and, under a ``warn`` schema, the violations
+        the batch raised anyway; a ``strict`` schema refuses such a batch whole.
+        """
         items = graph_writes.decode_associations(body)
         with self.lock:
             context = self.context(name)
+            violations = []
+            if context.schema is not None:
+                violations = judge_associations(context, context.schema, items)
+                if violations and context.schema.mode == "strict":
+                    raise refusal("associations request", violations)
             for item in items:
                 graph_writes.assert_association(context, item)
             context.revision.graph += len(items)
             if items:
                 self._count_write(context)
-            return len(items)
+            return len(items), violations
+
+    # -- schema --------------------------------------------------------------
+
+    def put_schema(self, name: str, body: object) -> dict[str, object]:
+        """``PUT /contexts/{name}/schema``: install wholesale; ``config`` +1 when it changed."""
+        installed = decode_schema(body)
+        with self.lock:
+            context = self.context(name)
+            previous = context.schema
+            if previous is None or previous.to_wire() != installed.to_wire():
+                context.revision.config += 1
+            context.schema = installed
+            self._count_write(context)
+            return installed.to_wire()
+
+    def get_schema(self, name: str) -> dict[str, object]:
+        with self.lock:
+            context = self.context(name)
+            if context.schema is None:
+                raise ApiError("no_schema", f"context '{name}' has no schema document")
+            return context.schema.to_wire()
 
     # -- aliases -------------------------------------------------------------
 
@@ -228,6 +290,8 @@ class ServerState:
             if has_passage:
                 del context.passages[source]
                 context.passage_index.remove_source(source)
+                if context.vectors is not None:
+                    context.vectors.remove_source(source)
                 context.revision.passages += 1
             if source in context.graph_sources:
                 context.revision.graph += 1
