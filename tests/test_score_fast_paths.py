@@ -1,12 +1,13 @@
 """The recall block's fast paths (slot grids, case-chunked join, list folds) vs a plain oracle.
 
-``score.py`` matches expectations against a (case x rank) grid of hit keys
+The scorer matches expectations against a (case x rank) grid of hit keys
 when the hits fit one, else joins them range by range of cases when both
 tables are in case order; it computes per-case values over item slot
 columns when cases are short, else folds DCG/IDCG over per-case lists
 unless a case is long (then ``stats.grouped_sequential_sum``). These tests
 score random runs through the production path (eval.jsonl loader ->
-``build_tables`` -> ``score_cases``) with each path forced on and off, and
+``build_tables`` -> ``score_cases``) with each path forced on and off through
+the explicit :class:`~taguru_eval.score.match.Strategy` argument, and
 compare every per-case value bit for bit with a direct transcription of
 EVALUATE.md §4.1-§4.2.
 """
@@ -24,8 +25,9 @@ import pytest
 from test_score_vectors import FAILED_PASSAGE
 
 from taguru_eval.inputs.dataset import load_eval_text
-from taguru_eval.score import match, recall
+from taguru_eval.score import match
 from taguru_eval.score.cases import score_cases
+from taguru_eval.score.match import FAST, PLAIN, Strategy
 from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.shapes import LaneOutput
 
@@ -87,7 +89,10 @@ def _oracle(case: dict[str, Any], passage: Any) -> tuple[float, float, float] | 
 
 
 def _score(
-    lines: list[dict[str, Any]], passages: list[Any], shuffle_hits: random.Random | None = None
+    lines: list[dict[str, Any]],
+    passages: list[Any],
+    shuffle_hits: random.Random | None = None,
+    strategy: Strategy = FAST,
 ) -> pl.DataFrame:
     header = json.dumps({"taguru_eval": 1, "name": "fast-paths"})
     text = "\n".join([header, *(json.dumps(line) for line in lines)]) + "\n"
@@ -110,7 +115,7 @@ def _score(
         order = list(range(tables.hits.height))
         shuffle_hits.shuffle(order)
         tables = dataclasses.replace(tables, hits=tables.hits[order])
-    return score_cases(eval_set, tables)
+    return score_cases(eval_set, tables, strategy)
 
 
 def _assert_matches_oracle(
@@ -130,32 +135,41 @@ def _assert_matches_oracle(
 @pytest.mark.parametrize("chunk_rows", [1, 7, 1_000_000])
 @pytest.mark.parametrize("fold_max_items", [0, 2, 32])
 def test_recall_block_matches_the_spec_oracle(
-    seed: int, chunk_rows: int, fold_max_items: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, chunk_rows: int, fold_max_items: int
 ) -> None:
     # fold_max_items 0 forces the grouped_sequential_sum path, 32 the list fold,
     # 2 picks per run depending on its longest case. The slot paths are off.
-    monkeypatch.setattr(match, "_SLOT_MAX_HITS", 0)
-    monkeypatch.setattr(recall, "_SLOT_MAX_ITEMS", 0)
-    monkeypatch.setattr(match, "_JOIN_CHUNK_ROWS", chunk_rows)
-    monkeypatch.setattr(recall, "_FOLD_MAX_ITEMS", fold_max_items)
+    strategy = Strategy(
+        slot_max_hits=0,
+        slot_max_items=0,
+        join_chunk_rows=chunk_rows,
+        fold_max_items=fold_max_items,
+    )
     rnd = random.Random(seed)
     lines, passages = _random_run(rnd, 250)
-    _assert_matches_oracle(lines, passages, _score(lines, passages))
+    _assert_matches_oracle(lines, passages, _score(lines, passages, strategy=strategy))
 
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("slot_max_hits", [0, 8, 32])
 @pytest.mark.parametrize("slot_max_items", [0, 2, 8])
 def test_slot_paths_match_the_spec_oracle(
-    seed: int, slot_max_hits: int, slot_max_items: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, slot_max_hits: int, slot_max_items: int
 ) -> None:
     # 0 turns a slot path off; 8 / 2 leave it on only for runs whose widest
     # case fits (random runs have up to 10 hits and 5 entries per case).
-    monkeypatch.setattr(match, "_SLOT_MAX_HITS", slot_max_hits)
-    monkeypatch.setattr(recall, "_SLOT_MAX_ITEMS", slot_max_items)
+    strategy = Strategy(slot_max_hits=slot_max_hits, slot_max_items=slot_max_items)
     rnd = random.Random(100 + seed)
     lines, passages = _random_run(rnd, 250)
-    _assert_matches_oracle(lines, passages, _score(lines, passages))
+    _assert_matches_oracle(lines, passages, _score(lines, passages, strategy=strategy))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_plain_and_the_fast_strategy_agree_bit_for_bit(seed: int) -> None:
+    rnd = random.Random(200 + seed)
+    lines, passages = _random_run(rnd, 250)
+    fast = _score(lines, passages, strategy=FAST)
+    assert fast.equals(_score(lines, passages, strategy=PLAIN))
 
 
 def test_every_case_with_the_same_number_of_items_and_hits() -> None:
@@ -209,11 +223,10 @@ def test_colliding_match_keys_fall_back_to_the_join(monkeypatch: pytest.MonkeyPa
     assert calls, "a false key match must send the run to the join"
 
 
-def test_case_chunks_split_only_between_cases(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(match, "_JOIN_CHUNK_ROWS", 3)
+def test_case_chunks_split_only_between_cases() -> None:
     left = pl.DataFrame({"c": [0, 0, 1, 2, 2, 2, 5]})
     right = pl.DataFrame({"k": [0, 1, 1, 1, 2, 3, 5, 5, 6]})
-    chunks = match._case_chunks(left, "c", right, "k")
+    chunks = match._case_chunks(left, "c", right, "k", chunk_rows=3)
     assert len(chunks) > 1
     assert pl.concat([a for a, _ in chunks]).equals(left)
     assert pl.concat([b for _, b in chunks]).equals(right)
@@ -226,10 +239,9 @@ def test_case_chunks_split_only_between_cases(monkeypatch: pytest.MonkeyPatch) -
                 assert not set(b["k"]) & set(other_left["c"])
 
 
-def test_unsorted_frames_are_joined_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(match, "_JOIN_CHUNK_ROWS", 2)
+def test_unsorted_frames_are_joined_whole() -> None:
     left = pl.DataFrame({"c": [2, 0, 1]})
     right = pl.DataFrame({"k": [0, 1, 2, 2, 3]})
-    chunks = match._case_chunks(left, "c", right, "k")
+    chunks = match._case_chunks(left, "c", right, "k", chunk_rows=2)
     assert len(chunks) == 1
     assert chunks[0][0] is left and chunks[0][1] is right

@@ -11,19 +11,25 @@ from taguru_eval.score.blocks import (
     _missed_lists,
     _missed_rows,
 )
-from taguru_eval.score.match import HasExpected, _judged_items
-from taguru_eval.score.recall import _recall_blocks, _searched
+from taguru_eval.score.match import FAST, HasExpected, Strategy, judged_items
+from taguru_eval.score.recall import recall_blocks, searched_cases
 from taguru_eval.tables.schemas import CASES, RunTables, conform
 
 
-def score_cases(eval_set: HasExpected, tables: RunTables) -> pl.DataFrame:
-    """The per-case frame (schema ``tables.CASES``), one row per case in case order."""
+def score_cases(
+    eval_set: HasExpected, tables: RunTables, strategy: Strategy = FAST
+) -> pl.DataFrame:
+    """The per-case frame (schema ``tables.CASES``), one row per case in case order.
+
+    ``strategy`` picks the matching engine (:class:`~taguru_eval.score.match.Strategy`);
+    the result does not depend on it.
+    """
     expected = eval_set.expected
     lanes = tables.case_lanes
-    searched = _searched(tables)
+    searched = searched_cases(tables)
 
-    items = _judged_items(expected, searched, tables.hits)
-    recall = _recall_blocks(items)
+    items = judged_items(expected, searched, tables.hits, strategy)
+    recall = recall_blocks(items, strategy)
     entries = _entry_matches(expected, tables.resolutions)
     coverage = _coverage_blocks(entries, expected, tables.probes)
     citations = _citation_blocks(expected, tables.citation_checks)

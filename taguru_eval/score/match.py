@@ -7,7 +7,7 @@ the first satisfying rank of every judged expectation; tests hold them equal."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 import polars as pl
 
@@ -20,12 +20,37 @@ class HasExpected(Protocol):
     def expected(self) -> pl.DataFrame: ...
 
 
-_JOIN_CHUNK_ROWS = 200_000
-"""Right-side rows per chunk of a case-chunked join (a hash table that stays cache-sized)."""
+@dataclass(frozen=True)
+class Strategy:
+    """Which engine computes the match and the recall folds, and up to what size.
+
+    Results never depend on it (the tests hold every strategy equal to the
+    spec's oracle); it only trades speed. ``slot_max_hits`` / ``slot_max_items``
+    bound the slot layouts (0 turns them off), ``join_chunk_rows`` is the
+    right-side rows per chunk of a case-chunked join (a hash table that stays
+    cache-sized), ``fold_max_items`` the longest case folded as a list (longer
+    runs use the grouped sequential sum).
+    """
+
+    slot_max_hits: int = 32
+    slot_max_items: int = 8
+    join_chunk_rows: int = 200_000
+    fold_max_items: int = 32
+
+
+FAST: Final = Strategy()
+"""The default: slot layouts where a run fits them, chunked joins and list folds."""
+
+PLAIN: Final = Strategy(slot_max_hits=0, slot_max_items=0, fold_max_items=0)
+"""The reference path: one join per chunk and grouped sequential sums, no slot layout."""
 
 
 def _case_chunks(
-    left: pl.DataFrame, left_case: str, right: pl.DataFrame, right_case: str
+    left: pl.DataFrame,
+    left_case: str,
+    right: pl.DataFrame,
+    right_case: str,
+    chunk_rows: int = FAST.join_chunk_rows,
 ) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
     """Pairs of slices of ``left`` and ``right`` covering the same range of cases.
 
@@ -36,14 +61,10 @@ def _case_chunks(
     """
     left_cases = left.get_column(left_case)
     right_cases = right.get_column(right_case)
-    if (
-        right.height <= _JOIN_CHUNK_ROWS
-        or not left_cases.is_sorted()
-        or not right_cases.is_sorted()
-    ):
+    if right.height <= chunk_rows or not left_cases.is_sorted() or not right_cases.is_sorted():
         return [(left, right)]
     # Chunk boundaries are case values, so a case never straddles two chunks.
-    bounds = right_cases.gather(list(range(_JOIN_CHUNK_ROWS, right.height, _JOIN_CHUNK_ROWS)))
+    bounds = right_cases.gather(list(range(chunk_rows, right.height, chunk_rows)))
     bounds = bounds.unique(maintain_order=True)
     left_cuts = [0, *left_cases.search_sorted(bounds).to_list(), left.height]
     right_cuts = [0, *right_cases.search_sorted(bounds).to_list(), right.height]
@@ -55,9 +76,6 @@ def _case_chunks(
         for i in range(len(left_cuts) - 1)
     ]
 
-
-_SLOT_MAX_HITS = 32
-"""Up to this many hits per case (largest rank + 1), expectations meet hits slot by slot."""
 
 _HASH_SEED = 1
 
@@ -91,10 +109,10 @@ class _HitSlots:
     """Hit row of each grid cell (null where no hit); None when cell i is row i."""
 
 
-def _hit_slots(hits: pl.DataFrame) -> _HitSlots | None:
+def _hit_slots(hits: pl.DataFrame, max_hits: int) -> _HitSlots | None:
     """The hits as a grid of ``width`` slots per case, or None when they do not fit one.
 
-    They fit when ranks are ``0..width-1`` with ``width <= _SLOT_MAX_HITS``,
+    They fit when ranks are ``0..width-1`` with ``width <= max_hits``,
     the rows are in (case, rank) order with no rank repeated in a case, and
     paragraphs lie in ``0..2**32``. A case's hits then sit at cells
     ``case * width + rank``, so the ``j``-th cell of a case is its rank-``j``
@@ -119,7 +137,7 @@ def _hit_slots(hits: pl.DataFrame) -> _HitSlots | None:
         bounds["nulls"]
         or bounds["case_min"] < 0
         or bounds["rank_min"] < 0
-        or bounds["rank_max"] >= _SLOT_MAX_HITS
+        or bounds["rank_max"] >= max_hits
         or bounds["paragraph_min"] < 0
         or bounds["paragraph_max"] >= 1 << 32
     ):
@@ -161,7 +179,9 @@ def _hit_slots(hits: pl.DataFrame) -> _HitSlots | None:
     )
 
 
-def _first_ranks_by_slots(candidates: pl.DataFrame, hits: pl.DataFrame) -> pl.Series | None:
+def _first_ranks_by_slots(
+    candidates: pl.DataFrame, hits: pl.DataFrame, max_hits: int
+) -> pl.Series | None:
     """Per candidate row (``case_index``, ``source``, ``paragraph``), its first satisfying rank.
 
     Each row compares its key with its case's grid cells, rank by rank: one
@@ -172,7 +192,7 @@ def _first_ranks_by_slots(candidates: pl.DataFrame, hits: pl.DataFrame) -> pl.Se
     """
     if candidates.height == 0:
         return pl.Series("first_rank", [], dtype=hits.schema["rank"])
-    slots = _hit_slots(hits)
+    slots = _hit_slots(hits, max_hits)
     if slots is None:
         return None
     size = slots.cases * slots.width
@@ -218,7 +238,9 @@ def _first_ranks_by_slots(candidates: pl.DataFrame, hits: pl.DataFrame) -> pl.Se
     return result.get_column("first_rank").cast(hits.schema["rank"])
 
 
-def _first_ranks_by_join(candidates: pl.DataFrame, hits: pl.DataFrame, items: int) -> pl.Series:
+def _first_ranks_by_join(
+    candidates: pl.DataFrame, hits: pl.DataFrame, items: int, chunk_rows: int
+) -> pl.Series:
     """Per item (dense ``item`` numbers of ``candidates``), its first satisfying rank (join)."""
     # Join on a 64-bit key of (case, source) — the source's hash plus the case
     # number (wrapping) — then keep exact matches only: hashing once is cheaper
@@ -244,7 +266,9 @@ def _first_ranks_by_join(candidates: pl.DataFrame, hits: pl.DataFrame, items: in
             # An item belongs to one case, so its minimum is complete within its chunk.
             .group_by("item")
             .agg(pl.col("rank").min())
-            for left, right in _case_chunks(left_side, "case_index", served, "hit_case_index")
+            for left, right in _case_chunks(
+                left_side, "case_index", served, "hit_case_index", chunk_rows
+            )
         ]
     )
     # Item numbers are dense row positions of ``items``: scatter instead of a join.
@@ -255,8 +279,11 @@ def _first_ranks_by_join(candidates: pl.DataFrame, hits: pl.DataFrame, items: in
     )
 
 
-def _judged_items(
-    expected: pl.DataFrame, searched: pl.DataFrame, hits: pl.DataFrame
+def judged_items(
+    expected: pl.DataFrame,
+    searched: pl.DataFrame,
+    hits: pl.DataFrame,
+    strategy: Strategy = FAST,
 ) -> pl.DataFrame:
     """One row per judged expectation of a searched case with its first satisfying rank.
 
@@ -281,11 +308,11 @@ def _judged_items(
     if not one_row_per_item:
         judged = judged.with_columns((starts.cum_sum() - 1).cast(pl.UInt32).alias("item"))
     items = judged.filter(starts).select("case_index", "entry_index", "source", "relevance")
-    by_rows = _first_ranks_by_slots(judged, hits)
+    by_rows = _first_ranks_by_slots(judged, hits, strategy.slot_max_hits)
     if by_rows is None:
         if one_row_per_item:
             judged = judged.with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("item"))
-        first_rank = _first_ranks_by_join(judged, hits, items.height)
+        first_rank = _first_ranks_by_join(judged, hits, items.height, strategy.join_chunk_rows)
     elif one_row_per_item:
         first_rank = by_rows
     else:

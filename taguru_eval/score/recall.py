@@ -11,7 +11,7 @@ import math
 
 import polars as pl
 
-from taguru_eval.score.match import HasExpected, _in_case_order, _judged_items
+from taguru_eval.score.match import FAST, HasExpected, Strategy, _in_case_order, judged_items
 from taguru_eval.score.stats import (
     grouped_sequential_sum,
     position_in_group,
@@ -25,7 +25,6 @@ def _log2_of_position_plus_two(positions: pl.Expr, largest: int) -> pl.Expr:
     return pl.lit(table, dtype=pl.Float64).gather(positions)
 
 
-_FOLD_MAX_ITEMS = 32
 """Up to this many judged items per case, DCG/IDCG fold as list expressions (one pass)."""
 
 
@@ -37,9 +36,6 @@ def _fold_left(lists: pl.Expr, lengths: pl.Expr, longest: int) -> pl.Expr:
         total = pl.when(lengths > position).then(total + element).otherwise(total)
     return total
 
-
-_SLOT_MAX_ITEMS = 8
-"""Up to this many judged items per case, the recall block is computed slot by slot."""
 
 _SLOT_MAX_RELEVANCE = 4096
 """Largest relevance the slot path tabulates ideal gains for (the loader allows 0..=3)."""
@@ -64,20 +60,20 @@ def _sorted_descending(frame: pl.LazyFrame, columns: list[str]) -> pl.LazyFrame:
     return frame
 
 
-def _recall_blocks_by_slots(gains: pl.DataFrame) -> pl.DataFrame | None:
+def _recall_blocks_by_slots(gains: pl.DataFrame, max_items: int) -> pl.DataFrame | None:
     """Per-case recall columns from each case's items spread over ``width`` slot columns.
 
     ``gains`` is in case order. Slot ``e`` of a case is its ``e``-th item
     (declaration order), null past its last item; every per-case value is then
     a few column-wide operations on as many rows as cases, with no group-by
-    or sort. None when a case has more than ``_SLOT_MAX_ITEMS`` items.
+    or sort. None when a case has more than ``max_items`` items.
     """
     if gains.height == 0:
         return None
     runs = gains.get_column("case_index").rle().struct.unnest()
     shortest, width = runs.select(pl.col("len").min(), pl.col("len").max().alias("longest")).row(0)
     top_relevance = int(gains.select(pl.col("relevance").max()).item() or 0)
-    if width > _SLOT_MAX_ITEMS or top_relevance > _SLOT_MAX_RELEVANCE:
+    if width > max_items or top_relevance > _SLOT_MAX_RELEVANCE:
         return None
     relevance_columns = [f"relevance_{slot}" for slot in range(width)]
     rank_columns = [f"first_rank_{slot}" for slot in range(width)]
@@ -126,7 +122,7 @@ def _recall_blocks_by_slots(gains: pl.DataFrame) -> pl.DataFrame | None:
     frame = gains.lazy().select(slot_columns).with_columns(pl.col(relevance_columns).fill_null(0))
     largest = max(int(gains.select(pl.col("first_rank").max()).item() or 0), width - 1)
     # An unsatisfied item or an empty slot adds 0.0 to the left-to-right fold,
-    # which changes nothing; divisions are column by column (see _recall_blocks).
+    # which changes nothing; divisions are column by column (see recall_blocks).
     slot_gains = [
         (
             pl.col(relevance_name)
@@ -183,10 +179,10 @@ def _recall_values(per_case: pl.LazyFrame) -> pl.DataFrame:
     ).collect()
 
 
-def _recall_blocks(items: pl.DataFrame) -> pl.DataFrame:
+def recall_blocks(items: pl.DataFrame, strategy: Strategy = FAST) -> pl.DataFrame:
     """recall@k, MRR and graded nDCG per case (EVALUATE.md §4.2), in case order."""
     gains = _in_case_order(items, pl.col("entry_index"))
-    by_slots = _recall_blocks_by_slots(gains)
+    by_slots = _recall_blocks_by_slots(gains, strategy.slot_max_items)
     if by_slots is not None:
         return by_slots
     # Relevance descending within a case; ties are interchangeable (equal gains).
@@ -224,7 +220,7 @@ def _recall_blocks(items: pl.DataFrame) -> pl.DataFrame:
     ]
     longest = int(gains.group_by("case_index").len().select(pl.col("len").max()).item() or 0)
     # ``case_index`` is flagged sorted, so these group-bys slice runs instead of hashing.
-    if longest <= _FOLD_MAX_ITEMS:
+    if longest <= strategy.fold_max_items:
         per_case = (
             gains.group_by("case_index", maintain_order=True)
             .agg(*counts, "gain", "ideal_gain")
@@ -249,15 +245,18 @@ def _recall_blocks(items: pl.DataFrame) -> pl.DataFrame:
     return _recall_values(per_case.lazy())
 
 
-def _searched(tables: RunTables) -> pl.DataFrame:
+def searched_cases(tables: RunTables) -> pl.DataFrame:
     return tables.case_lanes.filter(pl.col("passage_outcome") == "searched").select("case_index")
 
 
-def recall_scores(eval_set: HasExpected, tables: RunTables) -> pl.DataFrame:
+def recall_scores(
+    eval_set: HasExpected, tables: RunTables, strategy: Strategy = FAST
+) -> pl.DataFrame:
     """The §4.2 recall block of every case that has one (the columns ``score_cases`` uses).
 
     One row per searched case with at least one judged expectation:
     ``case_index``, ``recall_expected_total``, ``recall_matched``,
     ``recall_at_k``, ``mrr``, ``ndcg``.
     """
-    return _recall_blocks(_judged_items(eval_set.expected, _searched(tables), tables.hits))
+    items = judged_items(eval_set.expected, searched_cases(tables), tables.hits, strategy)
+    return recall_blocks(items, strategy)
