@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import io
 import os
+import sys
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from taguru_eval.errors import InputError
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions
 from taguru_eval.pipeline import RunResult, execute_async
-from taguru_eval.run.console import Console
+from taguru_eval.run.console import CaseProgress, Console, Progress
 from taguru_eval.store import read_tables, scan_runs
 from taguru_eval.tables.schemas import TABLE, RunTables, conform
 
@@ -101,13 +102,18 @@ def run(
     env: Mapping[str, str] | None = None,
     verbose: bool = False,
     transport: httpx.AsyncBaseTransport | None = None,
+    progress: bool | Progress = False,
 ) -> Run:
     """Evaluate ``context`` with ``eval_path`` exactly as the CLI run mode does.
 
-    Writes ``out`` (evaluation.json) and, unless ``no_store``, the run into the
-    Parquet store (``store``, default ``runs/``). Bad input raises
+    Writes ``out`` (default ``evaluation.json`` in the working directory) and,
+    unless ``no_store``, the run into the Parquet store (``store``, default
+    ``runs/`` in the working directory). Bad input raises
     ``InputError``/``UsageError``; an incomplete run raises ``RunError``.
     ``verbose`` prints the console lines; otherwise they are in ``Run.output``.
+    ``progress`` is off by default (a notebook stays quiet): ``True`` shows the
+    CLI's display on stderr (a bar on a terminal, a line every few seconds
+    elsewhere), or pass any ``(done, total)`` callable.
     """
     if concurrency < 1:
         raise InputError("concurrency must be a positive integer")
@@ -125,7 +131,14 @@ def run(
     captured = io.StringIO()
     console = Console() if verbose else Console(stdout=captured, stderr=captured)
     prepared = prepare_run(options, env, stderr=console.err)
-    result = _run_coroutine(execute_async(prepared, console=console, transport=transport))
+    display: Progress | None = CaseProgress(sys.stderr) if progress is True else progress or None
+    try:
+        result = _run_coroutine(
+            execute_async(prepared, console=console, transport=transport, progress=display)
+        )
+    finally:
+        if isinstance(display, CaseProgress):
+            display.close()
     return _from_result(result, captured.getvalue().splitlines())
 
 
