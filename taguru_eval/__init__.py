@@ -2,13 +2,14 @@
 
 The library API returns Polars frames: ``run`` evaluates a context,
 ``load_run`` reads a stored run or any evaluation.json back, ``compare`` diffs
-two runs, ``scan_runs`` lazily reads one table across every stored run. Every
+two runs, ``scan_runs`` lazily reads one table across every stored run,
+``to_ir_measures`` hands a run to ir_measures or ranx. Every
 failure a user can cause is a :class:`TaguruEvalError` carrying its exit code.
 """
 
 from __future__ import annotations
 
-from taguru_eval.api import Run, load_run, run, scan_runs
+from taguru_eval.api import Run, load_run, run, scan_runs, to_ir_measures
 from taguru_eval.compare import Comparison, compare
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import InputError, RunError, TaguruEvalError, UsageError
@@ -27,4 +28,5 @@ __all__ = [
     "load_run",
     "run",
     "scan_runs",
+    "to_ir_measures",
 ]

@@ -27,9 +27,11 @@ from typing import Any, TypeVar
 import httpx
 import polars as pl
 
+from taguru_eval.analyst.export import qrels_dict, run_dict
 from taguru_eval.artifact.read import read_artifact, tables_from_artifact
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
+from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions
 from taguru_eval.pipeline import RunResult, execute_async
@@ -39,7 +41,7 @@ from taguru_eval.tables.schemas import TABLE, RunTables, conform
 
 T = TypeVar("T")
 
-__all__ = ["Run", "load_run", "run", "scan_runs"]
+__all__ = ["Run", "load_run", "run", "scan_runs", "to_ir_measures"]
 
 
 @dataclass(frozen=True)
@@ -195,3 +197,18 @@ def _load_stored(directory: Path) -> Run:
         metrics=scored("metrics"),
         path=directory,
     )
+
+
+def to_ir_measures(
+    run: Run, eval_path: str | os.PathLike[str]
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+    """``(qrels, run)`` as ``{case_id: {source#paragraph: value}}`` mappings.
+
+    The same data as ``python -m taguru_eval export --trec`` writes
+    (:mod:`taguru_eval.analyst.export`): the qrels from ``eval_path``'s
+    expected sources (graded relevance; an entry without paragraphs has
+    none), the run from ``run``'s hits with the rank order as the score. Both
+    ir_measures (``ir_measures.calc_aggregate(measures, qrels, run)``) and
+    ranx (``ranx.Qrels(qrels)``, ``ranx.Run(run)``) take these mappings.
+    """
+    return qrels_dict(load_eval(os.fspath(eval_path)).expected), run_dict(run.tables.hits)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from taguru_eval._base.extras import MissingExtra
-from taguru_eval.cli import compare, demo, ingest, report, serve
+from taguru_eval.cli import compare, demo, export, ingest, report, serve
 from taguru_eval.cli.run import HELP, run_mode
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
@@ -36,6 +36,7 @@ EXIT_INTERRUPTED: Final = 130
 
 SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "compare": compare.main,
+    "export": export.main,
     "serve": serve.main,
     "demo": demo.main,
     "report": report.main,
