@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, TextIO
 
+from taguru_eval.cli.flags import scan_flags
 from taguru_eval.compare import compare
 from taguru_eval.compare.report import write_atomically
 from taguru_eval.compare.significance import (
@@ -122,32 +123,10 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
 
     Raises :class:`UsageError` with the message body (no prefix or suffix).
     """
-    positionals: list[str] = []
-    values: dict[str, str] = {}
-    switches: set[str] = set()
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        if arg in ("--help", "-h"):
-            return None
-        if arg in _VALUE_FLAGS:
-            if arg in values:
-                raise UsageError(f"{arg} given twice")
-            if index + 1 >= len(argv):
-                raise UsageError(_VALUE_FLAGS[arg])
-            values[arg] = argv[index + 1]  # taken verbatim, even when it starts with --
-            index += 2
-            continue
-        if arg in _SWITCHES:
-            if arg in switches:
-                raise UsageError(f"{arg} given twice")
-            switches.add(arg)
-            index += 1
-            continue
-        if arg.startswith("--"):
-            raise UsageError(f"unknown flag '{arg}' for evaluate compare")
-        positionals.append(arg)
-        index += 1
+    found = scan_flags(argv, _VALUE_FLAGS, _SWITCHES, "evaluate compare")
+    if found is None:
+        return None
+    positionals, values, switches = found.positionals, found.values, found.switches
     if len(positionals) != 2:
         raise UsageError(
             "evaluate compare takes exactly two positional arguments, BASE.json and "

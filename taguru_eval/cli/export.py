@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
-from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval.analyst.export import trec_qrels, trec_run, wildcard_expectations
 from taguru_eval.api import load_run
+from taguru_eval.cli.flags import scan_flags, write_report
 from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
@@ -75,25 +75,10 @@ _VALUE_FLAGS: Final = {"--trec": "--trec needs a directory", "--eval": "--eval n
 
 def parse_args(argv: Sequence[str]) -> ExportArgs | None:
     """Left to right; ``None`` means help. Raises :class:`UsageError`."""
-    values: dict[str, str] = {}
-    positionals: list[str] = []
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        if arg in ("-h", "--help"):
-            return None
-        if arg in _VALUE_FLAGS:
-            if arg in values:
-                raise UsageError(f"{arg} given twice")
-            if index + 1 >= len(argv):
-                raise UsageError(_VALUE_FLAGS[arg])
-            values[arg] = argv[index + 1]
-            index += 2
-            continue
-        if arg.startswith("--"):
-            raise UsageError(f"unknown flag '{arg}' for export")
-        positionals.append(arg)
-        index += 1
+    found = scan_flags(argv, _VALUE_FLAGS, (), "export")
+    if found is None:
+        return None
+    positionals, values = found.positionals, found.values
     if len(positionals) != 1:
         raise UsageError(f"export takes exactly one RUN (got {len(positionals)})")
     if "--trec" not in values:
@@ -113,13 +98,6 @@ def _eval_source(args: ExportArgs, recorded: object) -> str:
     )
 
 
-def _write(path: Path, text: str) -> None:
-    try:
-        write_bytes_atomic(path, text.encode("utf-8"))
-    except OSError as exc:
-        raise RunError(f"writing {path}: {os_error_text(exc)}") from None
-
-
 def export(args: ExportArgs, out: TextIO, err: TextIO) -> int:
     """Load the run and the eval set, then write both files."""
     run = load_run(args.run)
@@ -134,8 +112,8 @@ def export(args: ExportArgs, out: TextIO, err: TextIO) -> int:
         raise RunError(f"creating {directory}: {os_error_text(exc)}") from None
     run_text = trec_run(run.tables.hits, run.run_id)
     qrels_text = trec_qrels(eval_set.expected)
-    _write(directory / RUN_FILE, run_text)
-    _write(directory / QRELS_FILE, qrels_text)
+    write_report(directory / RUN_FILE, run_text)
+    write_report(directory / QRELS_FILE, qrels_text)
     wildcards = wildcard_expectations(eval_set.expected)
     if wildcards:
         err.write(

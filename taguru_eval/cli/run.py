@@ -15,15 +15,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval.analyst.junit import junit_xml
 from taguru_eval.analyst.step_summary import summary_markdown
+from taguru_eval.cli.flags import write_report
 from taguru_eval.compare import RunView, load_side
 from taguru_eval.compare.classify import compare_views
 from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
-    RunError,
     UsageError,
     os_error_text,
 )
@@ -82,7 +81,7 @@ def write_reports(
             context=options.context,
             generated_at=str(result.doc.get("generated_at", "")),
         )
-        _write_file(options.junit, report)
+        write_report(options.junit, report)
     step_summary = env.get(STEP_SUMMARY_ENV) if options.step_summary else None
     if options.summary is None and not step_summary:
         return
@@ -99,7 +98,7 @@ def write_reports(
         comparison=comparison,
     )
     if options.summary is not None:
-        _write_file(options.summary, markdown)
+        write_report(options.summary, markdown)
     if step_summary:
         try:
             with open(step_summary, "a", encoding="utf-8") as handle:
@@ -109,13 +108,6 @@ def write_reports(
                 f"{PREFIX}warning: appending the job summary to {STEP_SUMMARY_ENV} "
                 f"({step_summary}): {os_error_text(exc)}"
             )
-
-
-def _write_file(path: str, text: str) -> None:
-    try:
-        write_bytes_atomic(path, text.encode("utf-8"))
-    except OSError as exc:
-        raise RunError(f"writing {path}: {os_error_text(exc)}") from None
 
 
 HELP: Final = """\
