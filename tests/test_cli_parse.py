@@ -302,7 +302,7 @@ def test_run_alias_is_run_mode(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_subcommands_are_plain_functions() -> None:
-    assert set(SUBCOMMANDS) == {"compare", "serve", "demo", "report", "ingest"}
+    assert set(SUBCOMMANDS) == {"compare", "export", "serve", "demo", "report", "ingest"}
     assert all(callable(entry) for entry in SUBCOMMANDS.values())
 
 

@@ -22,7 +22,7 @@ from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.pipeline import execute
 from taguru_eval.refserver.serve import running_server
-from taguru_eval.run.console import Console, terminal_progress
+from taguru_eval.run.console import Console, case_progress
 
 
 def run_demo(out_dir: Path) -> int:
@@ -46,7 +46,12 @@ def run_demo(out_dir: Path) -> int:
         )
         # An empty environment: a user's TAGURU_* settings must not reach the demo.
         prepared = prepare_run(options, {}, stderr=console.err)
-        result = execute(prepared, console=console, progress=terminal_progress(console.stderr))
+        progress = case_progress(console.stderr)
+        try:
+            result = execute(prepared, console=console, progress=progress)
+        finally:
+            if progress is not None:
+                progress.close()
     console.out("")
     console.out(f"metrics of {len(result.lane_outputs)} case(s):")
     console.out(metrics_table(result.doc["metrics"], statistics()))
