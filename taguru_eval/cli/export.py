@@ -10,7 +10,6 @@ file exists.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,19 +17,17 @@ from typing import Final, TextIO
 
 from taguru_eval.analyst.export import trec_qrels, trec_run, wildcard_expectations
 from taguru_eval.api import load_run
-from taguru_eval.cli.flags import scan_flags, write_report
+from taguru_eval.cli.flags import run_subcommand, scan_flags, write_report
 from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
     InputError,
     RunError,
-    TaguruEvalError,
     UsageError,
     os_error_text,
 )
 from taguru_eval.inputs.dataset import load_eval
 
-USAGE_SUFFIX: Final = " — try 'python -m taguru_eval export --help'"
 RUN_FILE: Final = "run.trec"
 QRELS_FILE: Final = "qrels.trec"
 
@@ -130,17 +127,4 @@ def export(args: ExportArgs, out: TextIO, err: TextIO) -> int:
 
 def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Command-line entry; returns the exit code."""
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
-    try:
-        args = parse_args(argv)
-        if args is None:
-            out.write(HELP)
-            return EXIT_OK
-        return export(args, out, err)
-    except UsageError as exc:
-        err.write(f"{PREFIX}{exc.message}{USAGE_SUFFIX}\n")
-        return exc.exit_code
-    except TaguruEvalError as exc:
-        err.write(f"{PREFIX}{exc.message}\n")
-        return exc.exit_code
+    return run_subcommand("export", argv, parse_args, export, HELP, stdout=stdout, stderr=stderr)

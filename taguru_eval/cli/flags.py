@@ -1,5 +1,6 @@
-"""Shared pieces of the subcommands' command lines: a left-to-right flag scan and
-the one way a report file is written.
+"""Shared pieces of the subcommands' command lines: the shell every project
+subcommand runs in, a left-to-right flag scan and the one way a report file is
+written.
 
 The scan keeps taguru's habits (GATE_AND_COMPARE.md §6.1): ``-h``/``--help``
 anywhere means help, a value-taking flag takes the next argument verbatim (even
@@ -10,12 +11,52 @@ every other word is a positional.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO, TypeVar
 
 from taguru_eval._base.files import write_bytes_atomic
-from taguru_eval.errors import RunError, UsageError, os_error_text
+from taguru_eval.errors import (
+    EXIT_OK,
+    PREFIX,
+    RunError,
+    TaguruEvalError,
+    UsageError,
+    os_error_text,
+)
+
+Args = TypeVar("Args")
+
+
+def run_subcommand(
+    word: str,
+    argv: Sequence[str],
+    parse: Callable[[Sequence[str]], Args | None],
+    act: Callable[[Args, TextIO, TextIO], int],
+    help_text: str,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Parse ``argv`` (``None`` means help was asked for), then ``act``; a project
+    error becomes its one stderr line and its exit code (a usage error points at
+    ``python -m taguru_eval <word> --help``)."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    try:
+        args = parse(argv)
+        if args is None:
+            out.write(help_text)
+            return EXIT_OK
+        return act(args, out, err)
+    except UsageError as exc:
+        err.write(f"{PREFIX}{exc.message} — try 'python -m taguru_eval {word} --help'\n")
+        return exc.exit_code
+    except TaguruEvalError as exc:
+        err.write(f"{PREFIX}{exc.message}\n")
+        return exc.exit_code
 
 
 @dataclass(frozen=True)
