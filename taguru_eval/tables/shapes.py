@@ -171,9 +171,9 @@ class LaneOutput(TypedDict):
     (not the query fallback) and effective limit, so the case block can be
     written from the lane output alone. ``tags`` is the case's
     ``options.tags``: the run store keeps it for per-tag slices, the artifact
-    does not record it (absent in outputs read back from an artifact). ``structural`` is absent when the lane
-    did not run; ``evidence`` (opaque §7.4 block) and ``budget`` only exist in
-    assembly / budget-given runs.
+    does not record it (absent in outputs read back from an artifact).
+    ``structural`` is absent when the lane did not run; ``evidence`` (opaque
+    §7.4 block) and ``budget`` only exist in assembly / budget-given runs.
     """
 
     case_index: int
