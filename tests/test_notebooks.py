@@ -60,7 +60,8 @@ def test_run_report_notebook(demo_store: Path) -> None:
         '{"run": RUN, "cases": per_case.height, "missed": missed.height,'
         ' "lanes": sorted(latency.get_column("lane").unique().to_list()),'
         ' "crosstab": int(crosstab.get_column("cases").sum()),'
-        ' "mrr": metrics.filter(pl.col("metric") == "recall.mrr").get_column("scalar")[0]}'
+        ' "mrr": metrics.filter(pl.col("metric") == "recall.mrr").get_column("scalar")[0],'
+        ' "tags": tag_slices.get_column("tag").to_list()}'
     )
     seen = _execute("run_report", probe, _env(demo_store))
     runs = drift.run_index(demo_store, "sake")
@@ -73,6 +74,8 @@ def test_run_report_notebook(demo_store: Path) -> None:
     assert seen["crosstab"] > 0
     artifact = read_artifact(store.run_dir(demo_store, "sake", newest) / "evaluation.json")
     assert seen["mrr"] == artifact["metrics"]["recall.mrr"]["mean"]  # type: ignore[index]
+    # A real run recorded the eval set's options.tags (data/sake tags two cases).
+    assert seen["tags"] == ["(all cases)", "商品", "製法", "(no tag)"]
 
 
 def test_drift_notebook_sees_every_run_and_the_drift(demo_store: Path) -> None:
