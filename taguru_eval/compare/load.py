@@ -66,6 +66,9 @@ class _Corpus(msgspec.Struct):
 
 class _Thresholds(msgspec.Struct):
     sha256: str = ""
+    # Read for display only (the gate verdict of a side); any type is accepted,
+    # so compare's validation is unchanged.
+    passed: object = None
 
 
 class _Definition(msgspec.Struct):
@@ -237,6 +240,8 @@ class RunView:
     metrics: Mapping[str, bytes]
     cases: pl.DataFrame
     duplicate_case_ids: tuple[str, ...]
+    gate_passed: bool | None = None
+    """The side's recorded gate verdict (``thresholds.passed``); None when report-only."""
 
     @property
     def case_count(self) -> int:
@@ -396,7 +401,13 @@ def _run_view(
         metrics=metrics,
         cases=cases,
         duplicate_case_ids=duplicates,
+        gate_passed=_gate_passed(view.thresholds),
     )
+
+
+def _gate_passed(thresholds: _Thresholds | None) -> bool | None:
+    passed = None if thresholds is None else thresholds.passed
+    return passed if isinstance(passed, bool) else None
 
 
 # ------------------------------------------------------------------ helpers
