@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from taguru_eval.errors import InputError
+from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.store import ARTIFACT_NAME, context_dir, list_runs, scan_runs
 from taguru_eval.tables.schemas import CASE_METRIC_COLUMNS
 
@@ -252,7 +252,7 @@ def read_thresholds(path: str | Path) -> dict[str, Any]:
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise InputError(f"reading {path}: {exc.strerror or exc}", path=str(path)) from None
+        raise InputError(f"reading {path}: {os_error_text(exc)}", path=str(path)) from None
     except ValueError as exc:
         raise InputError(f"{path}: malformed thresholds file: {exc}", path=str(path)) from None
     if not isinstance(document, dict):

@@ -20,7 +20,7 @@ from typing import Any
 from taguru_eval import catalog
 from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval._base.text import F32, dumps_json
-from taguru_eval.errors import RunError
+from taguru_eval.errors import RunError, os_error_text
 from taguru_eval.score.aggregate import Scores
 from taguru_eval.tables.shapes import LaneOutput
 
@@ -57,7 +57,7 @@ def write_json_atomic(path: str | Path, doc: Any) -> None:
     try:
         write_bytes_atomic(target, payload)
     except OSError as exc:
-        raise RunError(f"writing {path}: {exc.strerror or exc}") from None
+        raise RunError(f"writing {path}: {os_error_text(exc)}") from None
 
 
 def _lane_score(value: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, TextIO
 
+from taguru_eval._base.text import one_line
 from taguru_eval.compare import compare
 from taguru_eval.compare.report import write_atomically
 from taguru_eval.errors import (
@@ -76,10 +77,12 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
         if arg in ("--help", "-h"):
             return None
         if arg == "--out":
-            if out is not None:
-                raise UsageError("--out given twice")
+            # taguru looks for the value first: a trailing `--out` needs a path
+            # even when an earlier one was given.
             if index + 1 >= len(argv):
                 raise UsageError("--out needs a file path")
+            if out is not None:
+                raise UsageError("--out given twice")
             out = argv[index + 1]  # taken verbatim, even when it starts with --
             index += 2
             continue
@@ -114,7 +117,7 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         return EXIT_INPUT
     # Warnings go out before the write, so they show even if writing fails.
     for warning in comparison.warnings:
-        err_stream.write(f"{PREFIX}{warning}\n")
+        err_stream.write(f"{PREFIX}{one_line(warning)}\n")
     err_stream.flush()
     try:
         text = comparison.changes_jsonl()

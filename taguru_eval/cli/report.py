@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from typing import Final, TextIO
 
 from taguru_eval.analyst.report import build_report, write_report
-from taguru_eval.errors import EXIT_OK, PREFIX, RunError, TaguruEvalError, UsageError
+from taguru_eval.errors import (
+    EXIT_OK,
+    PREFIX,
+    RunError,
+    TaguruEvalError,
+    UsageError,
+    os_error_text,
+)
 
 USAGE_SUFFIX: Final = " — try 'python -m taguru_eval report --help'"
 
@@ -106,7 +113,7 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         try:
             write_report(args.out, text)
         except OSError as exc:
-            raise RunError(f"writing {args.out}: {exc.strerror or exc}") from None
+            raise RunError(f"writing {args.out}: {os_error_text(exc)}") from None
     except UsageError as exc:
         err.write(f"{PREFIX}{exc.message}{USAGE_SUFFIX}\n")
         return exc.exit_code
