@@ -62,6 +62,19 @@ def envelope(result: object) -> Response:
     return Response.of_json(200, {"result": result, "status": "ok", "time": 0.0})
 
 
+def context_entry(name: str) -> dict[str, Any]:
+    """A ``DirectoryEntry`` the preflight accepts (revision 1/1/0, last write 1)."""
+    return {
+        "name": name,
+        "description": "",
+        "pinned": False,
+        "loaded": True,
+        "stats": {},
+        "usage": {"last_write_epoch": 1},
+        "revision": {"graph": 1, "passages": 1, "config": 0},
+    }
+
+
 _REASONS = {200: "OK", 301: "Moved", 302: "Found", 303: "See Other", 307: "Temporary Redirect"}
 
 

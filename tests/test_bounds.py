@@ -17,21 +17,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from loopback_support import Request, Response, ScriptedServer, envelope
+from loopback_support import Request, Response, ScriptedServer, context_entry, envelope
 
 from taguru_eval.errors import RunError
 from taguru_eval.run import client as client_module
 from taguru_eval.run import preflight
 from taguru_eval.run.client import CallFailure, TaguruClient
 
-ENTRY = {
-    "name": "ctx",
-    "description": "",
-    "pinned": False,
-    "loaded": True,
-    "stats": {},
-    "usage": {},
-}
+ENTRY = context_entry("ctx")
 PAGE = 1000
 
 

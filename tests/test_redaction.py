@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from loopback_support import Request, Response, ScriptedServer, envelope
+from loopback_support import Request, Response, ScriptedServer, context_entry, envelope
 
 from taguru_eval._base.redact import REDACTED, Redactor
 from taguru_eval.cli.main import main
@@ -28,15 +28,7 @@ PASSWORD = "hunter2-userinfo"
 SECRETS = (TOKEN, OTHER, PASSWORD)
 CONTEXT = "ctx"
 
-ENTRY = {
-    "name": CONTEXT,
-    "description": "",
-    "pinned": False,
-    "loaded": True,
-    "stats": {},
-    "usage": {"last_write_epoch": 1},
-    "revision": {"graph": 1, "passages": 1, "config": 0},
-}
+ENTRY = context_entry(CONTEXT)
 
 
 def echoed(request: Request) -> str:

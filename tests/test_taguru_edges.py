@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import PROJECT_ROOT
-from loopback_support import Request, Response, ScriptedServer, envelope
+from loopback_support import Request, Response, ScriptedServer, context_entry, envelope
 
 from taguru_eval.cli.main import main
 from taguru_eval.errors import InputError, RunError
@@ -25,7 +26,7 @@ from taguru_eval.inputs.config import apply_config_file
 from taguru_eval.inputs.dataset import load_eval_text
 from taguru_eval.store import write_run
 
-ENTRY = {"name": "x", "description": "", "pinned": False, "loaded": True, "stats": {}, "usage": {}}
+ENTRY = context_entry("x")
 LONE = b"\\ud800"  # the six characters of a JSON escape naming half a surrogate pair
 
 
@@ -169,3 +170,18 @@ def test_an_os_error_in_the_run_store_reads_like_the_rest(tmp_path: Path) -> Non
         write_run(blocker, "ctx", "20260101T000000.000000Z-aaaaaa", {}, "{}")
     assert caught.value.message.endswith(": Not a directory (os error 20)")
     assert "[Errno" not in caught.value.message
+
+
+def test_taguru_negative_zero_survives_ingest_as_written(tmp_path: Path) -> None:
+    """Nothing read back is re-scored: taguru's -0.0 nDCG stays -0.0 in the store."""
+    from eval_docs import evaluation_document, write_document
+
+    from taguru_eval.analyst.ingest import ingest
+
+    document = evaluation_document(step=1)
+    document["cases"][0]["recall"]["ndcg"] = -0.0
+    path = write_document(tmp_path / "evaluation.json", document)
+    assert '"ndcg": -0.0' in path.read_text(encoding="utf-8")
+    stored = ingest(path, tmp_path / "runs").path
+    ndcg = pl.read_parquet(stored / "cases.parquet")["ndcg"][0]
+    assert ndcg == 0.0 and math.copysign(1.0, ndcg) == -1.0

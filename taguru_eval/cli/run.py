@@ -85,6 +85,8 @@ environment:
   TAGURU_CONFIG        env-file used when --config is absent
   TAGURU_API_TOKEN     bearer token (else the first name:token entry of
   TAGURU_API_TOKENS    TAGURU_API_TOKENS); never written anywhere
+  HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY (or lower case)
+                       proxies, as taguru's own client reads them
 
 exit codes:
   0  run completed (and every threshold passed); also --help

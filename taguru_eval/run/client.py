@@ -374,8 +374,6 @@ class TaguruClient:
         self._timeout_s = timeout_s
         self._url_cache: dict[str, httpx.URL] = {}
         self._built_urls: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], str] = {}
-        # Sent on the first hop only: a redirect never carries it (ureq's default).
-        self._auth_headers = bearer_headers(token)
         self._redactor = Redactor((token, *secrets))
         self._bodies = _BodyGate()
         connections = max(1, max_connections)
@@ -388,8 +386,11 @@ class TaguruClient:
             )
         else:
             chosen = make_transport(transport_name, connections)
+        # A client-level header costs nothing per request; _redirected removes it
+        # from every redirect, as ureq does.
         self._http = _CookielessClient(
             transport=chosen,
+            headers=bearer_headers(token),
             timeout=httpx.Timeout(timeout_s),
             follow_redirects=False,
             trust_env=False,
@@ -532,7 +533,7 @@ class TaguruClient:
         """
         limit = self._timeout_s if timeout_s is None else timeout_s
         content: bytes | None = None
-        headers = dict(self._auth_headers)
+        headers: dict[str, str] = {}
         if body is not None:
             content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
             headers["Content-Type"] = "application/json"
@@ -627,13 +628,16 @@ class TaguruClient:
         ]
         content = request.content if method == request.method else None
         try:
-            return self._http.build_request(
+            redirected = self._http.build_request(
                 method, target, content=content, headers=headers, timeout=limit
             )
         except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
             raise self._failure(
                 f"{url}: {_error_text(exc, url)}", latency_ms=_elapsed_ms(started)
             ) from None
+        # build_request adds the client's own headers back: the token stays behind.
+        redirected.headers.pop("authorization", None)
+        return redirected
 
     def _status_failure(
         self, url: str, status: int, text: str, headers: httpx.Headers, latency_ms: int
