@@ -143,8 +143,10 @@ async def test_only_one_large_body_is_read_at_a_time(monkeypatch: pytest.MonkeyP
     assert CountingStream.most_past_small == 1
 
 
-async def test_a_declared_length_over_the_cap_is_refused_before_reading() -> None:
-    stream = CountingStream(0, chunks=4, size=16, small=1 << 30)
+async def test_a_declared_length_over_the_cap_is_refused_past_the_small_size() -> None:
+    """Not read on to the cap: refused once it is past the small-body size."""
+    size = client_module.SMALL_BODY_BYTES // 2
+    stream = CountingStream(0, chunks=600, size=size, small=1 << 40)
 
     def handler(request: httpx.Request) -> httpx.Response:
         headers = {"Content-Length": str(client_module.BODY_CAP_BYTES + 1)}
@@ -156,4 +158,4 @@ async def test_a_declared_length_over_the_cap_is_refused_before_reading() -> Non
     assert caught.value.message == (
         "http://x.test/x: unreadable response: the body exceeds the 256 MiB cap"
     )
-    assert stream.pulled == 0
+    assert stream.pulled == 3

@@ -679,19 +679,20 @@ def _too_large() -> _BodyTooLarge:
 async def _read_capped(response: httpx.Response, ticket: _Ticket) -> bytearray:
     """The whole body, refused as soon as it is known to pass :data:`BODY_CAP_BYTES`.
 
-    A ``Content-Length`` above the cap is refused before reading; a body that
-    grows past :data:`SMALL_BODY_BYTES` waits for the client's one large-body
-    slot (``ticket``) before it may grow further.
+    A body that grows past :data:`SMALL_BODY_BYTES` is refused there if its
+    ``Content-Length`` announces more than the cap, and otherwise waits for the
+    client's one large-body slot (``ticket``) before it may grow further.
+    Small bodies (every body of a real run) never look at their headers.
     """
-    declared = response.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > BODY_CAP_BYTES:
-        raise _too_large()
     data = bytearray()
     async for chunk in response.aiter_bytes():
         size = len(data) + len(chunk)
         if size > BODY_CAP_BYTES:
             raise _too_large()
         if size > SMALL_BODY_BYTES and not ticket.held:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > BODY_CAP_BYTES:
+                raise _too_large()
             await ticket.acquire()
         data += chunk
     return data
