@@ -16,10 +16,10 @@ decoded (:meth:`Redactor.body`), and every failure message additionally has
 line can see it.
 
 Memory is bounded per call and across calls: a body is streamed and refused
-the moment it passes the cap (or announces more with ``Content-Length``), and
-only one body at a time may grow past :data:`SMALL_BODY_BYTES`, so at
-``--concurrency N`` the buffered bodies stay under
-``N × SMALL_BODY_BYTES + BODY_CAP_BYTES``.
+the moment it passes the cap (or, once past :data:`SMALL_BODY_BYTES`,
+announces more with ``Content-Length``), and only one body at a time may grow
+past :data:`SMALL_BODY_BYTES`, so at ``--concurrency N`` the buffered bodies
+stay under ``N × SMALL_BODY_BYTES + BODY_CAP_BYTES``.
 
 Transport: ``httpx-aiohttp``'s ``AiohttpTransport`` by default, chosen by
 measurement (``benchmarks/throughput.py``: a 2,000-case run against a 50 ms
