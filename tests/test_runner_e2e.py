@@ -1099,29 +1099,6 @@ def test_a_budget_that_admits_nothing(
     assert block["recall"]["recall_at_k"] == 0.0
 
 
-def test_assembly_is_refused_before_the_network(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    eval_path = write_eval(tmp_path / "eval.jsonl", [SMOKE])
-    code, _, err = run_cli(
-        capsys,
-        [
-            "--eval",
-            str(eval_path),
-            "--context",
-            "sake",
-            "--url",
-            "http://127.0.0.1:1",
-            "--out",
-            str(tmp_path / "e.json"),
-            "--assembly",
-        ],
-    )
-    assert code == 2
-    assert "--assembly is not available in this build yet" in err
-    assert "not reachable" not in err
-
-
 def test_progress_bar_only_on_a_terminal() -> None:
     import io
 
