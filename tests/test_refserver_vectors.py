@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from refserver_support import context_path, in_process
 
+from taguru_eval.cli.serve import parse_args
 from taguru_eval.errors import InputError
 from taguru_eval.refserver.bm25 import f32
 from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.cli.serve import parse_args
 from taguru_eval.refserver.state import ServerState
 from taguru_eval.refserver.vectors import MODEL, PassageVectors, embed
 
