@@ -30,6 +30,7 @@ from taguru_eval.run.evidence import (
     evidence_body,
     evidence_rows,
     hits_from_items,
+    usage,
 )
 
 DEFAULTS = resolve_budget(None, None, None)
@@ -69,12 +70,12 @@ def test_every_recorded_package_decodes(path: Path) -> None:
     hits = hits_from_items(package.items, 10)
     assert [(hit["source"], hit["paragraph"]) for hit in hits] == EXPECTED_HITS[path.stem]
     assert all(hit["score"] == 0.0 and hit["lanes"] == {} for hit in hits)
-    assert package.budget == {**raw["budget"], "omitted_total": raw["omitted_total"]}
+    assert usage(package) == {**raw["budget"], "omitted_total": raw["omitted_total"]}
     assert package.omitted_by_reason == raw["omitted_by_reason"]
-    assert package.selection == raw["plan"]["selection"]
-    assert package.reranker == raw["plan"]["reranker"]
 
     block = artifact_evidence_block(evidence_block(package, 12))
+    assert block["selection"] == raw["plan"]["selection"]
+    assert block["reranker"] == raw["plan"]["reranker"]
     assert list(block) == [
         "outcome",
         "latency_ms",
@@ -288,30 +289,46 @@ def refused(payload: object, budget: Budget = DEFAULTS) -> str:
 
 def test_wrong_shapes_name_the_field() -> None:
     assert refused([]) == (
-        "response carries no recognizable evidence package (invalid type: sequence, expected a map)"
+        "response carries no recognizable evidence package (expected `object`, got `array`)"
     )
     no_items = package([])
     del no_items["items"]
     assert refused(no_items) == (
-        "response carries no recognizable evidence package (missing field `items`)"
+        "response carries no recognizable evidence package (object missing required field `items`)"
     )
     bad_kind = passage_item(0)
     bad_kind["kind"] = 3
     assert refused(package([bad_kind])) == (
         "response carries no recognizable evidence package "
-        "(items[0].kind: invalid type: integer `3`, expected a string)"
+        "(items[0].kind: expected `str`, got `int`)"
     )
     no_reranker = package([])
     del no_reranker["plan"]["reranker"]
-    assert refused(no_reranker).endswith("(plan: missing field `reranker`)")
+    assert refused(no_reranker).endswith("(plan: object missing required field `reranker`)")
     bad_lane = package([])
     bad_lane["plan"]["lanes"]["citations"] = {"ran": "yes"}
-    assert refused(bad_lane).endswith(
-        '(plan.lanes.citations.ran: invalid type: string "yes", expected a boolean)'
-    )
+    assert refused(bad_lane).endswith("(plan.lanes.citations.ran: expected `bool`, got `str`)")
     bad_text = passage_item(0)
     del bad_text["passage"]["text"]
-    assert refused(package([bad_text])).endswith("(items[0].passage: missing field `text`)")
+    assert refused(package([bad_text])).endswith(
+        "(items[0].passage: object missing required field `text`)"
+    )
+    three_point_o = passage_item(0)
+    three_point_o["fused_rank"] = 3.0
+    assert refused(package([three_point_o])).endswith(
+        "(items[0].fused_rank: expected `int`, got `float`)"
+    )
+    boolean = passage_item(0)
+    boolean["passage"]["paragraph"] = True
+    assert refused(package([boolean])).endswith(
+        "(items[0].passage.paragraph: expected `int`, got `bool`)"
+    )
+    too_far = passage_item(0)
+    too_far["passage"]["paragraph"] = 2**32
+    assert refused(package([too_far])).endswith(
+        "(items[0].passage.paragraph: expected `int` <= 4294967295)"
+    )
+    assert refused(package([], omitted_total=-1)).endswith("(omitted_total: expected `int` >= 0)")
 
 
 def test_a_budget_the_server_did_not_honor() -> None:

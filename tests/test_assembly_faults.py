@@ -181,7 +181,7 @@ NO_PACKAGE = "response carries no recognizable evidence package ({})"
     [
         (
             wrong_shape,
-            NO_PACKAGE.format('items: invalid type: string "x", expected a sequence'),
+            NO_PACKAGE.format("items: expected `array`, got `str`"),
             200,
         ),
         (

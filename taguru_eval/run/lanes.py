@@ -11,7 +11,7 @@ Nothing here computes a metric: the scorer reads the :class:`LaneOutput`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -25,10 +25,6 @@ from taguru_eval.run.budget import MeasuredHit, truncate
 from taguru_eval.run.checks import citation_check, served_set
 from taguru_eval.run.client import CallFailure, Reply, TaguruClient
 from taguru_eval.run.evidence import Assembly, EvidenceResult, evidence_lane
-from taguru_eval.run.payloads import read_association
-from taguru_eval.run.payloads import read_lane_plan as _read_lane_plan
-from taguru_eval.run.payloads import read_passage_hit as _read_typed_hit
-from taguru_eval.run.payloads import require as _require
 from taguru_eval.tables.shapes import (
     AssociationProbe,
     AssociationQuery,
@@ -41,6 +37,7 @@ from taguru_eval.tables.shapes import (
     HitLanes,
     HitLocator,
     LaneOutput,
+    LanePlan,
     LaneScore,
     PassageOutcome,
     Plan,
@@ -289,6 +286,24 @@ def _typed_page(payload: object) -> tuple[Plan | None, list[MeasuredHit]]:
     return (plans[0] if plans else None), hits
 
 
+def _require(obj: Mapping[str, object], key: str, path: js.JsonPath) -> object:
+    if key not in obj:
+        raise js.JsonShapeError(path, f"missing field `{key}`")
+    return obj[key]
+
+
+def _read_lane_plan(value: object, path: js.JsonPath) -> LanePlan:
+    obj = js.read_object(value, path)
+    plan = LanePlan(ran=js.read_bool(_require(obj, "ran", path), (*path, "ran")))
+    reason = obj.get("reason")
+    if reason is not None:
+        plan["reason"] = js.read_str(reason, (*path, "reason"))
+    floor = obj.get("floor")
+    if floor is not None:
+        plan["floor"] = js.read_f32(floor, (*path, "floor"))
+    return plan
+
+
 def _read_plan(value: object, path: js.JsonPath) -> Plan:
     obj = js.read_object(value, path)
     context = js.read_str(_require(obj, "context", path), (*path, "context"))
@@ -316,6 +331,34 @@ def _read_plan(value: object, path: js.JsonPath) -> Plan:
             ),
         )
     return plan
+
+
+def _read_lane_score(value: object, path: js.JsonPath) -> LaneScore:
+    obj = js.read_object(value, path)
+    return LaneScore(
+        rank=js.read_u64(_require(obj, "rank", path), (*path, "rank")),
+        score=js.read_f32(_require(obj, "score", path), (*path, "score")),
+    )
+
+
+def _read_typed_hit(value: object, path: js.JsonPath) -> MeasuredHit:
+    obj = js.read_object(value, path)
+    source = js.read_str(_require(obj, "source", path), (*path, "source"))
+    paragraph = js.read_u32(_require(obj, "paragraph", path), (*path, "paragraph"))
+    score = js.read_f32(_require(obj, "score", path), (*path, "score"))
+    # `text` must be there for the typed shape (§3.4); only a budget measures it.
+    text = js.read_str(_require(obj, "text", path), (*path, "text"))
+    lanes: dict[str, LaneScore] = {}
+    # An absent `lanes` object reads as no lane evidence (serde default).
+    raw_lanes = obj.get("lanes")
+    if raw_lanes is not None:
+        lanes_path = (*path, "lanes")
+        lanes_obj = js.read_object(raw_lanes, lanes_path)
+        for lane in ("bm25", "vector"):
+            raw = lanes_obj.get(lane)
+            if raw is not None:
+                lanes[lane] = _read_lane_score(raw, (*lanes_path, lane))
+    return MeasuredHit(source=source, paragraph=paragraph, score=score, text=text, lanes=lanes)
 
 
 def _fallback_hits(payload: object) -> list[MeasuredHit]:
@@ -593,8 +636,29 @@ def _read_attributions(payload: object) -> tuple[int, int, list[Attribution]]:
     """(total, number of matches, every attribution locator) of a MatchPage."""
     page = js.read_object(payload, ())
     total = js.read_u64(_require(page, "total", ()), ("total",))
-    matches = js.read_array(_require(page, "matches", ()), ("matches",), read_association)
-    return total, len(matches), [item for match in matches for item in match]
+    attributions: list[Attribution] = []
+
+    def one_attribution(value: object, path: js.JsonPath) -> None:
+        obj = js.read_object(value, path)
+        source = js.read_str(_require(obj, "source", path), (*path, "source"))
+        js.read_f64(_require(obj, "weight", path), (*path, "weight"))
+        js.read_u64(_require(obj, "count", path), (*path, "count"))
+        paragraph = js.read_optional(obj.get("paragraph"), (*path, "paragraph"), js.read_u32)
+        section = obj.get("section")
+        if section is not None:
+            js.read_str(section, (*path, "section"))
+        attributions.append(Attribution(source=source, paragraph=paragraph))
+
+    def one_match(value: object, path: js.JsonPath) -> None:
+        obj = js.read_object(value, path)
+        for key in ("subject", "label", "object"):
+            js.read_str(_require(obj, key, path), (*path, key))
+        js.read_f64(_require(obj, "weight", path), (*path, "weight"))
+        js.read_u64(_require(obj, "count", path), (*path, "count"))
+        js.read_array(_require(obj, "attributions", path), (*path, "attributions"), one_attribution)
+
+    matches = js.read_array(_require(page, "matches", ()), ("matches",), one_match)
+    return total, len(matches), attributions
 
 
 async def _query(
