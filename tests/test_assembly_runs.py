@@ -533,3 +533,29 @@ def test_the_demo_data_runs_in_assembly_mode(
     assert {case["evidence"]["outcome"] for case in ran.doc["cases"]} == {"assembled"}
     assert len(ran.doc["warnings"]) == 3  # the three cases with tags/since/until
     assert set(ran.doc["metrics"]) == set(ran.doc["definitions"]) and len(ran.doc["metrics"]) == 31
+
+
+def test_the_library_runs_assembly_too(server: str, tmp_path: Path) -> None:
+    from taguru_eval.errors import InputError
+
+    eval_path = write_eval(tmp_path / "eval.jsonl", [KURA_CASE])
+    out = tmp_path / "evaluation.json"
+    ran = api.run(
+        eval_path,
+        "kura",
+        url=server,
+        out=out,
+        assembly=True,
+        max_items=2,
+        rerank="m",
+        env={},
+        no_store=True,
+    )
+    assert ran.exit_code == 0
+    assert ran.doc["inputs"]["mode"] == "assembly" and ran.doc["inputs"]["rerank"] == "m"
+    assert ran.doc["inputs"]["budget"]["max_items"] == 2
+    assert ran.table("evidence_items").height == 3  # 2 admitted, 1 omitted
+    with pytest.raises(InputError, match=r"^rerank requires assembly$"):
+        api.run(eval_path, "kura", url=server, out=out, rerank="m", env={}, no_store=True)
+    with pytest.raises(InputError, match=r"^max_tokens must be a positive integer$"):
+        api.run(eval_path, "kura", url=server, out=out, max_tokens=0, env={}, no_store=True)
