@@ -8,13 +8,19 @@ a synthetic 2,000-case eval set:
 * throughput: passage calls per second at ``--concurrency 64`` against the
   ideal 64 / 0.050 s = 1,280 calls/s (target: at least 80 %);
 * latency fidelity: p50 of ``latency.passage_ms`` at concurrency 64 vs 1
-  (target: within 20 %).
+  (target: within 20 %);
+* the ``--assembly`` lane: the same 2,000 cases as evidence calls (the stub
+  answers ``POST …/evidence`` with a small, well-formed package) against the
+  baseline search calls, both with the aiohttp transport and interleaved run
+  by run (target: the same share of the ideal rate — decoding a package must
+  add nothing that shows beside the HTTP exchange).
 
 Both transports are measured side by side (httpx's own pool and
 httpx-aiohttp), each figure the median of ``--repeats`` runs. The stub stops
 with the script (and by itself after ``--stub-lifetime`` seconds).
 
     python benchmarks/throughput.py [--cases 2000] [--concurrency 64] [--repeats 3]
+                                    [--transports httpx,aiohttp] [--modes baseline,assembly]
 """
 
 from __future__ import annotations
@@ -74,6 +80,46 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         ],
     }
 
+    passage_item = {
+        "candidate_id": f"passage\u0000{CONTEXT}\u0000doc.md\u00000",
+        "kind": "passage",
+        "fused_rank": 1,
+        "lane_ranks": [{"lane": "passage_bm25", "rank": 1}],
+        "citation_refs": [],
+        "bytes": 214,
+        "estimated_tokens": 54,
+        "passage": page["hits"][0],
+    }
+    package = {
+        "items": [passage_item],
+        "citations": [],
+        "budget": {
+            "items_used": 1,
+            "bytes_used": 218,
+            "tokens_used": 55,
+            "limits": {"max_items": 40, "max_bytes": 65536, "max_tokens": 4000},
+        },
+        "omitted": [],
+        "omitted_total": 0,
+        "omitted_by_reason": {},
+        "plan": {
+            "lanes": {
+                "resolve": {"ran": True},
+                "query": {"ran": False, "reason": "no 'labels' given"},
+                "activate": {"ran": False, "reason": "no anchors resolved from 'origins'"},
+                "passages": {"ran": True},
+                "communities": {"ran": False, "reason": "include_communities was false"},
+                "citations": {"ran": True},
+            },
+            "selection": {
+                "dedup_dropped": 0,
+                "contradiction_groups": 0,
+                "diversity_tier_width": 10,
+            },
+            "reranker": {"configured": False, "ran": False},
+        },
+    }
+
     def ok(result: object) -> bytes:
         return json.dumps({"result": result, "status": "ok", "time": 0.0}).encode()
 
@@ -83,6 +129,7 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         "sources_first": ok({"total": 1, "sources": ["doc.md"], "entries": []}),
         "sources_end": ok({"total": 1, "sources": [], "entries": []}),
         "search": ok(page),
+        "evidence": ok(package),
         "empty": ok([]),
     }
 
@@ -91,6 +138,8 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         path = request.path
         if path == "/health":
             body = b'{"status":"ok","version":"0.9.3"}'
+        elif path.endswith("/evidence"):
+            body = bodies["evidence"]
         elif path.endswith("/sources/search"):
             body = bodies["search"]
         elif path.endswith("/sources"):
@@ -135,9 +184,13 @@ def _write_eval(directory: Path, cases: int) -> Path:
 
 
 def _measure(
-    eval_path: Path, port: int, concurrency: int, transport_name: str
+    eval_path: Path, port: int, concurrency: int, transport_name: str, assembly: bool = False
 ) -> tuple[float, float]:
-    """(passage calls per second, p50 passage latency in ms) of one run."""
+    """(passage-lane calls per second, p50 passage latency in ms) of one run.
+
+    With ``assembly`` the passage lane is the evidence call and its latency
+    the evidence call's (``latency.passage_ms`` under ``--assembly``).
+    """
     from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
     from taguru_eval.run.client import make_transport
@@ -149,6 +202,7 @@ def _measure(
         context=CONTEXT,
         url=f"http://127.0.0.1:{port}",
         concurrency=concurrency,
+        assembly=assembly,
         no_store=True,
     )
     prepared = prepare_run(options, {})
@@ -161,6 +215,29 @@ def _measure(
     return len(phase.outputs) / seconds, float(latencies[max(rank, 1) - 1])
 
 
+def _compare_modes(
+    eval_path: Path, port: int, concurrency: int, repeats: int, modes: list[str], ideal: float
+) -> None:
+    """Baseline and ``--assembly`` runs interleaved (aiohttp transport), medians side by side."""
+    rates: dict[str, list[float]] = {mode: [] for mode in modes}
+    p50s: dict[str, list[float]] = {mode: [] for mode in modes}
+    for _ in range(repeats):
+        for mode in modes:
+            rate, p50 = _measure(eval_path, port, concurrency, "aiohttp", mode == "assembly")
+            rates[mode].append(rate)
+            p50s[mode].append(p50)
+    medians = {mode: statistics.median(values) for mode, values in rates.items()}
+    line = " | ".join(
+        f"{mode} {medians[mode]:,.0f} calls/s = {medians[mode] / ideal:.1%} of ideal, "
+        f"p50 {statistics.median(p50s[mode]):.0f} ms"
+        for mode in modes
+    )
+    print(f"modes (aiohttp): {line}")
+    if "baseline" in medians and "assembly" in medians:
+        print(f"assembly / baseline call rate: {medians['assembly'] / medians['baseline']:.3f}")
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2000)
@@ -169,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sequential-cases", type=int, default=200)
     parser.add_argument("--stub-lifetime", type=float, default=900.0)
     parser.add_argument("--transports", default="httpx,aiohttp")
+    parser.add_argument("--modes", default="baseline,assembly")
     args = parser.parse_args(argv)
 
     context = multiprocessing.get_context("spawn")
@@ -188,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--concurrency {args.concurrency} (ideal {ideal:,.0f} calls/s); "
                 f"median of {args.repeats} runs"
             )
-            for name in args.transports.split(","):
+            for name in [name for name in args.transports.split(",") if name]:
                 rates: list[float] = []
                 p50_parallel: list[float] = []
                 p50_sequential: list[float] = []
@@ -206,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{seq:.0f} ms at 1 = {par / seq - 1:+.1%}"
                 )
                 sys.stdout.flush()
+            modes = [mode for mode in args.modes.split(",") if mode]
+            if modes:
+                _compare_modes(big, port, args.concurrency, args.repeats, modes, ideal)
     finally:
         stub.terminate()
         stub.join(timeout=10)
