@@ -17,6 +17,7 @@ import pytest
 from conftest import EXAMPLES, WIRE
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from run_support import evidence_package, passage_item
 
 from taguru_eval.artifact.blocks import evidence_block as artifact_evidence_block
 from taguru_eval.inputs.dataset import CaseOptions, EvalCase
@@ -178,57 +179,17 @@ def test_origins_fall_back_to_the_query_and_rerank_is_sent_only_when_given() -> 
 # --------------------------------------------------------------------------- scoring hits
 
 
-def passage_item(index: int, source: str = "p.md", text: str = "body") -> dict[str, Any]:
-    return {
-        "candidate_id": f"passage\u0000ctx\u0000{source}\u0000{index}",
-        "kind": "passage",
-        "fused_rank": index + 1,
-        "lane_ranks": [{"lane": "passage_bm25", "rank": index + 1}],
-        "citation_refs": [],
-        "bytes": 100,
-        "estimated_tokens": 25,
-        "passage": {
-            "source": source,
-            "paragraph": index,
-            "score": 0.5,
-            "text": text,
-            "lanes": {"bm25": {"rank": index + 1, "score": 0.5}},
-        },
-    }
+def item(index: int, text: str = "body") -> dict[str, Any]:
+    """Passage ``p.md#index`` at fused rank ``index + 1``."""
+    return passage_item("p.md", index, index + 1, context="ctx", text=text)
 
 
 def package(items: list[dict[str, Any]], **changes: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "items": items,
-        "citations": [],
-        "budget": {
-            "items_used": len(items),
-            "bytes_used": 100,
-            "tokens_used": 25,
-            "limits": {"max_items": 40, "max_bytes": 65536, "max_tokens": 4000},
-        },
-        "omitted": [],
-        "omitted_total": 0,
-        "omitted_by_reason": {},
-        "plan": {
-            "lanes": {
-                lane: {"ran": True}
-                for lane in ("resolve", "query", "activate", "passages", "communities", "citations")
-            },
-            "selection": {
-                "dedup_dropped": 0,
-                "contradiction_groups": 0,
-                "diversity_tier_width": 10,
-            },
-            "reranker": {"configured": False, "ran": False},
-        },
-    }
-    doc.update(changes)
-    return doc
+    return evidence_package(items) | changes
 
 
 def test_five_passage_items_at_limit_three_give_the_first_three() -> None:
-    decoded = decode_package(package([passage_item(i) for i in range(5)]), DEFAULTS)
+    decoded = decode_package(package([item(i) for i in range(5)]), DEFAULTS)
     hits = hits_from_items(decoded.items, 3)
     assert [hit["paragraph"] for hit in hits] == [0, 1, 2]
 
@@ -245,7 +206,7 @@ def test_no_locator_or_item_carries_the_text() -> None:
         "estimated_tokens": 1,
         "community": {"community": "7", "paragraph": 2, "score": 0.25, "text": secret},
     }
-    decoded = decode_package(package([passage_item(0, text=secret), community]), DEFAULTS)
+    decoded = decode_package(package([item(0, text=secret), community]), DEFAULTS)
     hits = hits_from_items(decoded.items, 10)
     assert [(hit["source"], hit["paragraph"]) for hit in hits] == [
         ("p.md", 0),
@@ -266,11 +227,11 @@ def test_an_unknown_kind_is_kept_and_contributes_only_its_citations() -> None:
         "estimated_tokens": 3,
         "table": {"rows": 3},
     }
-    decoded = decode_package(package([unknown, passage_item(1)]), DEFAULTS)
+    decoded = decode_package(package([unknown, item(1)]), DEFAULTS)
     hits = hits_from_items(decoded.items, 10)
     assert [(hit["source"], hit["paragraph"]) for hit in hits] == [("t.md", 4), ("p.md", 1)]
-    item = artifact_evidence_block(evidence_block(decoded, 1))["items"][0]
-    assert item == {
+    listed = artifact_evidence_block(evidence_block(decoded, 1))["items"][0]
+    assert listed == {
         "candidate_id": "table\u0000ctx\u0000t1",
         "kind": "table",
         "fused_rank": 1,
@@ -296,7 +257,7 @@ def test_wrong_shapes_name_the_field() -> None:
     assert refused(no_items) == (
         "response carries no recognizable evidence package (object missing required field `items`)"
     )
-    bad_kind = passage_item(0)
+    bad_kind = item(0)
     bad_kind["kind"] = 3
     assert refused(package([bad_kind])) == (
         "response carries no recognizable evidence package "
@@ -308,22 +269,22 @@ def test_wrong_shapes_name_the_field() -> None:
     bad_lane = package([])
     bad_lane["plan"]["lanes"]["citations"] = {"ran": "yes"}
     assert refused(bad_lane).endswith("(plan.lanes.citations.ran: expected `bool`, got `str`)")
-    bad_text = passage_item(0)
+    bad_text = item(0)
     del bad_text["passage"]["text"]
     assert refused(package([bad_text])).endswith(
         "(items[0].passage: object missing required field `text`)"
     )
-    three_point_o = passage_item(0)
+    three_point_o = item(0)
     three_point_o["fused_rank"] = 3.0
     assert refused(package([three_point_o])).endswith(
         "(items[0].fused_rank: expected `int`, got `float`)"
     )
-    boolean = passage_item(0)
+    boolean = item(0)
     boolean["passage"]["paragraph"] = True
     assert refused(package([boolean])).endswith(
         "(items[0].passage.paragraph: expected `int`, got `bool`)"
     )
-    too_far = passage_item(0)
+    too_far = item(0)
     too_far["passage"]["paragraph"] = 2**32
     assert refused(package([too_far])).endswith(
         "(items[0].passage.paragraph: expected `int` <= 4294967295)"
@@ -333,24 +294,24 @@ def test_wrong_shapes_name_the_field() -> None:
 
 def test_a_budget_the_server_did_not_honor() -> None:
     asked = Budget(1, 4096, 200)
-    other_limits = package([passage_item(0)])
+    other_limits = package([item(0)])
     assert refused(other_limits, asked) == (
         "response carries no recognizable evidence package (budget.limits: not the "
         "requested budget (max_items 1, max_bytes 4096, max_tokens 200))"
     )
-    over = package([passage_item(0), passage_item(1)])
+    over = package([item(0), item(1)])
     over["budget"]["limits"] = asked.to_json()
     assert refused(over, asked) == (
         "response carries no recognizable evidence package "
         "(budget.items_used: 2 exceeds budget.limits.max_items 1)"
     )
-    heavy = package([passage_item(0)])
+    heavy = package([item(0)])
     heavy["budget"]["limits"] = asked.to_json()
     heavy["budget"]["tokens_used"] = 201
     assert refused(heavy, asked).endswith(
         "(budget.tokens_used: 201 exceeds budget.limits.max_tokens 200)"
     )
-    miscounted = package([passage_item(0)])
+    miscounted = package([item(0)])
     miscounted["budget"]["items_used"] = 0
     assert refused(miscounted).endswith("(budget.items_used: 0 but items holds 1)")
 

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import polars as pl
 import pytest
+from run_support import CONTEXT_ENTRY, evidence_package, ok, passage_item, write_eval
 
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
@@ -30,70 +31,13 @@ DEFAULT_LIMITS = {"max_items": 40, "max_bytes": 65536, "max_tokens": 4000}
 Answer = Callable[[dict[str, Any]], httpx.Response]
 
 
-def ok(result: object) -> httpx.Response:
-    return httpx.Response(200, json={"result": result, "status": "ok", "time": 0.0})
-
-
-def passage_item(source: str, paragraph: int, rank: int) -> dict[str, Any]:
-    return {
-        "candidate_id": f"passage\u0000x\u0000{source}\u0000{paragraph}",
-        "kind": "passage",
-        "fused_rank": rank,
-        "lane_ranks": [{"lane": "passage_bm25", "rank": rank}],
-        "citation_refs": [],
-        "bytes": 120,
-        "estimated_tokens": 30,
-        "passage": {
-            "source": source,
-            "paragraph": paragraph,
-            "score": 0.5,
-            "text": "secret body text",
-            "lanes": {"bm25": {"rank": rank, "score": 0.5}},
-        },
-    }
-
-
 def package(request: dict[str, Any], items: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A well-formed package for ``request``, honouring its budget."""
     items = [passage_item("a.md", 0, 1)] if items is None else items
-    return {
-        "items": items,
-        "citations": [],
-        "budget": {
-            "items_used": len(items),
-            "bytes_used": 2 + 120 * len(items) + 2,
-            "tokens_used": 31,
-            "limits": dict(request["budget"]),
-        },
-        "omitted": [],
-        "omitted_total": 0,
-        "omitted_by_reason": {},
-        "plan": {
-            "lanes": {
-                lane: {"ran": True}
-                for lane in ("resolve", "query", "activate", "passages", "communities", "citations")
-            },
-            "selection": {
-                "dedup_dropped": 0,
-                "contradiction_groups": 0,
-                "diversity_tier_width": 10,
-            },
-            "reranker": {"configured": False, "ran": False},
-        },
-    }
+    return evidence_package(items, request["budget"])
 
 
 def fake_server(evidence: Answer, seen: list[dict[str, Any]]) -> httpx.MockTransport:
-    entry = {
-        "name": "x",
-        "description": "",
-        "pinned": False,
-        "loaded": True,
-        "stats": {},
-        "usage": {"last_write_epoch": 7},
-        "revision": {"graph": 1, "passages": 2, "config": 0},
-    }
-
     def handler(request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if path == "/health":
@@ -109,7 +53,7 @@ def fake_server(evidence: Answer, seen: list[dict[str, Any]]) -> httpx.MockTrans
             return ok({"total": 1, "sources": [] if after else ["a.md"], "entries": []})
         if path.endswith("/sources/search"):
             raise AssertionError("an --assembly run must not call sources/search")
-        return ok(entry)
+        return ok(CONTEXT_ENTRY)
 
     return httpx.MockTransport(handler)
 
@@ -118,10 +62,7 @@ def assembly_run(
     tmp_path: Path, evidence: Answer, *, rerank: str | None = None
 ) -> tuple[RunResult, str, list[dict[str, Any]]]:
     case = {"case_id": "m", "query": "q", "expected_sources": [{"source": "a.md", "relevance": 1}]}
-    eval_path = tmp_path / "eval.jsonl"
-    eval_path.write_text(
-        json.dumps({"taguru_eval": 1}) + "\n" + json.dumps(case) + "\n", encoding="utf-8"
-    )
+    eval_path = write_eval(tmp_path / "eval.jsonl", [case])
     options = RunOptions(
         eval_path=str(eval_path),
         context="x",

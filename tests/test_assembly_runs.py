@@ -16,6 +16,8 @@ from typing import Any
 import polars as pl
 import pytest
 from conftest import DATA, EXAMPLES
+from refserver_support import SMOKE_ASSOCIATIONS, SMOKE_PASSAGES
+from run_support import strip_latency, write_eval, write_files
 
 import taguru_eval.api as api
 from taguru_eval.analyst import ingest
@@ -42,19 +44,8 @@ KURA = {
     )
     + "\n",
     # HTTP.md §10.1's smoke corpus (the seed of contract/examples/evidence_evaluate_assembly.json).
-    "sake/corpus/brewery.md": "青嶺は青嶺酒造が造る銘柄です。\n",
-    "sake/associations.jsonl": json.dumps(
-        {
-            "subject": "青嶺酒造",
-            "label": "醸造元",
-            "object": "蔵元",
-            "weight": 1.0,
-            "source": "corpus/brewery.md",
-            "paragraph": 0,
-        },
-        ensure_ascii=False,
-    )
-    + "\n",
+    "sake/corpus/brewery.md": SMOKE_PASSAGES["passages"]["corpus/brewery.md"] + "\n",
+    "sake/associations.jsonl": json.dumps(SMOKE_ASSOCIATIONS[0], ensure_ascii=False) + "\n",
     # Passages only, each its own source and wording: an evidence package of
     # this corpus holds exactly the search hits, in search order.
     "plain/corpus/p1.md": "蔵開きでは新酒の試飲と仕込み蔵の見学ができる。\n",
@@ -81,12 +72,7 @@ BUDGET = ["--max-items", "3", "--max-bytes", "4096", "--max-tokens", "200"]
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("assembly-corpus")
-    for relative, text in KURA.items():
-        target = root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    return root
+    return write_files(tmp_path_factory.mktemp("assembly-corpus"), KURA)
 
 
 @pytest.fixture(scope="module")
@@ -105,13 +91,6 @@ def reranking_server(corpus_dir: Path) -> Iterator[str]:
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("TAGURU_ADDR", "TAGURU_API_TOKEN", "TAGURU_API_TOKENS", "TAGURU_CONFIG"):
         monkeypatch.delenv(key, raising=False)
-
-
-def write_eval(path: Path, cases: list[dict[str, Any]]) -> Path:
-    lines = [json.dumps({"taguru_eval": 1, "name": "assembly"}, ensure_ascii=False)]
-    lines.extend(json.dumps(case, ensure_ascii=False) for case in cases)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 class Ran:
@@ -139,25 +118,13 @@ def run(
     name: str = "evaluation.json",
     store: bool = False,
 ) -> Ran:
-    eval_path = write_eval(work / f"{name}.eval.jsonl", cases or [KURA_CASE])
+    eval_path = write_eval(work / f"{name}.eval.jsonl", cases or [KURA_CASE], "assembly")
     out = work / name
     keep = ["--store", str(work / "runs")] if store else ["--no-store"]
     args = ["--eval", str(eval_path), "--context", context, "--url", url, "--out", str(out)]
     code = main([*args, *keep, *flags])
     captured = capsys.readouterr()
     return Ran(code, captured.out, captured.err, out)
-
-
-def strip_latency(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            key: (None if key.startswith("latency.") else strip_latency(item))
-            for key, item in value.items()
-            if key != "latency_ms"
-        }
-    if isinstance(value, list):
-        return [strip_latency(item) for item in value]
-    return value
 
 
 def locators(block: dict[str, Any]) -> list[tuple[str, int]]:

@@ -11,7 +11,8 @@ between them (:mod:`.history`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,17 +31,23 @@ from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console, terminal_progress
 
 
-def run_demo(out_dir: Path) -> int:
-    """Serve ``data/``, evaluate the sake context once, print the metrics table."""
+@contextmanager
+def _demo_server(out_dir: Path, console: Console) -> Iterator[tuple[str, Path]]:
+    """Create ``out_dir``, serve ``data/`` on loopback; yields (URL, the sake folder)."""
     data = demo_data_dir()
-    context_dir = data / DEMO_CONTEXT
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunError(f"demo: cannot create {out_dir}: {exc.strerror or exc}") from None
-    console = Console()
     with running_server(data) as url:
         console.err(f"taguru_eval demo: reference server with data/{DEMO_CONTEXT} at {url}")
+        yield url, data / DEMO_CONTEXT
+
+
+def run_demo(out_dir: Path) -> int:
+    """Serve ``data/``, evaluate the sake context once, print the metrics table."""
+    console = Console()
+    with _demo_server(out_dir, console) as (url, context_dir):
         options = RunOptions(
             eval_path=str(context_dir / "eval.jsonl"),
             context=DEMO_CONTEXT,
@@ -72,17 +79,10 @@ def run_assembly_pair(out_dir: Path, budget: Budget = PAIR_BUDGET) -> int:
     ``changes.jsonl`` and both runs under ``runs/`` in ``out_dir``. Returns 0
     when both runs completed (neither is gated).
     """
-    data = demo_data_dir()
-    context_dir = data / DEMO_CONTEXT
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunError(f"demo: cannot create {out_dir}: {exc.strerror or exc}") from None
     console = Console()
     artifacts: dict[str, str] = {}
     docs: dict[str, dict[str, Any]] = {}
-    with running_server(data) as url:
-        console.err(f"taguru_eval demo: reference server with data/{DEMO_CONTEXT} at {url}")
+    with _demo_server(out_dir, console) as (url, context_dir):
         for mode in ("baseline", "assembly"):
             artifacts[mode] = str(out_dir / f"evaluation-{mode}.json")
             options = RunOptions(
