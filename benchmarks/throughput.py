@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import io
 import json
 import multiprocessing
@@ -34,6 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,23 +43,9 @@ DELAY_S = 0.050
 CONTEXT = "bench"
 
 
-def _stub_main(port_queue: Any, lifetime_s: float) -> None:
-    """The stub server process: every route answers after DELAY_S."""
-    from aiohttp import web
-
-    entry = {
-        "name": CONTEXT,
-        "description": "",
-        "pinned": False,
-        "loaded": True,
-        "dice_floor": None,
-        "semantic_floor": None,
-        "stats": {},
-        "usage": {"last_write_epoch": 0},
-        "revision": {"graph": 1, "passages": 1, "config": 0},
-        "schema_mode": None,
-    }
-    page = {
+def _search_page() -> dict[str, Any]:
+    """The stub's ``sources/search`` payload: one hit."""
+    return {
         "plan": {
             "contexts": [
                 {
@@ -80,6 +68,9 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         ],
     }
 
+
+def _evidence_package() -> dict[str, Any]:
+    """The stub's evidence payload: the same hit as one passage item, under the default budget."""
     passage_item = {
         "candidate_id": f"passage\u0000{CONTEXT}\u0000doc.md\u00000",
         "kind": "passage",
@@ -88,9 +79,9 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         "citation_refs": [],
         "bytes": 214,
         "estimated_tokens": 54,
-        "passage": page["hits"][0],
+        "passage": _search_page()["hits"][0],
     }
-    package = {
+    return {
         "items": [passage_item],
         "citations": [],
         "budget": {
@@ -119,6 +110,26 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
             "reranker": {"configured": False, "ran": False},
         },
     }
+
+
+def _stub_main(port_queue: Any, lifetime_s: float) -> None:
+    """The stub server process: every route answers after DELAY_S."""
+    from aiohttp import web
+
+    entry = {
+        "name": CONTEXT,
+        "description": "",
+        "pinned": False,
+        "loaded": True,
+        "dice_floor": None,
+        "semantic_floor": None,
+        "stats": {},
+        "usage": {"last_write_epoch": 0},
+        "revision": {"graph": 1, "passages": 1, "config": 0},
+        "schema_mode": None,
+    }
+    page = _search_page()
+    package = _evidence_package()
 
     def ok(result: object) -> bytes:
         return json.dumps({"result": result, "status": "ok", "time": 0.0}).encode()
@@ -183,10 +194,20 @@ def _write_eval(directory: Path, cases: int) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Measured:
+    """One run: passage-lane calls per second, p50 passage latency (ms), and the
+    client's own CPU time per case (µs; the stub's CPU is not counted)."""
+
+    rate: float
+    p50_ms: float
+    cpu_us: float
+
+
 def _measure(
     eval_path: Path, port: int, concurrency: int, transport_name: str, assembly: bool = False
-) -> tuple[float, float]:
-    """(passage-lane calls per second, p50 passage latency in ms) of one run.
+) -> Measured:
+    """One network phase over ``eval_path``.
 
     With ``assembly`` the passage lane is the evidence call and its latency
     the evidence call's (``latency.passage_ms`` under ``--assembly``).
@@ -208,33 +229,86 @@ def _measure(
     prepared = prepare_run(options, {})
     console = Console(stdout=io.StringIO(), stderr=io.StringIO())
     transport = make_transport(transport_name, concurrency)  # type: ignore[arg-type]
+    gc.collect()  # every run starts without the previous run's garbage
+    cpu = time.process_time()
     phase = asyncio.run(network_phase(prepared, console=console, transport=transport))
-    seconds = phase.cases_elapsed_s
+    cpu = time.process_time() - cpu
+    cases = len(phase.outputs)
     latencies = sorted(output["passage"]["latency_ms"] for output in phase.outputs)
     rank = (50 * len(latencies) + 99) // 100
-    return len(phase.outputs) / seconds, float(latencies[max(rank, 1) - 1])
+    return Measured(
+        rate=cases / phase.cases_elapsed_s,
+        p50_ms=float(latencies[max(rank, 1) - 1]),
+        cpu_us=cpu / cases * 1e6,
+    )
+
+
+def _decode_costs(repeats: int) -> tuple[float, float]:
+    """Client-side handling of one answer body once received, in µs (medians):
+    the search page (envelope, typed hits, locators) and the evidence package
+    (envelope, package, scoring hits, evidence block and rows), timed alternately."""
+    import timeit
+
+    from taguru_eval.options import resolve_budget
+    from taguru_eval.run.client import parse_json
+    from taguru_eval.run.evidence import (
+        decode_package,
+        evidence_block,
+        evidence_rows,
+        hits_from_items,
+    )
+    from taguru_eval.run.lanes import extract_hits
+
+    search = json.dumps({"result": _search_page(), "status": "ok", "time": 0.0})
+    evidence = json.dumps({"result": _evidence_package(), "status": "ok", "time": 0.0})
+    budget = resolve_budget(None, None, None)
+
+    def baseline() -> None:
+        extract_hits(parse_json(search)["result"])  # type: ignore[index]
+
+    def assembly() -> None:
+        package = decode_package(parse_json(evidence)["result"], budget)  # type: ignore[index]
+        hits_from_items(package.items, 10)
+        evidence_block(package, 1)
+        evidence_rows(package)
+
+    number = 2000
+    times: dict[str, list[float]] = {"baseline": [], "assembly": []}
+    for _ in range(repeats * 5):
+        for name, handle in (("baseline", baseline), ("assembly", assembly)):
+            times[name].append(timeit.timeit(handle, number=number) / number * 1e6)
+    return statistics.median(times["baseline"]), statistics.median(times["assembly"])
 
 
 def _compare_modes(
     eval_path: Path, port: int, concurrency: int, repeats: int, modes: list[str], ideal: float
 ) -> None:
     """Baseline and ``--assembly`` runs interleaved (aiohttp transport), medians side by side."""
-    rates: dict[str, list[float]] = {mode: [] for mode in modes}
-    p50s: dict[str, list[float]] = {mode: [] for mode in modes}
-    for _ in range(repeats):
-        for mode in modes:
-            rate, p50 = _measure(eval_path, port, concurrency, "aiohttp", mode == "assembly")
-            rates[mode].append(rate)
-            p50s[mode].append(p50)
-    medians = {mode: statistics.median(values) for mode, values in rates.items()}
+    runs: dict[str, list[Measured]] = {mode: [] for mode in modes}
+    for repeat in range(repeats):
+        # A, B then B, A: a machine whose load drifts favours neither mode.
+        for mode in modes if repeat % 2 == 0 else modes[::-1]:
+            runs[mode].append(_measure(eval_path, port, concurrency, "aiohttp", mode == "assembly"))
+
+    def median(mode: str, field: str) -> float:
+        return statistics.median(getattr(run, field) for run in runs[mode])
+
     line = " | ".join(
-        f"{mode} {medians[mode]:,.0f} calls/s = {medians[mode] / ideal:.1%} of ideal, "
-        f"p50 {statistics.median(p50s[mode]):.0f} ms"
+        f"{mode} {median(mode, 'rate'):,.0f} calls/s = {median(mode, 'rate') / ideal:.1%} of "
+        f"ideal, p50 {median(mode, 'p50_ms'):.0f} ms, client CPU {median(mode, 'cpu_us'):.0f} "
+        "µs/case"
         for mode in modes
     )
     print(f"modes (aiohttp): {line}")
-    if "baseline" in medians and "assembly" in medians:
-        print(f"assembly / baseline call rate: {medians['assembly'] / medians['baseline']:.3f}")
+    if "baseline" in runs and "assembly" in runs:
+        rate = median("assembly", "rate") / median("baseline", "rate")
+        cpu = median("assembly", "cpu_us") / median("baseline", "cpu_us")
+        print(f"assembly / baseline: call rate {rate:.3f}, client CPU per case {cpu:.3f}")
+        search, evidence = _decode_costs(repeats)
+        print(
+            f"answer handling per case (in-process, no network): search page {search:.1f} µs, "
+            f"evidence package {evidence:.1f} µs"
+        )
     sys.stdout.flush()
 
 
@@ -271,10 +345,10 @@ def main(argv: list[str] | None = None) -> int:
                 p50_parallel: list[float] = []
                 p50_sequential: list[float] = []
                 for _ in range(args.repeats):
-                    rate, p50 = _measure(big, port, args.concurrency, name)
-                    rates.append(rate)
-                    p50_parallel.append(p50)
-                    p50_sequential.append(_measure(small, port, 1, name)[1])
+                    parallel = _measure(big, port, args.concurrency, name)
+                    rates.append(parallel.rate)
+                    p50_parallel.append(parallel.p50_ms)
+                    p50_sequential.append(_measure(small, port, 1, name).p50_ms)
                 rate = statistics.median(rates)
                 par = statistics.median(p50_parallel)
                 seq = statistics.median(p50_sequential)

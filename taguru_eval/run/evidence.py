@@ -88,33 +88,35 @@ def evidence_body(case: EvalCase, assembly: Assembly) -> dict[str, object]:
 
 # --------------------------------------------------------------------------- the package
 
+# The structs hold strings, numbers and lists of structs only, so they can never
+# be part of a reference cycle: ``gc=False`` keeps them out of the collector's way.
 # taguru's usize fields, bounded by the run tables' int64 columns (a count beyond
 # 2^63-1 cannot be stored, and no server sends one).
 _USIZE = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 _U32 = Annotated[int, msgspec.Meta(ge=0, le=js.U32_MAX)]
 
 
-class _Ref(msgspec.Struct, frozen=True):
+class _Ref(msgspec.Struct, frozen=True, gc=False):
     source: str
     paragraph: _U32
 
 
-class _LaneRank(msgspec.Struct, frozen=True):
+class _LaneRank(msgspec.Struct, frozen=True, gc=False):
     lane: str
     rank: _USIZE
 
 
-class _LaneScore(msgspec.Struct, frozen=True):
+class _LaneScore(msgspec.Struct, frozen=True, gc=False):
     rank: _USIZE
     score: float
 
 
-class _HitLanes(msgspec.Struct, frozen=True):
+class _HitLanes(msgspec.Struct, frozen=True, gc=False):
     bm25: _LaneScore | None = None
     vector: _LaneScore | None = None
 
 
-class _PassageHit(msgspec.Struct, frozen=True):
+class _PassageHit(msgspec.Struct, frozen=True, gc=False):
     source: str
     paragraph: _U32
     score: float
@@ -122,14 +124,14 @@ class _PassageHit(msgspec.Struct, frozen=True):
     lanes: _HitLanes | None = None
 
 
-class _CommunityHit(msgspec.Struct, frozen=True):
+class _CommunityHit(msgspec.Struct, frozen=True, gc=False):
     community: str
     score: float
     text: str
     paragraph: _U32
 
 
-class _Attribution(msgspec.Struct, frozen=True):
+class _Attribution(msgspec.Struct, frozen=True, gc=False):
     source: str
     weight: float
     count: _USIZE
@@ -137,7 +139,7 @@ class _Attribution(msgspec.Struct, frozen=True):
     section: str | None = None
 
 
-class _Association(msgspec.Struct, frozen=True):
+class _Association(msgspec.Struct, frozen=True, gc=False):
     subject: str
     label: str
     object: str
@@ -146,12 +148,12 @@ class _Association(msgspec.Struct, frozen=True):
     attributions: list[_Attribution]
 
 
-class _Corroboration(msgspec.Struct, frozen=True):
+class _Corroboration(msgspec.Struct, frozen=True, gc=False):
     sources: list[str]
     attributions: list[_Ref]
 
 
-class PackageItem(msgspec.Struct, frozen=True):
+class PackageItem(msgspec.Struct, frozen=True, gc=False):
     """One admitted ``EvidenceItem``; only the locators outlive decoding."""
 
     candidate_id: str
@@ -177,45 +179,45 @@ class PackageItem(msgspec.Struct, frozen=True):
         return None
 
 
-class _Citation(msgspec.Struct, frozen=True):
+class _Citation(msgspec.Struct, frozen=True, gc=False):
     text: str
     source: str
     section: str | None = None
 
 
-class _CitationEntry(msgspec.Struct, frozen=True):
+class _CitationEntry(msgspec.Struct, frozen=True, gc=False):
     source: str
     paragraph: _U32
     citation: _Citation
 
 
-class _Limits(msgspec.Struct, frozen=True):
+class _Limits(msgspec.Struct, frozen=True, gc=False):
     max_items: _USIZE
     max_bytes: _USIZE
     max_tokens: _USIZE
 
 
-class _Usage(msgspec.Struct, frozen=True):
+class _Usage(msgspec.Struct, frozen=True, gc=False):
     items_used: _USIZE
     bytes_used: _USIZE
     tokens_used: _USIZE
     limits: _Limits
 
 
-class Omission(msgspec.Struct, frozen=True):
+class Omission(msgspec.Struct, frozen=True, gc=False):
     candidate_id: str
     kind: str
     reason: str
     duplicate_of: str | None = None
 
 
-class _LanePlan(msgspec.Struct, frozen=True):
+class _LanePlan(msgspec.Struct, frozen=True, gc=False):
     ran: bool
     reason: str | None = None
     floor: float | None = None
 
 
-class _Lanes(msgspec.Struct, frozen=True):
+class _Lanes(msgspec.Struct, frozen=True, gc=False):
     resolve: _LanePlan
     query: _LanePlan
     activate: _LanePlan
@@ -224,26 +226,26 @@ class _Lanes(msgspec.Struct, frozen=True):
     citations: _LanePlan
 
 
-class _Selection(msgspec.Struct, frozen=True):
+class _Selection(msgspec.Struct, frozen=True, gc=False):
     dedup_dropped: _USIZE
     contradiction_groups: _USIZE
     diversity_tier_width: _USIZE
 
 
-class _Reranker(msgspec.Struct, frozen=True):
+class _Reranker(msgspec.Struct, frozen=True, gc=False):
     configured: bool
     ran: bool
     model: str | None = None
     reason: str | None = None
 
 
-class _Plan(msgspec.Struct, frozen=True):
+class _Plan(msgspec.Struct, frozen=True, gc=False):
     lanes: _Lanes
     selection: _Selection
     reranker: _Reranker
 
 
-class Package(msgspec.Struct, frozen=True):
+class Package(msgspec.Struct, frozen=True, gc=False):
     """An ``EvidencePackage`` (HTTP.md §6.9), every part typed as taguru types it."""
 
     items: list[PackageItem]
