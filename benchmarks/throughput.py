@@ -11,16 +11,18 @@ a synthetic 2,000-case eval set:
   (target: within 20 %);
 * the ``--assembly`` lane: the same 2,000 cases as evidence calls (the stub
   answers ``POST …/evidence`` with a small, well-formed package) against the
-  baseline search calls, both with the aiohttp transport and interleaved run
-  by run (target: the same share of the ideal rate — decoding a package must
-  add nothing that shows beside the HTTP exchange).
+  baseline search calls, and against search calls whose answer is padded to the
+  evidence answer's size, all with the aiohttp transport and interleaved run
+  by run (target: the same share of the ideal rate — handling a package must
+  add nothing beside the HTTP exchange). Each mode also reports the client's
+  own CPU time per case, and the answer handling is timed in-process.
 
 Both transports are measured side by side (httpx's own pool and
 httpx-aiohttp), each figure the median of ``--repeats`` runs. The stub stops
 with the script (and by itself after ``--stub-lifetime`` seconds).
 
     python benchmarks/throughput.py [--cases 2000] [--concurrency 64] [--repeats 3]
-                                    [--transports httpx,aiohttp] [--modes baseline,assembly]
+                                    [--transports httpx,aiohttp] [--modes baseline,assembly,padded]
 """
 
 from __future__ import annotations
@@ -41,6 +43,16 @@ from typing import Any
 
 DELAY_S = 0.050
 CONTEXT = "bench"
+PADDED = "bench-padded"
+"""A context whose search answers are padded to the evidence answer's size."""
+
+MODES = {
+    "baseline": (CONTEXT, False),
+    "assembly": (CONTEXT, True),
+    "padded": (PADDED, False),
+}
+"""Measured mode -> (context, --assembly): ``padded`` is the baseline lane with a
+search answer as large as the evidence answer (an ignored ``padding`` key)."""
 
 
 def _search_page() -> dict[str, Any]:
@@ -112,6 +124,16 @@ def _evidence_package() -> dict[str, Any]:
     }
 
 
+def _envelope(result: object) -> bytes:
+    return json.dumps({"result": result, "status": "ok", "time": 0.0}).encode()
+
+
+def _padded_search_page() -> dict[str, Any]:
+    """The search page with an ignored key making its answer the evidence answer's size."""
+    missing = len(_envelope(_evidence_package())) - len(_envelope(_search_page()))
+    return {**_search_page(), "padding": "." * (missing - len(', "padding": ""'))}
+
+
 def _stub_main(port_queue: Any, lifetime_s: float) -> None:
     """The stub server process: every route answers after DELAY_S."""
     from aiohttp import web
@@ -131,8 +153,7 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
     page = _search_page()
     package = _evidence_package()
 
-    def ok(result: object) -> bytes:
-        return json.dumps({"result": result, "status": "ok", "time": 0.0}).encode()
+    ok = _envelope
 
     bodies = {
         "entry": ok(entry),
@@ -140,6 +161,7 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         "sources_first": ok({"total": 1, "sources": ["doc.md"], "entries": []}),
         "sources_end": ok({"total": 1, "sources": [], "entries": []}),
         "search": ok(page),
+        "search_padded": ok(_padded_search_page()),
         "evidence": ok(package),
         "empty": ok([]),
     }
@@ -152,7 +174,7 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         elif path.endswith("/evidence"):
             body = bodies["evidence"]
         elif path.endswith("/sources/search"):
-            body = bodies["search"]
+            body = bodies["search_padded" if f"/{PADDED}/" in path else "search"]
         elif path.endswith("/sources"):
             body = bodies["sources_end" if "after" in request.query else "sources_first"]
         elif path.endswith("/embeddings"):
@@ -205,7 +227,12 @@ class Measured:
 
 
 def _measure(
-    eval_path: Path, port: int, concurrency: int, transport_name: str, assembly: bool = False
+    eval_path: Path,
+    port: int,
+    concurrency: int,
+    transport_name: str,
+    assembly: bool = False,
+    context: str = CONTEXT,
 ) -> Measured:
     """One network phase over ``eval_path``.
 
@@ -220,7 +247,7 @@ def _measure(
 
     options = RunOptions(
         eval_path=str(eval_path),
-        context=CONTEXT,
+        context=context,
         url=f"http://127.0.0.1:{port}",
         concurrency=concurrency,
         assembly=assembly,
@@ -283,30 +310,38 @@ def _decode_costs(repeats: int) -> tuple[float, float]:
 def _compare_modes(
     eval_path: Path, port: int, concurrency: int, repeats: int, modes: list[str], ideal: float
 ) -> None:
-    """Baseline and ``--assembly`` runs interleaved (aiohttp transport), medians side by side."""
+    """The modes' runs interleaved (aiohttp transport), medians side by side."""
     runs: dict[str, list[Measured]] = {mode: [] for mode in modes}
     for repeat in range(repeats):
-        # A, B then B, A: a machine whose load drifts favours neither mode.
+        # One order, then the reverse: a machine whose load drifts favours no mode.
         for mode in modes if repeat % 2 == 0 else modes[::-1]:
-            runs[mode].append(_measure(eval_path, port, concurrency, "aiohttp", mode == "assembly"))
+            context, assembly = MODES[mode]
+            runs[mode].append(_measure(eval_path, port, concurrency, "aiohttp", assembly, context))
 
     def median(mode: str, field: str) -> float:
         return statistics.median(getattr(run, field) for run in runs[mode])
 
-    line = " | ".join(
-        f"{mode} {median(mode, 'rate'):,.0f} calls/s = {median(mode, 'rate') / ideal:.1%} of "
-        f"ideal, p50 {median(mode, 'p50_ms'):.0f} ms, client CPU {median(mode, 'cpu_us'):.0f} "
-        "µs/case"
-        for mode in modes
-    )
-    print(f"modes (aiohttp): {line}")
+    sizes = {
+        "baseline": len(_envelope(_search_page())),
+        "assembly": len(_envelope(_evidence_package())),
+        "padded": len(_envelope(_padded_search_page())),
+    }
+    print("modes, aiohttp transport (answer size; calls/s; p50 latency.passage_ms; client CPU):")
+    for mode in modes:
+        rate = median(mode, "rate")
+        print(
+            f"  {mode:9s} {sizes[mode]:5,d} B  {rate:6,.0f} calls/s = {rate / ideal:5.1%} of ideal"
+            f"  p50 {median(mode, 'p50_ms'):3.0f} ms  {median(mode, 'cpu_us'):4.0f} µs/case"
+        )
+    for base in ("baseline", "padded"):
+        if base in runs and "assembly" in runs:
+            rate = median("assembly", "rate") / median(base, "rate")
+            cpu = median("assembly", "cpu_us") / median(base, "cpu_us")
+            print(f"  assembly / {base}: call rate {rate:.3f}, client CPU per case {cpu:.3f}")
     if "baseline" in runs and "assembly" in runs:
-        rate = median("assembly", "rate") / median("baseline", "rate")
-        cpu = median("assembly", "cpu_us") / median("baseline", "cpu_us")
-        print(f"assembly / baseline: call rate {rate:.3f}, client CPU per case {cpu:.3f}")
         search, evidence = _decode_costs(repeats)
         print(
-            f"answer handling per case (in-process, no network): search page {search:.1f} µs, "
+            f"  answer handling per case (in-process, no network): search page {search:.1f} µs, "
             f"evidence package {evidence:.1f} µs"
         )
     sys.stdout.flush()
@@ -320,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sequential-cases", type=int, default=200)
     parser.add_argument("--stub-lifetime", type=float, default=900.0)
     parser.add_argument("--transports", default="httpx,aiohttp")
-    parser.add_argument("--modes", default="baseline,assembly")
+    parser.add_argument("--modes", default="baseline,assembly,padded")
     args = parser.parse_args(argv)
 
     context = multiprocessing.get_context("spawn")
