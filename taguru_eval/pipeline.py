@@ -16,11 +16,7 @@ from typing import Any
 import httpx
 
 from taguru_eval.artifact.build import RunContext, build_artifact, dumps, write_json_atomic
-from taguru_eval.errors import (
-    EXIT_OK,
-    PREFIX,
-    InputError,
-)
+from taguru_eval.errors import EXIT_OK, PREFIX
 from taguru_eval.gate import (
     REPORT_ONLY_NOTICE,
     GateReport,
@@ -36,11 +32,6 @@ from taguru_eval.summary import summary_lines
 from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.schemas import RunTables
 from taguru_eval.tables.shapes import LaneOutput
-
-ASSEMBLY_UNAVAILABLE = (
-    "--assembly is not available in this build yet: run without it for the baseline "
-    "passage lane (POST /contexts/{name}/sources/search)"
-)
 
 REPORT_ONLY_LINE = f"{PREFIX}{REPORT_ONLY_NOTICE}"
 
@@ -110,9 +101,6 @@ async def execute_async(
 ) -> RunResult:
     """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
     console = console or Console()
-    if prepared.options.assembly:
-        # Refused before any network call (exit 2) rather than silently running baseline.
-        raise InputError(ASSEMBLY_UNAVAILABLE)
     phase = await network_phase(prepared, console=console, transport=transport, progress=progress)
     return finish_run(prepared, phase, console)
 

@@ -19,6 +19,7 @@ from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import Budget
 from taguru_eval.run.client import TaguruClient, probe_version
 from taguru_eval.run.console import Console, Progress
+from taguru_eval.run.evidence import Assembly
 from taguru_eval.run.lanes import run_case
 from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
 from taguru_eval.tables.shapes import LaneOutput
@@ -31,8 +32,12 @@ async def run_cases(
     concurrency: int,
     progress: Progress | None = None,
     budget: Budget | None = None,
+    assembly: Assembly | None = None,
 ) -> list[LaneOutput]:
     """Every case's lanes, at most ``concurrency`` cases in flight, in case order.
+
+    ``budget`` truncates baseline hits client-side; ``assembly`` switches every
+    case to the evidence lane (EVALUATE.md §7.1).
 
     The slot is taken before a case's first call, so waiting for it is never
     part of any latency (the client times the exchange alone).
@@ -43,7 +48,7 @@ async def run_cases(
     async def one(index: int, case: EvalCase) -> LaneOutput:
         nonlocal done
         async with slots:
-            output = await run_case(client, context, index, case, budget)
+            output = await run_case(client, context, index, case, budget, assembly)
         done += 1
         if progress is not None:
             progress(done, len(cases))
@@ -105,7 +110,8 @@ async def network_phase(
             prepared.eval_set.cases,
             options.concurrency,
             progress,
-            options.budget if options.budget_given else None,
+            options.budget if options.budget_given and not options.assembly else None,
+            Assembly(options.budget, options.rerank) if options.assembly else None,
         )
         cases_elapsed = time.monotonic() - clock
         after = await read_context_after(client, options.context)
