@@ -64,12 +64,15 @@ def write_run(
     context: str,
     run_id: str,
     frames: Mapping[str, pl.DataFrame],
-    artifact_text: str,
+    artifact: str | Path,
 ) -> Path:
-    """Write one run's tables and its evaluation.json text; returns the run directory.
+    """Write one run's tables and its evaluation.json; returns the run directory.
 
-    Each frame whose name has a schema in ``tables.ARROW_SCHEMAS`` is cast to
-    it, so every run's files share one schema. Failure → :class:`RunError`.
+    ``artifact`` is the evaluation.json text, or the ``Path`` of an
+    evaluation.json already written (a run's ``--out``), whose bytes are copied
+    as they are. Each frame whose name has a schema in ``tables.ARROW_SCHEMAS``
+    is cast to it, so every run's files share one schema. Failure →
+    :class:`RunError`.
     """
     target = run_dir(store_dir, context, run_id)
     staging = Path(store_dir) / STAGING_DIR / f"{run_id}-{secrets.token_hex(4)}"
@@ -77,10 +80,7 @@ def write_run(
         staging.mkdir(parents=True)
         for name, frame in frames.items():
             _write_table(staging / f"{name}.parquet", frame, ARROW_SCHEMAS.get(name))
-        with (staging / ARTIFACT_NAME).open("w", encoding="utf-8") as handle:
-            handle.write(artifact_text)
-            handle.flush()
-            os.fsync(handle.fileno())
+        _write_artifact(staging / ARTIFACT_NAME, artifact)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(staging, target)
         fsync_directory(target.parent)
@@ -92,6 +92,18 @@ def write_run(
             shutil.rmtree(staging, ignore_errors=True)
         _remove_if_empty(Path(store_dir) / STAGING_DIR)
     return target
+
+
+def _write_artifact(path: Path, artifact: str | Path) -> None:
+    if isinstance(artifact, Path):
+        shutil.copyfile(artifact, path)  # the kernel's copy where it has one
+        with path.open("rb") as handle:
+            os.fsync(handle.fileno())
+        return
+    with path.open("w", encoding="utf-8") as handle:
+        handle.write(artifact)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def _write_table(path: Path, frame: pl.DataFrame, schema: pa.Schema | None) -> None:
