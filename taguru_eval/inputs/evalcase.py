@@ -205,30 +205,52 @@ Entry = TypeVar("Entry")
 
 
 def expected_frame(cases: Sequence[EvalCase]) -> pl.DataFrame:
-    """The ``expected`` table of the module docstring for ``cases``.
+    """The ``expected`` table of the module docstring for loaded ``cases``.
 
-    Each kind's entries are gathered into columns (one comprehension per
-    column), then framed, ordered and numbered by Polars: the Python work is a
-    few list items per entry, never a dict per row.
+    Each kind's entries are gathered into columns (one C-level getter per
+    column, never a dict per row); Polars numbers and orders them.
     """
 
     def lists(name: str) -> list[Any]:
         return list(map(attrgetter(name), cases))
 
-    parts = [
-        _source_rows(lists("expected_sources")),
-        _text_rows("concept", lists("expected_concepts")),
-        _text_rows("label", lists("expected_labels")),
-        _association_rows(lists("expected_associations")),
-        _citation_rows(lists("expected_citations")),
-    ]
+    entries = {
+        "source": _source_entries(lists("expected_sources")),
+        "concept": _text_entries(lists("expected_concepts")),
+        "label": _text_entries(lists("expected_labels")),
+        "association": _association_entries(lists("expected_associations")),
+        "citation": _citation_entries(lists("expected_citations")),
+    }
+    return _assemble(entries, pl.Series("case_id", lists("case_id"), dtype=pl.String))
+
+
+def _assemble(entries: dict[str, pl.DataFrame], case_ids: pl.Series) -> pl.DataFrame:
+    """The table from each kind's entry rows (``case_index``, ``entry_index``, values).
+
+    A source entry arrives as one row per listed paragraph (null when it
+    lists none) tagged with ``entry_row``; a paragraph listed twice in one
+    entry becomes one row and source rows are numbered per case. Rows are
+    ordered by case, then kind, then declaration.
+    """
+    parts = []
+    for rank, kind in enumerate(EXPECTED_KINDS):
+        frame = entries[kind].with_columns(
+            kind=pl.lit(kind, pl.String),
+            kind_rank=pl.lit(rank, pl.UInt8),
+            item_index=pl.col("entry_index"),
+        )
+        if kind == "source":
+            frame = frame.filter(pl.struct("entry_row", "paragraph").is_first_distinct())
+            position = pl.int_range(pl.len(), dtype=pl.UInt32)
+            first = pl.when(pl.col("case_index").is_first_distinct()).then(position)
+            frame = frame.with_columns(item_index=position - first.forward_fill())
+        parts.append(frame)
     # Case first, then kind; a stable sort keeps declaration order within both.
     order = pl.col("case_index").cast(pl.UInt64) * len(EXPECTED_KINDS) + pl.col("kind_rank")
-    frame = pl.concat(parts, how="diagonal").sort(order, maintain_order=True)
-    case_ids = pl.Series("case_id", lists("case_id"), dtype=pl.String)
+    frame = pl.concat(parts, how="diagonal_relaxed").sort(order, maintain_order=True)
     frame = frame.with_columns(case_id=case_ids.gather(frame["case_index"]))
     return frame.select(
-        pl.col(name) if name in frame.columns else pl.lit(None, dtype).alias(name)
+        pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype).alias(name)
         for name, dtype in EXPECTED_SCHEMA.items()
     )
 
@@ -248,91 +270,52 @@ def _flatten(lists: Sequence[Sequence[Entry]]) -> tuple[pl.DataFrame, list[Entry
     return index, list(chain.from_iterable(lists))
 
 
-def _kind_frame(kind: str, index: pl.DataFrame, columns: dict[str, pl.Series]) -> pl.DataFrame:
-    """One kind's rows; ``item_index`` is the entry index unless the caller renumbers."""
-    return index.with_columns(
-        kind=pl.lit(kind, pl.String),
-        kind_rank=pl.lit(EXPECTED_KINDS.index(kind), pl.UInt8),
-        item_index=pl.col("entry_index"),
-        **columns,
-    )
-
-
 def _fields(entries: Sequence[object], names: tuple[str, ...]) -> list[list[Any]]:
     """The columns ``names`` over ``entries``, each read by a C-level getter."""
     return [list(map(attrgetter(name), entries)) for name in names]
 
 
-def _source_rows(lists: Sequence[Sequence[ExpectedSource]]) -> pl.DataFrame:
-    """One row per distinct listed paragraph (null for "any paragraph"), numbered per case."""
+def _source_entries(lists: Sequence[Sequence[ExpectedSource]]) -> pl.DataFrame:
     index, entries = _flatten(lists)
     source, relevance, listed = _fields(entries, ("source", "relevance", "paragraphs"))
-    frame = _kind_frame(
-        "source",
-        index,
-        {
-            "source": pl.Series("source", source, dtype=pl.String),
-            "relevance": pl.Series("relevance", relevance, dtype=pl.UInt8),
-        },
+    frame = index.with_columns(
+        entry_row=pl.int_range(pl.len(), dtype=pl.UInt32),
+        source=pl.Series(source, dtype=pl.String),
+        relevance=pl.Series(relevance, dtype=pl.UInt8),
     )
-    # Entry i spans max(1, len(paragraphs)) rows; "any paragraph" is one null row.
-    entry_row = (
-        pl.Series("count", list(map(len, listed)), dtype=pl.UInt32)
-        .clip(lower_bound=1)
-        .to_frame()
-        .with_row_index("entry_row")
-        .select(pl.col("entry_row").repeat_by("count").explode())
-        .to_series()
-    )
+    # Entry i spans max(1, len(paragraphs)) rows.
+    spans = pl.Series(list(map(len, listed)), dtype=pl.UInt32).clip(lower_bound=1)
+    rows = frame.select(pl.all().repeat_by(spans).explode()) if len(frame) else frame
     paragraph = [p for paragraphs in listed for p in (paragraphs or (None,))]
-    rows = frame[entry_row].with_columns(
-        entry_row=entry_row, paragraph=pl.Series(paragraph, dtype=pl.UInt32)
-    )
-    # A paragraph listed twice in one entry is one row; then number rows within each case.
-    rows = rows.filter(pl.struct("entry_row", "paragraph").is_first_distinct())
-    position = pl.int_range(pl.len(), dtype=pl.UInt32)
-    case_start = pl.when(pl.col("case_index").is_first_distinct()).then(position).forward_fill()
-    return rows.with_columns(item_index=position - case_start).drop("entry_row")
+    return rows.with_columns(paragraph=pl.Series(paragraph, dtype=pl.UInt32))
 
 
-def _text_rows(kind: str, lists: Sequence[Sequence[str]]) -> pl.DataFrame:
+def _text_entries(lists: Sequence[Sequence[str]]) -> pl.DataFrame:
     index, texts = _flatten(lists)
-    return _kind_frame(kind, index, {"text": pl.Series("text", texts, dtype=pl.String)})
+    return index.with_columns(text=pl.Series(texts, dtype=pl.String))
 
 
 _ASSOCIATION_PARTS: Final = ("subject", "label", "object")
 
 
-def _association_rows(lists: Sequence[Sequence[ExpectedAssociation]]) -> pl.DataFrame:
+def _association_entries(lists: Sequence[Sequence[ExpectedAssociation]]) -> pl.DataFrame:
     index, entries = _flatten(lists)
     columns = _fields(entries, _ASSOCIATION_PARTS)
-    return _kind_frame(
-        "association",
-        index,
-        {
-            part: pl.Series(part, values, dtype=pl.String)
-            for part, values in zip(_ASSOCIATION_PARTS, columns, strict=True)
-        },
+    return index.with_columns(
+        pl.Series(part, values, dtype=pl.String)
+        for part, values in zip(_ASSOCIATION_PARTS, columns, strict=True)
     )
 
 
-def _citation_rows(lists: Sequence[Sequence[ExpectedCitation]]) -> pl.DataFrame:
+def _citation_entries(lists: Sequence[Sequence[ExpectedCitation]]) -> pl.DataFrame:
     index, entries = _flatten(lists)
     source, paragraph, section, quote = _fields(
         entries, ("source", "paragraph", "section", "quote")
     )
-    return _kind_frame(
-        "citation",
-        index,
-        {
-            "source": pl.Series("source", source, dtype=pl.String),
-            "paragraph": pl.Series("paragraph", paragraph, dtype=pl.UInt32),
-            "section_declared": pl.Series(
-                "section_declared", [s is not ABSENT for s in section], dtype=pl.Boolean
-            ),
-            "section": pl.Series(
-                "section", [None if s is ABSENT else s for s in section], dtype=pl.String
-            ),
-            "quote": pl.Series("quote", quote, dtype=pl.String),
-        },
+    return index.with_columns(
+        source=pl.Series(source, dtype=pl.String),
+        paragraph=pl.Series(paragraph, dtype=pl.UInt32),
+        section_declared=pl.Series([s is not ABSENT for s in section], dtype=pl.Boolean),
+        section=pl.Series([None if s is ABSENT else s for s in section], dtype=pl.String),
+        quote=pl.Series(quote, dtype=pl.String),
     )
