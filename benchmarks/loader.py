@@ -41,28 +41,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memory import reset_peak, status_kib
+
 ROOT = Path(__file__).resolve().parents[1]
 PATHS = ("fast", "strict", "before")
 RATIO_TARGET = 10.0
 SECONDS_TARGET_100K = 0.4
-
-
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return -1
-
-
-def _reset_peak() -> bool:
-    # Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
-    try:
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")
-    except OSError:
-        return False
-    return True
 
 
 def child(path_name: str, eval_path: Path, repeats: int, tree: Path) -> None:
@@ -82,8 +66,8 @@ def child(path_name: str, eval_path: Path, repeats: int, tree: Path) -> None:
             raise SystemExit("the demo file did not take the fast path")
     dataset.load_eval(demo)  # warm up: imports, first Polars calls
     gc.collect()
-    resident_before = _status_kib("VmRSS")
-    peak_reset = _reset_peak()
+    resident_before = status_kib("VmRSS")
+    peak_reset = reset_peak()
     seconds: list[float] = []
     cpu_seconds: list[float] = []
     loaded: Any = None
@@ -99,7 +83,7 @@ def child(path_name: str, eval_path: Path, repeats: int, tree: Path) -> None:
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
         "resident_before_kib": resident_before,
-        "peak_kib": _status_kib("VmHWM"),
+        "peak_kib": status_kib("VmHWM"),
         "peak_reset": peak_reset,
         "cases": len(loaded.cases),
         "expected_rows": expected.height,

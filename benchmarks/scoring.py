@@ -47,6 +47,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memory import reset_peak, status_kib
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -329,24 +331,6 @@ def _means(tool: str, result: Any, inputs: Any) -> dict[str, float]:
 # ---------------------------------------------------------------------------
 
 
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return -1
-
-
-def _reset_peak() -> bool:
-    # Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
-    try:
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")
-    except OSError:
-        return False
-    return True
-
-
 def child(tool: str, cases: int, repeats: int) -> None:
     builders: dict[str, Callable[[dict[str, Any]], Any]] = {
         "ours": build_ours,
@@ -362,8 +346,8 @@ def child(tool: str, cases: int, repeats: int) -> None:
     started = time.perf_counter()
     inputs = builders[tool](synthetic_arrays(cases))
     build_seconds = time.perf_counter() - started
-    resident_before = _status_kib("VmRSS")
-    peak_reset = _reset_peak()
+    resident_before = status_kib("VmRSS")
+    peak_reset = reset_peak()
     seconds: list[float] = []
     cpu_seconds: list[float] = []
     result: Any = None
@@ -379,7 +363,7 @@ def child(tool: str, cases: int, repeats: int) -> None:
         "cpu_seconds": cpu_seconds,
         "build_seconds": build_seconds,
         "resident_before_kib": resident_before,
-        "peak_kib": _status_kib("VmHWM"),
+        "peak_kib": status_kib("VmHWM"),
         "peak_reset": peak_reset,
         "means": _means(tool, result, inputs),
     }
