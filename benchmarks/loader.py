@@ -61,7 +61,7 @@ def child(path_name: str, eval_path: Path, repeats: int, tree: Path) -> None:
         return dataset.load_eval(eval_path, "eval.jsonl")
 
     if path_name == "fast":
-        took_fast_path = dataset._load_fast(demo.read_bytes(), "demo") is not None
+        took_fast_path = dataset.load_eval_fast(demo.read_bytes(), "demo") is not None
         if not took_fast_path:
             raise SystemExit("the demo file did not take the fast path")
     dataset.load_eval(demo)  # warm up: imports, first Polars calls
@@ -91,7 +91,7 @@ def child(path_name: str, eval_path: Path, repeats: int, tree: Path) -> None:
     }
     if path_name == "fast":
         raw = eval_path.read_bytes()
-        report["fast_path_taken"] = dataset._load_fast(raw, "eval.jsonl") is not None
+        report["fast_path_taken"] = dataset.load_eval_fast(raw, "eval.jsonl") is not None
     print("RESULT " + json.dumps(report))
 
 

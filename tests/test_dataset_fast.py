@@ -1,6 +1,6 @@
 """The eval.jsonl fast path: it answers exactly as the strict loader, or leaves the file to it.
 
-For any bytes, ``_load_fast`` either returns ``None`` (the strict loader reads
+For any bytes, ``load_eval_fast`` either returns ``None`` (the strict loader reads
 the file) or an EvalSet equal to the strict loader's — same name, cases,
 ``expected`` frame and warnings. On plainly well-formed files it must answer.
 The columnar ``expected`` builder is checked against the old row builder.
@@ -249,7 +249,7 @@ def assert_same_eval_set(fast: EvalSet, strict: EvalSet) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=valid_files())
 def test_well_formed_files_take_the_fast_path_and_equal_the_strict_one(raw: bytes) -> None:
-    fast = dataset._load_fast(raw, "eval.jsonl")
+    fast = dataset.load_eval_fast(raw, "eval.jsonl")
     strict = strict_outcome(raw)
     assert isinstance(strict, EvalSet), strict
     assert fast is not None
@@ -259,7 +259,7 @@ def test_well_formed_files_take_the_fast_path_and_equal_the_strict_one(raw: byte
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=st.one_of(near_miss_files(), mutated_files()))
 def test_fast_path_never_answers_differently_from_the_strict_one(raw: bytes) -> None:
-    fast = dataset._load_fast(raw, "eval.jsonl")
+    fast = dataset.load_eval_fast(raw, "eval.jsonl")
     strict = strict_outcome(raw)
     if fast is not None:
         assert isinstance(strict, EvalSet), strict
@@ -338,7 +338,7 @@ def _one_case(line: str) -> bytes:
 )
 def test_lines_the_fast_path_leaves_to_the_strict_one(line: str) -> None:
     raw = _one_case(line)
-    assert dataset._load_fast(raw, "eval.jsonl") is None
+    assert dataset.load_eval_fast(raw, "eval.jsonl") is None
     strict = strict_outcome(raw)
     public: EvalSet | str
     try:
@@ -355,7 +355,7 @@ def test_lines_the_fast_path_leaves_to_the_strict_one(line: str) -> None:
 def test_a_repeated_case_id_is_left_to_the_strict_path() -> None:
     line = '{"case_id":"a","query":"q"}'
     raw = (HEADER + "\n" + line + "\n" + line).encode("utf-8")
-    assert dataset._load_fast(raw, "eval.jsonl") is None
+    assert dataset.load_eval_fast(raw, "eval.jsonl") is None
     assert strict_outcome(raw) == "eval.jsonl: line 3: duplicate case_id 'a'"
 
 
@@ -366,7 +366,7 @@ def test_nulls_for_extension_fields_and_duplicate_keys_stay_on_the_fast_path() -
         '{"source":"s","paragraph":2}],"options":{"tags":null,"floor":0.4,"limit":null}}'
     )
     raw = _one_case(line)
-    fast = dataset._load_fast(raw, "eval.jsonl")
+    fast = dataset.load_eval_fast(raw, "eval.jsonl")
     assert fast is not None
     assert_same_eval_set(fast, load_eval_strict(raw.decode(), "eval.jsonl"))
     case = fast.cases[0]
@@ -378,6 +378,6 @@ def test_nulls_for_extension_fields_and_duplicate_keys_stay_on_the_fast_path() -
 
 def test_demo_eval_set_takes_the_fast_path() -> None:
     raw = (Path(__file__).resolve().parents[1] / "data" / "sake" / "eval.jsonl").read_bytes()
-    fast = dataset._load_fast(raw, "eval.jsonl")
+    fast = dataset.load_eval_fast(raw, "eval.jsonl")
     assert fast is not None
     assert_same_eval_set(fast, load_eval_strict(raw.decode(), "eval.jsonl"))

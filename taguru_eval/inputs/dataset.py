@@ -13,7 +13,11 @@ reproduces the second mode the reference's loader has (§1.4, used by
 :func:`validate_limits` is §1.5 (``options.limit`` within 1..=1000), run by the
 caller after a successful load.
 
-The loaded types and the ``expected`` table live in :mod:`.evalcase`.
+Two readers, one answer: :func:`load_eval` and :func:`load_eval_text` first
+try :func:`load_eval_fast` (msgspec decodes a plainly well-formed file,
+:mod:`.dataset_fast`), and whatever it is not sure of goes through
+:func:`load_eval_strict`, the line-by-line reader that writes every error
+message. The loaded types and the ``expected`` table live in :mod:`.evalcase`.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ __all__ = [
     "SectionExpectation",
     "expected_frame",
     "load_eval",
+    "load_eval_fast",
     "load_eval_strict",
     "load_eval_text",
     "validate_limits",
@@ -88,7 +93,7 @@ def load_eval(
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
-    if mode == "interpret" and (fast := _load_fast(raw, shown)) is not None:
+    if mode == "interpret" and (fast := load_eval_fast(raw, shown)) is not None:
         return fast
     try:
         text = raw.decode("utf-8")
@@ -116,13 +121,15 @@ def load_eval_text(
             raw = text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: the strict path names its line
             raw = b""
-        if raw and (fast := _load_fast(raw, label)) is not None:
+        if raw and (fast := load_eval_fast(raw, label)) is not None:
             return fast
     return load_eval_strict(text, label, mode=mode, consumer=consumer)
 
 
-def _load_fast(raw: bytes, label: str) -> EvalSet | None:
-    """The fast path (:mod:`.dataset_fast`) for a well-formed file; ``None`` sends it strict.
+def load_eval_fast(raw: bytes, label: str) -> EvalSet | None:
+    """The fast path (:mod:`.dataset_fast`) for a well-formed file in interpret mode.
+
+    ``None`` means the file must go through :func:`load_eval_strict`.
 
     The header is one line and read by the strict code itself; any problem
     with it, as with any case line, leaves the whole file to the strict path,
