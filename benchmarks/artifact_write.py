@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import shutil
 import statistics
 import sys
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     from taguru_eval.artifact.build import write_json_atomic
     from taguru_eval.store import write_run
 
+    print("load average at start: " + ", ".join(f"{load:.1f}" for load in os.getloadavg()))
     started = time.perf_counter()
     doc = artifact_document(args.cases)
     print(f"built a {args.cases:,}-case document in {time.perf_counter() - started:.1f} s")
@@ -120,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  ratio {run_ratio:.1f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print("load average at end: " + ", ".join(f"{load:.1f}" for load in os.getloadavg()))
     met = encode_ratio >= RATIO_TARGET and run_ratio >= RATIO_TARGET
     print(f"\ntarget >= {RATIO_TARGET:g}x: {'met' if met else 'MISSED'}")
     return 0 if met else 1

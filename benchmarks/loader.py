@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -122,7 +123,11 @@ def _mib(kib: int) -> str:
 
 def _measure(size: int, eval_path: Path, repeats: int, before: Path | None) -> bool:
     megabytes = eval_path.stat().st_size / 1e6
-    print(f"\n{size:,} cases ({megabytes:,.1f} MB), {repeats} timed load(s) per path:")
+    loads = ", ".join(f"{load:.1f}" for load in os.getloadavg())
+    print(
+        f"\n{size:,} cases ({megabytes:,.1f} MB), {repeats} timed load(s) per path "
+        f"(load average {loads}):"
+    )
     results: dict[str, dict[str, Any]] = {}
     for path_name in PATHS:
         if path_name == "before" and before is None:
