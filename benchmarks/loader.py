@@ -31,18 +31,16 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from memory import reset_peak, status_kib
+from child import print_result, reset_peak, run_child, status_kib
 
 ROOT = Path(__file__).resolve().parents[1]
 PATHS = ("fast", "strict", "before")
@@ -80,7 +78,7 @@ def child(path_name: str, eval_path: Path, repeats: int, tree: Path) -> None:
         seconds.append(time.perf_counter() - started)
         cpu_seconds.append(time.process_time() - cpu_started)
     expected = loaded.expected
-    report = {
+    values = {
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
         "resident_before_kib": resident_before,
@@ -92,29 +90,13 @@ def child(path_name: str, eval_path: Path, repeats: int, tree: Path) -> None:
     }
     if path_name == "fast":
         raw = eval_path.read_bytes()
-        report["fast_path_taken"] = dataset.load_eval_fast(raw, "eval.jsonl") is not None
-    print("RESULT " + json.dumps(report))
+        values["fast_path_taken"] = dataset.load_eval_fast(raw, "eval.jsonl") is not None
+    print_result(values)
 
 
 def _run_child(path_name: str, eval_path: Path, repeats: int, tree: Path) -> dict[str, Any] | str:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        path_name,
-        str(eval_path),
-        "--repeats",
-        str(repeats),
-        "--tree",
-        str(tree),
-    ]
-    completed = subprocess.run(command, capture_output=True, text=True, check=False)
-    for line in completed.stdout.splitlines():
-        if line.startswith("RESULT "):
-            report: dict[str, Any] = json.loads(line[len("RESULT ") :])
-            return report
-    tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
-    return f"child exited {completed.returncode}: " + " | ".join(tail)
+    arguments = [path_name, str(eval_path), "--repeats", str(repeats), "--tree", str(tree)]
+    return run_child(__file__, arguments)
 
 
 def _mib(kib: int) -> str:

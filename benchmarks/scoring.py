@@ -37,7 +37,6 @@ throughput of each tool's own implementation on the same data.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -47,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memory import reset_peak, status_kib
+from child import print_result, reset_peak, run_child, status_kib
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -357,7 +356,7 @@ def child(tool: str, cases: int, repeats: int) -> None:
         result = scorers[tool](inputs)
         seconds.append(time.perf_counter() - started)
         cpu_seconds.append(time.process_time() - cpu_started)
-    report = {
+    values = {
         "tool": tool,
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
@@ -368,8 +367,8 @@ def child(tool: str, cases: int, repeats: int) -> None:
         "means": _means(tool, result, inputs),
     }
     if tool == "ours":
-        report["distributions"] = result[1].to_dicts()
-    print("RESULT " + json.dumps(report))
+        values["distributions"] = result[1].to_dicts()
+    print_result(values)
 
 
 # ---------------------------------------------------------------------------
@@ -390,23 +389,7 @@ def _available(tool: str) -> str | None:
 
 
 def _run_child(tool: str, cases: int, repeats: int) -> dict[str, Any] | str:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        tool,
-        "--cases",
-        str(cases),
-        "--repeats",
-        str(repeats),
-    ]
-    completed = subprocess.run(command, capture_output=True, text=True, check=False)
-    for line in completed.stdout.splitlines():
-        if line.startswith("RESULT "):
-            report: dict[str, Any] = json.loads(line[len("RESULT ") :])
-            return report
-    tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
-    return f"child exited {completed.returncode}: " + " | ".join(tail)
+    return run_child(__file__, [tool, "--cases", str(cases), "--repeats", str(repeats)])
 
 
 def _mib(kib: int) -> str:
