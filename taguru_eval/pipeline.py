@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from taguru_eval.artifact.build import RunContext, build_artifact, dumps, write_json_atomic
+from taguru_eval.artifact.build import RunContext, build_artifact, write_json_atomic
 from taguru_eval.errors import EXIT_OK, PREFIX
 from taguru_eval.gate import (
     REPORT_ONLY_NOTICE,
@@ -137,8 +137,9 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     store_dir = resolve_store_dir(prepared)
     if store_dir is not None:
         frames = {**tables.frames(), "cases": scores.cases, "metrics": scores.metrics_frame}
+        # The stored evaluation.json is a copy of the file just written, not a second encoding.
         store_path = write_run(
-            store_dir, options.context, run_id, frames, dumps(doc), origin=RunOrigin("run")
+            store_dir, options.context, run_id, frames, Path(options.out), origin=RunOrigin("run")
         )
         console.err(f"{PREFIX}run stored in {store_path}")
     if report is None:
