@@ -3,7 +3,10 @@
 ``prepare`` has validated every input; :func:`execute` runs the network
 phase, then the one-way pipeline, prints the console summary and keeps the
 run in the store. The artifact is written atomically at the very end, so an
-interrupted or failed run leaves no file behind."""
+interrupted or failed run leaves no file behind. Keeping the run in the store
+comes after the artifact and never decides the outcome: a store that cannot
+be written is a :class:`~taguru_eval.errors.StoreWriteWarning`, and the exit
+code stays the gate's verdict."""
 
 from __future__ import annotations
 
@@ -20,6 +23,9 @@ from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
     InputError,
+    RunError,
+    StoreWriteWarning,
+    warn,
 )
 from taguru_eval.gate import (
     REPORT_ONLY_NOTICE,
@@ -43,6 +49,8 @@ ASSEMBLY_UNAVAILABLE = (
 )
 
 REPORT_ONLY_LINE = f"{PREFIX}{REPORT_ONLY_NOTICE}"
+
+NOT_STORED = "the run is not stored (evaluation.json is written and the exit code is the gate's)"
 
 
 def run_context(
@@ -149,10 +157,14 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     store_dir = resolve_store_dir(prepared)
     if store_dir is not None:
         frames = {**tables.frames(), "cases": scores.cases, "metrics": scores.metrics_frame}
-        store_path = write_run(
-            store_dir, options.context, run_id, frames, dumps(doc), origin=RunOrigin("run")
-        )
-        console.err(f"{PREFIX}run stored in {store_path}")
+        try:
+            store_path = write_run(
+                store_dir, options.context, run_id, frames, dumps(doc), origin=RunOrigin("run")
+            )
+        except RunError as error:
+            warn(StoreWriteWarning(f"{error.message}; {NOT_STORED}"))
+        else:
+            console.err(f"{PREFIX}run stored in {store_path}")
     if report is None:
         console.err(REPORT_ONLY_LINE)
         exit_code = EXIT_OK
