@@ -123,7 +123,8 @@ def run(
 
     Writes ``out`` (default ``evaluation.json`` in the working directory) and,
     unless ``no_store``, the run into the Parquet store (``store``, default
-    ``runs/`` in the working directory). Bad input raises
+    ``runs/`` in the working directory); a store that cannot be written is a
+    ``StoreWriteWarning`` and ``Run.path`` is ``None``. Bad input raises
     ``InputError``/``UsageError``; an incomplete run raises ``RunError``.
     ``verbose`` prints the console lines; otherwise they are in ``Run.output``.
     ``progress`` is off by default (a notebook stays quiet): ``True`` shows the

@@ -324,6 +324,10 @@ def table_files(
     return TableFiles(table, usable, pl.Schema(columns))
 
 
+_DECLARED: Final[Mapping[str, pl.Schema]] = {spec.name: spec.polars for spec in TABLES}
+"""Each table's declared Polars schema, derived once."""
+
+
 def check_run(run_directory: str | Path, tables: Sequence[str] = ("cases", "metrics")) -> None:
     """Check the cheap signs of a stored run's health: its ``run.json`` (when
     present) and the footers and column types of its ``tables`` files. The
@@ -333,7 +337,7 @@ def check_run(run_directory: str | Path, tables: Sequence[str] = ("cases", "metr
     for name in tables:
         path = directory / TABLE[name].file_name
         if path.is_file():
-            checked_schema(path, TABLE[name].polars)
+            checked_schema(path, _DECLARED[name])
 
 
 def warn_damaged(error: InputError) -> None:
