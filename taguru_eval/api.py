@@ -37,7 +37,7 @@ from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions
 from taguru_eval.pipeline import RunResult, execute_async
 from taguru_eval.run.console import CaseProgress, Console, Progress
-from taguru_eval.store import read_tables, scan_runs
+from taguru_eval.store import read_origin, read_tables, scan_runs
 from taguru_eval.tables.schemas import TABLE, RunTables, conform
 
 T = TypeVar("T")
@@ -128,7 +128,8 @@ def run(
 
     Writes ``out`` (default ``evaluation.json`` in the working directory) and,
     unless ``no_store``, the run into the Parquet store (``store``, default
-    ``runs/`` in the working directory). Bad input raises
+    ``runs/`` in the working directory); a store that cannot be written is a
+    ``StoreWriteWarning`` and ``Run.path`` is ``None``. Bad input raises
     ``InputError``/``UsageError``; an incomplete run raises ``RunError``.
     ``verbose`` prints the console lines; otherwise they are in ``Run.output``.
     ``progress`` is off by default (a notebook stays quiet): ``True`` shows the
@@ -196,11 +197,13 @@ def load_run(path: str | os.PathLike[str]) -> Run:
 
     A store directory's Parquet files are read as written; a bare
     evaluation.json is rebuilt into the same frames through the artifact reader.
+    A damaged file — truncated, garbage, a column or field of the wrong type —
+    is an :class:`InputError` naming it (``error.path``).
     """
     target = Path(path)
     if target.is_dir():
         return _load_stored(target)
-    loaded = tables_from_artifact(read_artifact(target))
+    loaded = tables_from_artifact(read_artifact(target), label=str(target))
     return Run(
         run_id=loaded.tables.run_id,
         doc=loaded.doc,
@@ -216,6 +219,7 @@ def _load_stored(directory: Path) -> Run:
     if not artifact.is_file():
         raise InputError(f"{directory}: not a stored run (no {ARTIFACT_NAME})", path=str(directory))
     doc = read_artifact(artifact)
+    read_origin(directory)  # a damaged run.json is an error here, as any damaged file is
     frames = read_tables(directory)
     run_id = directory.name.removeprefix("run=")
 

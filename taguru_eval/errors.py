@@ -12,6 +12,7 @@ several lines on purpose, each of them escaped on its own.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Final
 
@@ -27,6 +28,11 @@ EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_INPUT = 2
 EXIT_GATE = 3
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT), 128 + 2 as a shell reports a process the signal ended."""
+EXIT_TERMINATED = 143
+"""SIGTERM (what a CI cancellation sends), 128 + 15 — what a shell reports for
+taguru's own client, which leaves SIGTERM at its default action."""
 
 
 class TaguruEvalError(Exception):
@@ -103,3 +109,37 @@ def os_error_text(exc: OSError) -> str:
     if exc.strerror and exc.errno is not None:
         return f"{exc.strerror} (os error {exc.errno})"
     return exc.strerror or str(exc)
+
+
+class TaguruEvalWarning(UserWarning):
+    """Base of every warning the library issues through :mod:`warnings`.
+
+    A library caller sees it as any Python warning (filter it with
+    ``warnings.simplefilter(..., TaguruEvalWarning)``, or turn it into an
+    error); the command line prints each one as a single
+    ``taguru: evaluate: warning: …`` line. The message is made one line when
+    the warning is built, as an error's is.
+    """
+
+    def __init__(self, message: str) -> None:
+        message = one_line(message)
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class DamagedRunWarning(TaguruEvalWarning):
+    """A stored run was skipped because one of its files is damaged; the
+    message names the file and what is wrong with it."""
+
+
+class StoreWriteWarning(TaguruEvalWarning):
+    """A finished run could not be kept in the run store; its artifact and its
+    exit code (the gate's verdict) stand."""
+
+
+def warn(warning: TaguruEvalWarning) -> None:
+    """Issue ``warning`` on behalf of the library's caller."""
+    warnings.warn(warning, stacklevel=3)

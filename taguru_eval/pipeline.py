@@ -3,7 +3,10 @@
 ``prepare`` has validated every input; :func:`execute` runs the network
 phase, then the one-way pipeline, prints the console summary and keeps the
 run in the store. The artifact is written atomically at the very end, so an
-interrupted or failed run leaves no file behind."""
+interrupted or failed run leaves no file behind. Keeping the run in the store
+comes after the artifact and never decides the outcome: a store that cannot
+be written is a :class:`~taguru_eval.errors.StoreWriteWarning`, and the exit
+code stays the gate's verdict."""
 
 from __future__ import annotations
 
@@ -16,7 +19,13 @@ from typing import Any
 import httpx
 
 from taguru_eval.artifact.build import RunContext, build_artifact, write_json_atomic
-from taguru_eval.errors import EXIT_OK, PREFIX
+from taguru_eval.errors import (
+    EXIT_OK,
+    PREFIX,
+    RunError,
+    StoreWriteWarning,
+    warn,
+)
 from taguru_eval.gate import (
     REPORT_ONLY_NOTICE,
     GateReport,
@@ -34,6 +43,8 @@ from taguru_eval.tables.schemas import RunTables
 from taguru_eval.tables.shapes import LaneOutput
 
 REPORT_ONLY_LINE = f"{PREFIX}{REPORT_ONLY_NOTICE}"
+
+NOT_STORED = "the run is not stored (evaluation.json is written and the exit code is the gate's)"
 
 
 def run_context(
@@ -137,11 +148,21 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     store_dir = resolve_store_dir(prepared)
     if store_dir is not None:
         frames = {**tables.frames(), "cases": scores.cases, "metrics": scores.metrics_frame}
-        # The stored evaluation.json is a copy of the file just written, not a second encoding.
-        store_path = write_run(
-            store_dir, options.context, run_id, frames, Path(options.out), origin=RunOrigin("run")
-        )
-        console.err(f"{PREFIX}run stored in {store_path}")
+        try:
+            # The stored evaluation.json is a copy of the file just written, not a
+            # second encoding.
+            store_path = write_run(
+                store_dir,
+                options.context,
+                run_id,
+                frames,
+                Path(options.out),
+                origin=RunOrigin("run"),
+            )
+        except RunError as error:
+            warn(StoreWriteWarning(f"{error.message}; {NOT_STORED}"))
+        else:
+            console.err(f"{PREFIX}run stored in {store_path}")
     if report is None:
         console.err(REPORT_ONLY_LINE)
         exit_code = EXIT_OK

@@ -18,16 +18,27 @@ table's files across every run are the glob :func:`table_glob` names, with
 holds every table (and the JSON files), a directory-discovering reader such as
 ``pyarrow.dataset("runs", partitioning="hive")`` would mix tables; it is
 given the table's file list instead (:func:`table_paths`, :func:`dataset`).
+
+A damaged run never breaks the store for the others: :func:`scan_runs`,
+:func:`dataset` and :func:`collect_runs` check every run's file (its Parquet
+footer, and the declared columns' types) and leave a damaged one out with a
+:class:`~taguru_eval.errors.DamagedRunWarning` naming the file; reading one
+run the caller named (:func:`read_table`, :func:`read_tables`,
+:func:`read_origin`) raises an :class:`~taguru_eval.errors.InputError`
+naming it instead. A store or a table name that does not exist is an
+``InputError`` too, never an empty frame that hides a typo.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import secrets
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,11 +49,17 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from taguru_eval._base.files import fsync_directory
+from taguru_eval._base.files import fsync_directory, is_abandoned
 from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.contract import ARTIFACT_NAME, VERSION
-from taguru_eval.errors import PREFIX, RunError, os_error_text
-from taguru_eval.tables.schemas import TABLE, TABLES, table_specs
+from taguru_eval.errors import (
+    DamagedRunWarning,
+    InputError,
+    RunError,
+    os_error_text,
+    warn,
+)
+from taguru_eval.tables.schemas import TABLE, TABLES, TableSpec, table_specs
 
 if TYPE_CHECKING:
     import pyarrow.dataset as pads
@@ -115,14 +132,18 @@ def write_run(
     ``artifact`` is the evaluation.json text, or the ``Path`` of an
     evaluation.json already written (a run's ``--out``), whose bytes are copied
     as they are. Each frame is cast to its table's schema (:data:`TABLES`; the
-    ``cases`` columns of ``catalog``), so every run's files share one schema. Failure →
-    :class:`RunError`.
+    ``cases`` columns of ``catalog``), so every run's files share one schema.
+    The run is staged in ``<store>/.staging/<run_id>.<pid>.<random>`` and
+    renamed into place; staging directories killed writers left are removed
+    first (:func:`remove_abandoned_staging`). Failure → :class:`RunError`.
     """
     unknown = sorted(set(frames) - set(TABLE))
     if unknown:
         raise ValueError(f"no such table: {unknown}")
     target = run_dir(store_dir, context, run_id)
-    staging = Path(store_dir) / STAGING_DIR / f"{run_id}-{secrets.token_hex(4)}"
+    staging_root = Path(store_dir) / STAGING_DIR
+    remove_abandoned_staging(store_dir)
+    staging = staging_root / f"{run_id}.{os.getpid()}.{secrets.token_hex(4)}"
     try:
         staging.mkdir(parents=True)
         for spec in table_specs(catalog):
@@ -134,12 +155,12 @@ def write_run(
         os.rename(staging, target)
         fsync_directory(target.parent)
     except OSError as exc:
-        raise RunError(f"{PREFIX}writing the run store {target}: {os_error_text(exc)}") from None
+        raise RunError(f"writing the run store {target}: {os_error_text(exc)}") from None
     finally:
         # Only reached with leftovers after a failure or an interrupt.
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-        _remove_if_empty(Path(store_dir) / STAGING_DIR)
+        _remove_if_empty(staging_root)
     return target
 
 
@@ -150,6 +171,30 @@ def _write_artifact(path: Path, artifact: str | Path) -> None:
             os.fsync(handle.fileno())
         return
     _write_text(path, artifact)
+
+
+_STAGING_OWNER: Final = re.compile(r"\.(?P<pid>[1-9][0-9]*)\.[0-9a-f]{8}\Z")
+"""The end of a staging directory's name: ``.<writer pid>.<8 hex digits>``."""
+
+
+def remove_abandoned_staging(store_dir: str | Path) -> list[Path]:
+    """Remove the staging directories killed writers left in ``<store>/.staging``
+    (last modified before this process started, their writer's pid gone:
+    :func:`taguru_eval._base.files.is_abandoned`); returns them.
+
+    A directory whose name carries no pid (staged by a version before this
+    rule) is left alone: nothing says its writer is gone. Best effort.
+    """
+    removed: list[Path] = []
+    with contextlib.suppress(OSError):
+        for entry in (Path(store_dir) / STAGING_DIR).iterdir():
+            owner = _STAGING_OWNER.search(entry.name)
+            if owner is None or not entry.is_dir():
+                continue
+            if is_abandoned(entry, int(owner.group("pid"))):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+    return removed
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -169,6 +214,194 @@ def _remove_if_empty(path: Path) -> None:
         path.rmdir()
 
 
+# ------------------------------------------------------------------ reading, checked
+
+
+def table_error(shown: str | Path, detail: str) -> InputError:
+    """A run-store table that cannot be used: ``<file>: malformed run-store table: …``."""
+    return InputError(f"{shown}: malformed run-store table: {detail}", path=str(shown))
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (Polars' messages run to several)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+PARQUET_FAILURES: Final = (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException)
+"""What a damaged Parquet file makes Polars raise (a panic included)."""
+
+
+def table_spec(table: str, catalog: Catalog = CATALOG) -> TableSpec:
+    """The spec of ``table`` (``cases`` with ``catalog``'s columns); an unknown
+    name is an :class:`InputError` listing the tables."""
+    specs = {spec.name: spec for spec in table_specs(catalog)}
+    if table not in specs:
+        raise InputError(f"no table '{table}' in the run store (one of: {', '.join(specs)})")
+    return specs[table]
+
+
+def require_store(store_dir: str | Path) -> Path:
+    """``store_dir`` as a path, or an :class:`InputError` when it is not a directory."""
+    path = Path(store_dir)
+    try:
+        path.stat()
+        if not path.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+    except OSError as exc:
+        raise InputError(
+            f"reading the run store {store_dir}: {os_error_text(exc)}", path=str(store_dir)
+        ) from None
+    return path
+
+
+def checked_schema(
+    path: str | Path, declared: Mapping[str, pl.DataType], shown: str | Path | None = None
+) -> dict[str, pl.DataType]:
+    """A stored table file's schema, read from its Parquet footer, with every
+    declared column it holds of its declared type.
+
+    The cheap check of a run's file: a truncated file, garbage bytes or a
+    column of another type is an :class:`InputError` naming the file (damage
+    inside the data pages shows only when they are read). Columns a catalog
+    added are not declared and pass.
+    """
+    label = path if shown is None else shown
+    try:
+        schema = pl.read_parquet_schema(path)
+    except PARQUET_FAILURES as exc:
+        raise table_error(label, first_line(exc)) from None
+    for name, dtype in schema.items():
+        expected = declared.get(name)
+        if expected is not None and dtype != expected:
+            raise table_error(label, f"{name}: expected {expected}, got {dtype}")
+    return schema
+
+
+def read_table(
+    path: str | Path, spec: TableSpec, *, columns: list[str] | None = None
+) -> pl.DataFrame:
+    """One stored table file, checked (:func:`checked_schema`) and read; any
+    damage is an :class:`InputError` naming the file."""
+    checked_schema(path, spec.polars)
+    try:
+        return pl.read_parquet(path, columns=columns)
+    except PARQUET_FAILURES as exc:
+        raise table_error(path, first_line(exc)) from None
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """The usable files of one table across a store, and the schema they scan with."""
+
+    table: str
+    paths: list[Path]
+    schema: pl.Schema
+    """The table's declared columns plus any column a stored file adds (the
+    partition columns ``context`` and ``run`` are added by the scan)."""
+
+
+def table_files(
+    store_dir: str | Path,
+    table: str,
+    catalog: Catalog = CATALOG,
+    *,
+    run_dirs: Sequence[Path] | None = None,
+) -> TableFiles:
+    """Every stored run's ``table`` file (or only those of ``run_dirs``) whose
+    footer reads and whose declared columns have their declared types; each
+    other one is left out with a :class:`DamagedRunWarning` naming it.
+
+    An extra column (one a catalog adds) takes the type of the first run that
+    has it; a later run holding it with another type is left out too.
+    """
+    spec = table_spec(table, catalog)
+    root = require_store(store_dir)
+    columns: dict[str, pl.DataType] = dict(spec.polars)
+    usable: list[Path] = []
+    if run_dirs is None:
+        candidates = table_paths(root, table)
+    else:
+        candidates = [path for path in (d / spec.file_name for d in run_dirs) if path.is_file()]
+    for path in candidates:
+        try:
+            found = checked_schema(path, columns)
+        except InputError as error:
+            warn_damaged(error)
+            continue
+        usable.append(path)
+        for name, dtype in found.items():
+            columns.setdefault(name, dtype)
+    return TableFiles(table, usable, pl.Schema(columns))
+
+
+_DECLARED: Final[Mapping[str, pl.Schema]] = {spec.name: spec.polars for spec in TABLES}
+"""Each table's declared Polars schema, derived once."""
+
+
+def check_run(run_directory: str | Path, tables: Sequence[str] = ("cases", "metrics")) -> None:
+    """Check the cheap signs of a stored run's health: its ``run.json`` (when
+    present) and the footers and column types of its ``tables`` files. The
+    first damaged file is an :class:`InputError` naming it."""
+    directory = Path(run_directory)
+    read_origin(directory)
+    for name in tables:
+        path = directory / TABLE[name].file_name
+        if path.is_file():
+            checked_schema(path, _DECLARED[name])
+
+
+def warn_damaged(error: InputError) -> None:
+    """Tell the caller a stored run is left out, naming its damaged file."""
+    warn(DamagedRunWarning(f"skipping a damaged stored run: {error.message}"))
+
+
+def scan_files(files: TableFiles) -> pl.LazyFrame:
+    """One lazy hive-partitioned scan of ``files`` (empty with the schema when none)."""
+    if not files.paths:
+        return pl.LazyFrame(schema={**files.schema, **HIVE_SCHEMA})
+    return pl.scan_parquet(
+        files.paths,
+        hive_partitioning=True,
+        hive_schema=HIVE_SCHEMA,
+        schema=files.schema,
+        missing_columns="insert",
+    )
+
+
+def collect_runs(
+    store_dir: str | Path,
+    table: str,
+    query: Callable[[pl.LazyFrame], pl.LazyFrame],
+    catalog: Catalog = CATALOG,
+    *,
+    run_dirs: Sequence[Path] | None = None,
+) -> pl.DataFrame:
+    """``query`` applied to :func:`scan_runs` of ``table`` (only ``run_dirs``'
+    files when given), collected.
+
+    The footer check cannot see damage inside a file's data pages; when the
+    scan fails, each file is read alone through ``query`` to find the damaged
+    ones, which are left out with a :class:`DamagedRunWarning`, and the rest
+    is collected. So a damaged run never ends the caller's work with a Polars
+    error.
+    """
+    files = table_files(store_dir, table, catalog, run_dirs=run_dirs)
+    try:
+        return query(scan_files(files)).collect()
+    except PARQUET_FAILURES:
+        pass
+    usable: list[Path] = []
+    for path in files.paths:
+        try:
+            query(scan_files(TableFiles(table, [path], files.schema))).collect()
+        except PARQUET_FAILURES as exc:
+            warn_damaged(table_error(path, first_line(exc)))
+            continue
+        usable.append(path)
+    return query(scan_files(TableFiles(table, usable, files.schema))).collect()
+
+
 def table_glob(table: str) -> str:
     """The glob, relative to the store root, matching ``table``'s file of every run:
     ``context=*/run=*/<table>.parquet``."""
@@ -181,51 +414,40 @@ def table_paths(store_dir: str | Path, table: str) -> list[Path]:
     return sorted(Path(store_dir).glob(table_glob(table)))
 
 
-def scan_runs(store_dir: str | Path, table: str) -> pl.LazyFrame:
+def scan_runs(store_dir: str | Path, table: str, catalog: Catalog = CATALOG) -> pl.LazyFrame:
     """Every stored run's ``table`` as one lazy hive-partitioned scan.
 
     The frame carries the partition columns ``context`` and ``run``. Runs
     stored before a column was added read it as null: the scan's schema is the
     table's declared one plus any column a stored file adds (a catalog's extra
-    metric). A store with no run yet yields an empty frame with the table's
-    schema.
+    metric). A store with no run of the table yields an empty frame with the
+    table's schema; a store that does not exist, or a table name that is not
+    one of :data:`TABLES`, is an :class:`InputError`. A run whose file is
+    damaged is left out with a :class:`DamagedRunWarning` (:func:`table_files`;
+    :func:`collect_runs` also catches damage inside data pages).
     """
-    paths = table_paths(store_dir, table)
-    columns = dict(TABLE[table].polars) if table in TABLE else {}
-    if not paths:
-        return pl.LazyFrame(schema={**columns, **HIVE_SCHEMA})
-    for path in paths:
-        for name, dtype in pl.read_parquet_schema(path).items():
-            columns.setdefault(name, dtype)
-    return pl.scan_parquet(
-        str(Path(store_dir) / table_glob(table)),
-        hive_partitioning=True,
-        hive_schema=HIVE_SCHEMA,
-        schema=pl.Schema(columns),
-        missing_columns="insert",
-    )
+    return scan_files(table_files(store_dir, table, catalog))
 
 
 def dataset(store_dir: str | Path, table: str) -> pads.Dataset:
     """Every stored run's ``table`` as one ``pyarrow.dataset`` with the hive
     columns ``context`` and ``run`` (decoded, strings).
 
-    Built from :func:`table_paths` (the documented file list); the schema is
-    the union of the files' schemas, so runs written with extra per-case
-    columns read together with the others. A store with no run of a known
-    table yields an empty dataset with the table's schema.
+    Built from the checked file list (:func:`table_files`: damaged runs left
+    out with a warning); the schema is the union of the files' schemas, so
+    runs written with extra per-case columns read together with the others. A
+    store with no run of the table yields an empty dataset with the table's
+    schema; an unknown table or a missing store is an :class:`InputError`.
     """
     # Imported here: pyarrow.dataset pulls pandas in, and the package promises
     # a pandas-free import.
     import pyarrow.dataset as pads
 
-    paths = table_paths(store_dir, table)
+    paths = table_files(store_dir, table).paths
     if paths:
         schema = pa.unify_schemas([pq.read_schema(path) for path in paths])
-    elif table in TABLE:
-        schema = TABLE[table].schema
     else:
-        raise ValueError(f"no such table: {table!r} (and no stored file of that name)")
+        schema = TABLE[table].schema
     for field in HIVE_ARROW_SCHEMA:
         if field.name not in schema.names:
             schema = schema.append(field)
@@ -259,10 +481,14 @@ def _unquote_component(name: str, prefix: str) -> str:
 
 
 def read_tables(run_directory: str | Path) -> dict[str, pl.DataFrame]:
-    """Every table one stored run holds, by table name, as written."""
+    """Every table one stored run holds, by table name, as written.
+
+    Each file is checked (:func:`read_table`): a damaged one is an
+    :class:`InputError` naming it.
+    """
     directory = Path(run_directory)
     return {
-        spec.name: pl.read_parquet(directory / spec.file_name)
+        spec.name: read_table(directory / spec.file_name, spec)
         for spec in TABLES
         if (directory / spec.file_name).is_file()
     }
@@ -270,15 +496,28 @@ def read_tables(run_directory: str | Path) -> dict[str, pl.DataFrame]:
 
 def read_origin(run_directory: str | Path) -> RunOrigin | None:
     """How a stored run came to be (its ``run.json``); ``None`` when the store
-    does not say (a run stored before ``run.json`` was written, or a bare file)."""
+    does not say (a run stored before ``run.json`` was written, or a bare file).
+
+    A ``run.json`` that is there but unreadable, not JSON, or not the object
+    :class:`RunOrigin` writes is an :class:`InputError` naming it.
+    """
     path = Path(run_directory) / ORIGIN_NAME
+    if not path.is_file():
+        return None
     try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    kind = recorded.get("kind") if isinstance(recorded, dict) else None
-    writer = recorded.get("writer") if isinstance(recorded, dict) else None
-    source = recorded.get("source") if isinstance(recorded, dict) else None
+        recorded = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InputError(f"reading {path}: {os_error_text(exc)}", path=str(path)) from None
+    except ValueError as exc:  # invalid UTF-8 or JSON
+        raise InputError(f"{path}: malformed run.json: {exc}", path=str(path)) from None
+    fields = recorded if isinstance(recorded, dict) else {}
+    kind, writer, source = fields.get("kind"), fields.get("writer"), fields.get("source")
     if kind not in ("run", "ingest") or not isinstance(writer, str):
-        return None
-    return RunOrigin(kind, writer, source if isinstance(source, str) else None)
+        raise InputError(
+            f"{path}: malformed run.json: expected an object with 'kind' (run or ingest) "
+            "and a string 'writer'",
+            path=str(path),
+        )
+    if source is not None and not isinstance(source, str):
+        raise InputError(f"{path}: malformed run.json: 'source' must be a string", path=str(path))
+    return RunOrigin(kind, writer, source)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import threading
 from collections.abc import Awaitable, Callable
@@ -157,10 +158,11 @@ class _ThreadedServer:
 
 
 class ScriptedServer(_ThreadedServer):
-    """Answers each request with ``handler(request)``; keeps connections alive
-    unless the request asks to close."""
+    """Answers each request with ``handler(request)`` (a response, or an
+    awaitable of one: a slow server awaits before answering); keeps
+    connections alive unless the request asks to close."""
 
-    def __init__(self, handler: Callable[[Request], Response]) -> None:
+    def __init__(self, handler: Callable[[Request], Response | Awaitable[Response]]) -> None:
         super().__init__(self.handle)
         self.handler = handler
         self.requests: list[Request] = []
@@ -171,7 +173,8 @@ class ScriptedServer(_ThreadedServer):
             if request is None:
                 return
             self.requests.append(request)
-            response = self.handler(request)
+            answer = self.handler(request)
+            response = await answer if inspect.isawaitable(answer) else answer
             closing = request.headers.get("connection", "").lower() == "close"
             if closing:
                 response.headers["Connection"] = "close"

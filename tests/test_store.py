@@ -107,7 +107,7 @@ def test_scan_runs_is_one_lazy_hive_scan(tmp_path: Path) -> None:
 
 
 def test_scan_of_an_empty_store_has_the_table_schema(tmp_path: Path) -> None:
-    frame = scan_runs(tmp_path / "nothing-here", "calls").collect()
+    frame = scan_runs(tmp_path, "calls").collect()
     assert frame.height == 0
     assert list(frame.columns) == [*CALLS.names(), "context", "run"]
 

@@ -22,6 +22,7 @@ from eval_docs import evaluation_document
 from polars.testing import assert_frame_equal
 
 from taguru_eval.artifact.read import tables_from_artifact
+from taguru_eval.errors import InputError
 from taguru_eval.store import RunOrigin, dataset, scan_runs, table_glob, table_paths, write_run
 from taguru_eval.tables.schemas import TABLES
 
@@ -126,5 +127,5 @@ def test_an_empty_store_gives_an_empty_dataset_with_the_schema(tmp_path: Path) -
     empty = dataset(tmp_path, "cases")
     assert empty.to_table().num_rows == 0
     assert {"case_id", "context", "run"} <= set(empty.schema.names)
-    with pytest.raises(ValueError, match="no such table"):
+    with pytest.raises(InputError, match="no table 'nothing' in the run store"):
         dataset(tmp_path, "nothing")

@@ -1,28 +1,116 @@
-"""Atomic file writes: every artifact is either complete or absent.
+"""Atomic file writes: every artifact is either complete or absent — and what a
+killed writer left behind is removed by the next one.
 
 A crash, a full disk or Ctrl-C mid-write must never leave a half-written
 evaluation.json, changes.jsonl, report or Parquet file where a reader (a CI
-step, ``compare``, a BI tool) would pick it up.
+step, ``compare``, a BI tool) would pick it up. An interrupt is handled (the
+temp file is removed); a SIGKILL or a power loss cannot be, so every temp name
+carries its writer's process id and the next writer of the same file removes
+the temp files whose writer is gone (:func:`is_abandoned`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
 import tempfile
+import time
 from pathlib import Path
+from typing import Final
+
+
+def _process_start() -> float:
+    """When this process started (seconds since the epoch).
+
+    Linux gives it exactly (``/proc/self/stat`` field 22, in clock ticks since
+    boot, plus the boot time); elsewhere the time this module was imported,
+    which is later — so fewer files count as older than the process, never more.
+    """
+    with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            # The command name (field 2) may hold spaces; the fields after it do not.
+            fields = handle.read().rpartition(")")[2].split()
+        with open("/proc/stat", encoding="ascii") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return time.time()
+
+
+PROCESS_STARTED: Final = _process_start()
+"""This process's start time, against which left-over files are judged."""
+
+_TEMP_REST: Final = re.compile(r"(?P<pid>[1-9][0-9]*)\.[a-z0-9_]{8}\.tmp")
+"""What follows ``.{name}.`` in a temp file name: the writer's pid, mkstemp's
+eight random characters, ``.tmp``."""
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (as far as this process can see).
+
+    Anything that cannot be decided — another user's process, a platform
+    without POSIX signals — counts as alive, so its files are kept.
+    """
+    if pid <= 0 or os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True
+    return True
+
+
+def is_abandoned(path: str | os.PathLike[str], pid: int) -> bool:
+    """Whether ``path``, written by process ``pid``, is a killed writer's leftover:
+    last modified before this process started, and ``pid`` no longer running.
+
+    Both conditions, so neither a writer that started after this process nor a
+    live one that started before it (a concurrent run) ever loses its file.
+    """
+    try:
+        modified = os.stat(path, follow_symlinks=False).st_mtime
+    except OSError:
+        return False
+    return modified < PROCESS_STARTED and pid != os.getpid() and not pid_alive(pid)
+
+
+def remove_abandoned_temp_files(target: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temp files killed writers of ``target`` left in its directory
+    (``.{name}.{pid}.{random}.tmp``, see :func:`is_abandoned`); returns them.
+
+    Best effort: a file that cannot be removed stays, and nothing is raised.
+    """
+    path = Path(target)
+    prefix = f".{path.name}."
+    removed: list[Path] = []
+    with contextlib.suppress(OSError):
+        for candidate in path.parent.glob(glob.escape(prefix) + "*.tmp"):
+            owner = _TEMP_REST.fullmatch(candidate.name[len(prefix) :])
+            if owner is not None and is_abandoned(candidate, int(owner.group("pid"))):
+                with contextlib.suppress(OSError):
+                    candidate.unlink()
+                    removed.append(candidate)
+    return removed
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a temp file in the same directory and a rename.
 
-    The directory is not created. On any failure (``OSError`` propagates, and
-    so does ``KeyboardInterrupt``) the temp file is removed and ``path`` keeps
-    whatever it held before.
+    The directory is not created. The temp file is ``.{name}.{pid}.{random}.tmp``;
+    the temp files a killed writer of the same ``path`` left are removed first
+    (:func:`remove_abandoned_temp_files`). On any failure (``OSError``
+    propagates, and so does ``KeyboardInterrupt``) the temp file is removed and
+    ``path`` keeps whatever it held before.
     """
     target = Path(path)
     directory = target.parent
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+    remove_abandoned_temp_files(target)
+    fd, temp = tempfile.mkstemp(
+        dir=directory, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -8,6 +8,10 @@ run was made, the corpus revisions, the gate verdict) comes from the head of
 each run's evaluation.json — everything before its ``cases`` array, a few
 kilobytes whatever the number of cases, so a 100-run history of
 10,000-case runs is indexed without decoding a gigabyte of case blocks.
+
+A damaged run (an unreadable evaluation.json, a damaged table file) is left
+out of every frame with a :class:`~taguru_eval.errors.DamagedRunWarning`
+naming the file, so one bad run never hides the history of the others.
 """
 
 from __future__ import annotations
@@ -25,7 +29,15 @@ from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare.parquet import read_head
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError, os_error_text
-from taguru_eval.store import context_dir, list_runs, scan_runs
+from taguru_eval.store import (
+    check_run,
+    collect_runs,
+    context_dir,
+    list_runs,
+    require_store,
+    run_dir,
+    warn_damaged,
+)
 
 DRIFT_METRICS: Final[tuple[str, ...]] = (
     "recall.recall_at_k",
@@ -181,11 +193,23 @@ def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
     ``revision`` is the corpus revision the run started from;
     ``revision_changed`` is true when it differs from the previous run's (the
     corpus was written between the two runs) — the first run is never a change.
+    A damaged run — its evaluation.json, its ``run.json`` or the footer of its
+    ``cases`` or ``metrics`` table cannot be read — is left out with a
+    :class:`~taguru_eval.errors.DamagedRunWarning` naming the file, and so out
+    of every frame joined to the index; a store that does not exist is an
+    :class:`InputError`.
     """
     rows: list[dict[str, object]] = []
+    require_store(store_dir)
     for artifact in sorted(context_dir(store_dir, context).glob(f"run=*/{ARTIFACT_NAME}")):
         run = artifact.parent.name.removeprefix("run=")
-        rows.append(run_summary(context, run, read_run_head(artifact.parent)))
+        try:
+            head = read_run_head(artifact.parent)
+            check_run(artifact.parent)
+        except InputError as error:
+            warn_damaged(error)
+            continue
+        rows.append(run_summary(context, run, head))
     columns = [name for name in RUN_INDEX_SCHEMA.names() if name != "revision_changed"]
     frame = pl.DataFrame(
         rows, schema={name: RUN_INDEX_SCHEMA[name] for name in columns}, orient="row"
@@ -221,36 +245,50 @@ def order_runs(frame: pl.DataFrame) -> pl.DataFrame:
     return ordered.drop("_revision_total")
 
 
-def metric_history(store_dir: str | Path, context: str) -> pl.DataFrame:
+def metric_history(
+    store_dir: str | Path, context: str, runs: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Every stored run's aggregate metrics as one long frame, oldest run first.
 
     Columns: ``run``, ``generated_at``, ``revision``, ``metric``, ``statistic``,
     ``n``, ``scalar`` (mean or value) plus the distribution's ``p50``/``p90``.
+    ``runs`` is the context's :func:`run_index` when the caller has it already.
     """
-    runs = run_index(store_dir, context)
-    metrics = (
-        scan_runs(store_dir, "metrics")
-        .filter(pl.col("context") == context)
-        .select("run", "metric", "statistic", "n", scalar_expr(), "p50", "p90")
-        .collect()
+    runs = run_index(store_dir, context) if runs is None else runs
+    metrics = collect_runs(
+        store_dir,
+        "metrics",
+        lambda scan: scan.select("run", "metric", "statistic", "n", scalar_expr(), "p50", "p90"),
+        run_dirs=run_dirs(store_dir, context, runs),
     )
     return attach_runs(metrics, runs)
 
 
 def case_history(
-    store_dir: str | Path, context: str, columns: Sequence[str] | None = None
+    store_dir: str | Path,
+    context: str,
+    columns: Sequence[str] | None = None,
+    runs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Every stored run's per-case metrics (the ``cases`` table), oldest run first.
 
     ``columns`` (``cases`` column names) reads only those besides ``run`` and
     ``case_id``: a 100-run history of 10,000-case runs is a million rows, and
-    the ``missed`` lists alone would take most of the memory.
+    the ``missed`` lists alone would take most of the memory. ``runs`` is the
+    context's :func:`run_index` when the caller has it already.
     """
-    runs = run_index(store_dir, context)
-    scan = scan_runs(store_dir, "cases").filter(pl.col("context") == context)
-    if columns is not None:
-        scan = scan.select("run", "case_index", "case_id", *columns)
-    return attach_runs(scan.collect(), runs)
+    runs = run_index(store_dir, context) if runs is None else runs
+
+    def query(scan: pl.LazyFrame) -> pl.LazyFrame:
+        return scan if columns is None else scan.select("run", "case_index", "case_id", *columns)
+
+    cases = collect_runs(store_dir, "cases", query, run_dirs=run_dirs(store_dir, context, runs))
+    return attach_runs(cases, runs)
+
+
+def run_dirs(store_dir: str | Path, context: str, runs: pl.DataFrame) -> list[Path]:
+    """The stored run directories of a run index's rows, in its order."""
+    return [run_dir(store_dir, context, run) for run in runs.get_column("run").to_list()]
 
 
 def attach_runs(frame: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:

@@ -41,7 +41,7 @@ from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import Budget, read_view
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.contract import ARTIFACT_NAME
-from taguru_eval.store import RunOrigin, read_origin
+from taguru_eval.store import RunOrigin, read_origin, read_table
 from taguru_eval.tables.schemas import TABLE
 
 _RATIO_METRICS_UNIT: Final = "ratio"
@@ -136,7 +136,7 @@ def load_report_run(run: str | Path) -> ReportRun:
     if path.is_dir() and _stored_tables(path):
         read_side(path)  # the same validation (and messages) as compare's
         tables = {
-            name: pl.read_parquet(path / TABLE[name].file_name)
+            name: read_table(path / TABLE[name].file_name, TABLE[name])
             for name in _REPORT_TABLES
             if (path / TABLE[name].file_name).is_file()
         }
@@ -372,14 +372,15 @@ def slices_section(tables: Mapping[str, pl.DataFrame]) -> str:
 
 def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: pl.DataFrame) -> str:
     """The context's metric drift over the stored runs up to (and including) this one."""
-    runs = drift.run_index(store, context)
+    every_run = drift.run_index(store, context)
+    runs = every_run
     if run_id in runs.get_column("run").to_list():
         position = runs.get_column("run").to_list().index(run_id)
         runs = runs.head(position + 1)
     runs = runs.tail(DRIFT_RUNS)
     if runs.height < 2:
         return ""
-    history = drift.metric_history(store, context).filter(
+    history = drift.metric_history(store, context, every_run).filter(
         pl.col("run").is_in(runs.get_column("run").implode())
     )
     chart = page.chart("drift", charts.drift_chart(history, runs=runs, bounds=bounds))

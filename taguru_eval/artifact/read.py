@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import polars as pl
 
@@ -302,6 +302,16 @@ class LoadedRun:
     scores: Scores
 
 
+_MALFORMED: Final = (KeyError, TypeError, ValueError, AttributeError, pl.exceptions.PolarsError)
+"""What a wrongly shaped artifact makes the readers below raise."""
+
+
+def _detail(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing field {exc}"
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def tables_from_artifact(
     doc: Mapping[str, Any], run_id: str | None = None, *, label: str = "evaluation.json"
 ) -> LoadedRun:
@@ -317,22 +327,27 @@ def tables_from_artifact(
         outputs = artifact_to_lane_outputs(doc)
         tables = build_tables(outputs, rid)
         cases = cases_from_artifact(doc, rid)
-    except (KeyError, TypeError, ValueError, AttributeError, pl.exceptions.PolarsError) as exc:
-        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
-        raise InputError(f"{label}: malformed case block: {detail}", path=label) from None
+    except _MALFORMED as exc:
+        raise InputError(f"{label}: malformed case block: {_detail(exc)}", path=label) from None
+    recorded, definitions = doc.get("metrics") or {}, doc.get("definitions") or {}
+    if not isinstance(recorded, Mapping) or not isinstance(definitions, Mapping):
+        raise InputError(
+            f"{label}: malformed evaluation.json: 'metrics' and 'definitions' must be objects",
+            path=label,
+        )
     metrics = {
-        name: dict(value)
-        for name, value in sorted((doc.get("metrics") or {}).items())
-        if isinstance(value, Mapping)
+        name: dict(value) for name, value in sorted(recorded.items()) if isinstance(value, Mapping)
     }
     statistics = {
         name: str(definition.get("statistic"))
-        for name, definition in (doc.get("definitions") or {}).items()
+        for name, definition in definitions.items()
         if isinstance(definition, Mapping)
     }
-    scores = Scores(
-        cases=cases, metrics=metrics, metrics_frame=metrics_frame(metrics, rid, statistics)
-    )
+    try:
+        frame = metrics_frame(metrics, rid, statistics)
+    except _MALFORMED as exc:
+        raise InputError(f"{label}: malformed metrics: {_detail(exc)}", path=label) from None
+    scores = Scores(cases=cases, metrics=metrics, metrics_frame=frame)
     return LoadedRun(doc=dict(doc), lane_outputs=outputs, tables=tables, scores=scores)
 
 

@@ -1,6 +1,6 @@
 """Shared pieces of the subcommands' command lines: the shell every project
-subcommand runs in, a left-to-right flag scan and the one way a report file is
-written.
+subcommand runs in, how library warnings are printed, a left-to-right flag
+scan and the one way a report file is written.
 
 The scan keeps taguru's habits (GATE_AND_COMPARE.md §6.1): ``-h``/``--help``
 anywhere means help, a value-taking flag takes the next argument verbatim (even
@@ -11,8 +11,10 @@ every other word is a positional.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO, TypeVar
@@ -23,11 +25,39 @@ from taguru_eval.errors import (
     PREFIX,
     RunError,
     TaguruEvalError,
+    TaguruEvalWarning,
     UsageError,
     os_error_text,
 )
 
 Args = TypeVar("Args")
+
+
+@contextlib.contextmanager
+def printed_warnings(err: TextIO) -> Iterator[None]:
+    """Inside: every warning the library issues (:class:`TaguruEvalWarning`) is
+    printed to ``err`` at once as one ``taguru: evaluate: warning: …`` line,
+    each time it is issued; other warnings keep Python's handling."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", TaguruEvalWarning)
+        shown = warnings.showwarning
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if isinstance(message, TaguruEvalWarning):
+                err.write(f"{PREFIX}warning: {message}\n")
+                err.flush()
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
 
 
 def run_subcommand(
@@ -50,7 +80,8 @@ def run_subcommand(
         if args is None:
             out.write(help_text)
             return EXIT_OK
-        return act(args, out, err)
+        with printed_warnings(err):
+            return act(args, out, err)
     except UsageError as exc:
         err.write(f"{PREFIX}{exc.message} — try 'python -m taguru_eval {word} --help'\n")
         return exc.exit_code

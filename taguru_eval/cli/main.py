@@ -10,29 +10,44 @@ Every stderr line keeps the reference's prefixes (GATE_AND_COMPARE.md §1.1):
 usage errors are ``taguru: evaluate: {message} — try 'taguru evaluate --help'``
 (exit 2), other project errors ``taguru: evaluate: {message}`` with their own
 exit code, and messages that already carry a ``taguru: `` prefix (config-file
-errors) are printed as they are.
+errors) are printed as they are. Library warnings
+(:class:`~taguru_eval.errors.TaguruEvalWarning`) are printed as
+``taguru: evaluate: warning: {message}`` lines.
+
+SIGTERM — what a CI system sends when it cancels a job — is handled as Ctrl-C
+is: it raises :class:`Terminated` (a ``KeyboardInterrupt``) wherever the
+program is, so every cleanup an interrupt runs (temp files, the staging
+directory, open connections) runs too; the command then prints one line
+(``taguru: evaluate: terminated``) and exits 143, the code a shell reports for
+taguru's own client, which SIGTERM ends by its default action. Ctrl-C prints
+``taguru: evaluate: interrupted`` and exits 130.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import FrameType
 from typing import Final
 
 from taguru_eval._base.extras import MissingExtra
 from taguru_eval.cli import compare, demo, export, ingest, report, serve
+from taguru_eval.cli.flags import printed_warnings
 from taguru_eval.cli.run import HELP, run_mode
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
     EXIT_INPUT,
+    EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     PREFIX,
     USAGE_SUFFIX,
     TaguruEvalError,
     UsageError,
 )
-
-EXIT_INTERRUPTED: Final = 130
 
 SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "compare": compare.main,
@@ -93,11 +108,39 @@ def dispatch(args: Sequence[str]) -> int:
     raise UsageError(MSG_UNKNOWN_SUBCOMMAND.format(word=first))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: the run stops exactly as on Ctrl-C, then exits 143."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Inside: SIGTERM raises :class:`Terminated`. Only the main thread can
+    install a handler; elsewhere (the CLI called from a worker thread) SIGTERM
+    keeps its handling."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The command line; returns the exit code (0 ok, 1 run failed, 2 input, 3 gate)."""
+    """The command line; returns the exit code (0 ok, 1 run failed, 2 input, 3 gate,
+    130 interrupted, 143 terminated)."""
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        return dispatch(args)
+        with sigterm_as_interrupt(), printed_warnings(sys.stderr):
+            return dispatch(args)
+    except Terminated:
+        print(f"{PREFIX}terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print(f"{PREFIX}interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -189,10 +189,13 @@ environment:
 exit codes:
   0  run completed (and every threshold passed); also --help
   1  the run could not complete (server unreachable, corpus read failed,
-     artifact not writable)
+     artifact not writable); a run store that cannot be written is only a
+     warning and keeps the gate's code
   2  usage or input error (bad flags, bad eval.jsonl / thresholds / config,
      bad URL, unknown context or source) -- nothing is written
   3  run completed but the thresholds gate did not pass
+  130  interrupted (Ctrl-C); 143  terminated (SIGTERM) -- nothing partial is
+       left behind
 """
 
 

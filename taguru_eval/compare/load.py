@@ -10,7 +10,8 @@ alone needs about ten seconds for such a file.
 
 Metric values are kept as raw JSON and decoded only through their side's
 ``definitions[name].statistic`` (§6.6): a value's shape is never guessed from
-its keys.
+its keys. A key given twice inside an object the view reads is refused as
+serde refuses it (§1.2, :mod:`.repeats`); msgspec alone would keep the last.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, cast
 
 import msgspec
 import polars as pl
@@ -31,6 +32,7 @@ import polars as pl
 from taguru_eval._base.structs import validation_detail as _validation_detail
 from taguru_eval._base.structs import validation_parts as _validation_parts
 from taguru_eval.catalog import CATALOG, SCALAR_FIELD, Catalog
+from taguru_eval.compare.repeats import find_repeat, first_repeat, shape_of
 from taguru_eval.contract import ARTIFACT_NAME, ARTIFACT_STAMP
 from taguru_eval.errors import InputError, os_error_text
 
@@ -313,7 +315,10 @@ def view_from_document(
         data = json.dumps(document, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise InputError(f"{label}: malformed evaluation.json: {exc}", path=label) from None
-    return decode_view(data, label, label=label, check_stamp=check_stamp, catalog=catalog)
+    # Serialised from a mapping, the bytes cannot repeat a key.
+    return decode_view(
+        data, label, label=label, check_stamp=check_stamp, check_repeats=False, catalog=catalog
+    )
 
 
 def decode_view(
@@ -322,14 +327,23 @@ def decode_view(
     *,
     label: str,
     check_stamp: bool = True,
+    check_repeats: bool = True,
     catalog: Catalog = CATALOG,
 ) -> RunView:
     """Decode evaluation.json bytes; ``shown`` names the file in messages.
 
     The case blocks are read at the paths of ``catalog``'s comparison metrics.
+    ``check_repeats=False`` skips the repeated-key check (bytes serialised
+    from a mapping cannot hold one).
     """
     paths = _compared_paths(catalog)
-    view = _decode(data, shown, check_stamp=check_stamp, decoder=_view_decoder(paths))
+    view = _decode(
+        data,
+        shown,
+        check_stamp=check_stamp,
+        check_repeats=check_repeats,
+        decoder=_view_decoder(paths),
+    )
     cases, duplicates = _case_frame(view.cases, catalog)
     return _run_view(
         view,
@@ -357,12 +371,17 @@ def decode_header(
     ``data`` goes through the same typed decoder, checks and messages as a
     whole file; ``cases`` must have :func:`decode_view`'s frame layout.
     """
-    view = _decode(data, shown, check_stamp=True, decoder=_HEAD_DECODER)
+    view = _decode(data, shown, check_stamp=True, check_repeats=True, decoder=_HEAD_DECODER)
     return _run_view(view, shown, label=label, cases=cases, duplicates=duplicates, metrics=metrics)
 
 
 def _decode(
-    data: bytes, shown: str, *, check_stamp: bool, decoder: msgspec.json.Decoder[Any]
+    data: bytes,
+    shown: str,
+    *,
+    check_stamp: bool,
+    check_repeats: bool,
+    decoder: msgspec.json.Decoder[Any],
 ) -> Any:
     try:
         view = decoder.decode(data)
@@ -373,6 +392,8 @@ def _decode(
         raise _malformed(shown, _syntax_detail(exc, data)) from None
     except RecursionError:
         raise _malformed(shown, "recursion limit exceeded") from None
+    if check_repeats:
+        _check_repeats(data, view, shown, decoder)
     _check_u64(view, shown)
     if check_stamp and not 1 <= view.taguru_evaluation <= ARTIFACT_STAMP:
         raise InputError(
@@ -466,6 +487,21 @@ def _statistics(definitions: Mapping[str, msgspec.Raw], shown: str) -> dict[str,
             where = f"definitions.{name}.{path}" if path else f"definitions.{name}"
             raise _malformed(shown, f"{where}: {message}", where) from None
     return statistics
+
+
+def _check_repeats(
+    data: bytes, view: _View, shown: str, decoder: msgspec.json.Decoder[Any]
+) -> None:
+    """§1.2: a key repeated inside an object the view reads (each definition
+    included) is a malformed file; one of a free-keyed map is not."""
+    repeat = find_repeat(data, shape_of(cast(type, decoder.type)))
+    if repeat is not None:
+        raise _malformed(shown, repeat.detail, repeat.path or None)
+    for name, raw in view.definitions.items():
+        repeat = first_repeat(bytes(raw), shape_of(_Definition))
+        if repeat is not None:
+            where = f"definitions.{name}"
+            raise _malformed(shown, f"{where}: duplicate field `{repeat.key}`", where)
 
 
 def _check_u64(view: _View, shown: str) -> None:

@@ -36,7 +36,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 import msgspec
 import polars as pl
@@ -45,6 +45,7 @@ from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.compare.load import RunView, decode_header, is_utf8, read_view
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.store import PARQUET_FAILURES, first_line, table_error
 from taguru_eval.tables.schemas import TABLE
 
 CASES_FILE: Final = TABLE["cases"].file_name
@@ -116,9 +117,13 @@ _LEADING_SPACE: Final = re.compile(rb"[ \t\r\n]*")
 def read_head(path: Path, shown: str) -> bytes | None:
     """The artifact's top-level object without ``cases`` and everything after
     it, as a standalone JSON object, or ``None`` when the head cannot be
-    trusted to hold every run-level fact (see :func:`head_of`)."""
+    trusted to hold every run-level fact (see :func:`head_of`) or the file
+    does not end as a JSON object does (:func:`ends_closed`: a truncated file
+    is then read whole, and its error names it)."""
     try:
         with path.open("rb") as handle:
+            if not ends_closed(handle):
+                return None
             data = handle.read(FIRST_READ)
             while True:
                 cut = head_of(data)
@@ -129,6 +134,21 @@ def read_head(path: Path, shown: str) -> bytes | None:
                 data += handle.read(len(data))
     except OSError as exc:
         raise InputError(f"reading {shown}: {os_error_text(exc)}", path=shown) from None
+
+
+_TAIL: Final = 64
+"""Bytes read from a file's end to see how it ends."""
+
+
+def ends_closed(handle: BinaryIO) -> bool:
+    """Whether the file's last byte other than JSON whitespace is ``}`` — the
+    cheap sign that an evaluation.json was not cut short (a truncated one ends
+    mid-value). Leaves ``handle`` at the start."""
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(max(0, size - _TAIL))
+    tail = handle.read().rstrip(b" \t\r\n")
+    handle.seek(0)
+    return tail.endswith(b"}")
 
 
 def head_of(data: bytes) -> bytes | None:
@@ -184,22 +204,13 @@ def head_of(data: bytes) -> bytes | None:
 # ------------------------------------------------------------------ the tables
 
 
-def _table_error(shown: str, detail: str) -> InputError:
-    return InputError(f"{shown}: malformed run-store table: {detail}", path=shown)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _read_table(path: Path, shown: str, columns: list[str]) -> pl.DataFrame:
     try:
         return pl.read_parquet(path, columns=columns)
     except pl.exceptions.ColumnNotFoundError as exc:
-        raise _table_error(shown, f"missing column {_first_line(exc)}") from None
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise _table_error(shown, _first_line(exc)) from None
+        raise table_error(shown, f"missing column {first_line(exc)}") from None
+    except PARQUET_FAILURES as exc:
+        raise table_error(shown, first_line(exc)) from None
 
 
 def stored_cases(
@@ -214,12 +225,12 @@ def stored_cases(
     columns = ["case_index", "case_id", *sorted(value_columns | block_columns)]
     table = _read_table(path, shown, columns)
     if table.schema["case_id"] != pl.String:
-        raise _table_error(
+        raise table_error(
             shown, f"case_id: expected a string column, got {table.schema['case_id']}"
         )
     for column in columns:
         if column != "case_id" and not table.schema[column].is_numeric():
-            raise _table_error(
+            raise table_error(
                 shown, f"{column}: expected a numeric column, got {table.schema[column]}"
             )
 
@@ -246,12 +257,12 @@ def stored_metrics(path: Path, shown: str) -> dict[str, bytes]:
     holds under ``metrics`` (non-null, finite fields only), by metric name."""
     table = _read_table(path, shown, ["metric", *_METRIC_FIELDS])
     if table.schema["metric"] != pl.String:
-        raise _table_error(shown, f"metric: expected a string column, got {table.schema['metric']}")
+        raise table_error(shown, f"metric: expected a string column, got {table.schema['metric']}")
     metrics: dict[str, bytes] = {}
     for row in table.iter_rows(named=True):
         name = row.pop("metric")
         if name is None:
-            raise _table_error(shown, "metric: a row has no metric name")
+            raise table_error(shown, "metric: a row has no metric name")
         fields = {
             key: value
             for key, value in row.items()
