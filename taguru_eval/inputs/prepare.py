@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from taguru_eval.catalog import CATALOG_KEYS
-from taguru_eval.errors import PREFIX, InputError
+from taguru_eval.catalog import ABSTENTION_METRICS, CATALOG_KEYS
+from taguru_eval.errors import PREFIX
 from taguru_eval.inputs.config import effective_env, mask_url, resolve_base_url, resolve_token
 from taguru_eval.inputs.dataset import EvalSet, load_eval, validate_limits
+from taguru_eval.inputs.must_refuse import MustRefuseSet, load_must_refuse
 from taguru_eval.inputs.thresholds import Thresholds, load_thresholds
 from taguru_eval.options import RunOptions
 
@@ -45,7 +46,7 @@ class PreparedRun:
     base_url: str
     masked_url: str
     warnings: tuple[str, ...] = ()
-    must_refuse: object | None = None
+    must_refuse: MustRefuseSet | None = None
     token: str | None = field(default=None, repr=False)
 
 
@@ -62,18 +63,23 @@ def assembly_warnings(eval_set: EvalSet) -> list[str]:
     ]
 
 
-def load_run_thresholds(
-    path: str, eval_set: EvalSet, extra_metrics: Collection[str] = ()
-) -> Thresholds:
+MUST_REFUSE_FLAG = "--must-refuse"
+
+
+def load_run_thresholds(path: str, eval_set: EvalSet, *, must_refuse: bool = False) -> Thresholds:
     """§2.3 step 5: the thresholds file against the metric catalog (plus the
-    must-refuse names when that file was given) and the loaded case ids."""
-    keys = CATALOG_KEYS | frozenset(extra_metrics)
-    return load_thresholds(path, keys, eval_set.case_ids)
+    must-refuse names when that file was given) and the loaded case ids.
 
-
-def load_must_refuse(path: str, eval_set: EvalSet) -> tuple[object, Collection[str]]:
-    """§2.3 step 4a: the must-refuse file and the metric names it adds."""
-    raise InputError("--must-refuse is not available in this build", path=path)
+    Without ``--must-refuse`` a bound on an ``abstention.*`` or
+    ``answerability.*`` metric is a problem naming the flag (exit 2 before
+    any network call, ABSTENTION.md §3.9), not a late "no samples".
+    """
+    if must_refuse:
+        return load_thresholds(
+            path, CATALOG_KEYS | frozenset(ABSTENTION_METRICS), eval_set.case_ids
+        )
+    needs_flag = dict.fromkeys(ABSTENTION_METRICS, MUST_REFUSE_FLAG)
+    return load_thresholds(path, CATALOG_KEYS, eval_set.case_ids, needs_flag=needs_flag)
 
 
 def prepare_run(
@@ -98,14 +104,15 @@ def prepare_run(
         for warning in assembly_warnings(eval_set):
             stderr(f"{PREFIX}{warning}")
             warnings.append(warning)
-    must_refuse: object | None = None
-    extra_metrics: Collection[str] = ()
-    if options.must_refuse is not None:
-        must_refuse, extra_metrics = load_must_refuse(options.must_refuse, eval_set)
+    must_refuse = (
+        None
+        if options.must_refuse is None
+        else load_must_refuse(options.must_refuse, eval_set.case_ids)
+    )
     thresholds = (
         None
         if options.thresholds is None
-        else load_run_thresholds(options.thresholds, eval_set, extra_metrics)
+        else load_run_thresholds(options.thresholds, eval_set, must_refuse=must_refuse is not None)
     )
     resolved_env = effective_env(options.config, environment, stderr)
     base_url = resolve_base_url(options.url, resolved_env)
