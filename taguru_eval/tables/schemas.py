@@ -13,7 +13,7 @@ key types the scorer joins on."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import polars as pl
@@ -24,6 +24,16 @@ from taguru_eval.catalog import CATALOG, Catalog
 _RUN = [pa.field("run_id", pa.string()), pa.field("case_index", pa.int32())]
 
 _CASE = [*_RUN, pa.field("case_id", pa.string())]
+
+POPULATION_EVAL: Final = "eval"
+POPULATION_MUST_REFUSE: Final = "must_refuse"
+POPULATIONS: Final = (POPULATION_EVAL, POPULATION_MUST_REFUSE)
+
+# Which file a row's case comes from (ABSTENTION.md §3.6): eval.jsonl, or the
+# must-refuse file. Always written (``eval`` in a run without --must-refuse),
+# so every stored run of a context shares one schema; ``case_index`` is the
+# position within that file, so (population, case_index) is the row's case.
+_POPULATION = pa.field("population", pa.string())
 
 CALLS_SCHEMA = pa.schema(
     [
@@ -37,8 +47,21 @@ CALLS_SCHEMA = pa.schema(
         pa.field("http_status", pa.int32()),
         pa.field("latency_ms", pa.int64()),
         pa.field("error", pa.string()),
+        _POPULATION,
     ]
 )
+
+_PLAN_FIELDS = [
+    pa.field("plan_context", pa.string()),
+    pa.field("plan_bm25_ran", pa.bool_()),
+    pa.field("plan_bm25_reason", pa.string()),
+    pa.field("plan_bm25_floor", pa.float32()),
+    pa.field("plan_vector_ran", pa.bool_()),
+    pa.field("plan_vector_reason", pa.string()),
+    pa.field("plan_vector_floor", pa.float32()),
+    pa.field("plan_filter_eligible_sources", pa.int64()),
+    pa.field("plan_filter_total_sources", pa.int64()),
+]
 
 CASE_LANES_SCHEMA = pa.schema(
     [
@@ -50,15 +73,7 @@ CASE_LANES_SCHEMA = pa.schema(
         pa.field("passage_message", pa.string()),
         pa.field("passage_latency_ms", pa.int64()),
         pa.field("hit_count", pa.int64()),
-        pa.field("plan_context", pa.string()),
-        pa.field("plan_bm25_ran", pa.bool_()),
-        pa.field("plan_bm25_reason", pa.string()),
-        pa.field("plan_bm25_floor", pa.float32()),
-        pa.field("plan_vector_ran", pa.bool_()),
-        pa.field("plan_vector_reason", pa.string()),
-        pa.field("plan_vector_floor", pa.float32()),
-        pa.field("plan_filter_eligible_sources", pa.int64()),
-        pa.field("plan_filter_total_sources", pa.int64()),
+        *_PLAN_FIELDS,
         pa.field("structural_ran", pa.bool_()),
         pa.field("citation_count", pa.int64()),
         # Assembly / budget room (EVALUATE.md §7); null in a plain baseline run.
@@ -90,6 +105,7 @@ HITS_SCHEMA = pa.schema(
         pa.field("bm25_score", pa.float32()),
         pa.field("vector_rank", pa.int32()),
         pa.field("vector_score", pa.float32()),
+        _POPULATION,
     ]
 )
 
@@ -106,6 +122,10 @@ RESOLUTIONS_SCHEMA = pa.schema(
         # with rank/name null so its latency and error stay visible.
         pa.field("rank", pa.int32()),
         pa.field("name", pa.string()),
+        _POPULATION,
+        # The resolver's match kind of the name (exact, alias, containment, fuzzy,
+        # …) where a must-refuse cue probe records it; null for eval rows.
+        pa.field("match_kind", pa.string()),
     ]
 )
 
@@ -217,6 +237,13 @@ def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
         metric("budget.bytes_used"),
         metric("budget.tokens_used"),
         pa.field("budget_omitted_total", pa.int64()),
+        # ABSTENTION.md §3.6/§3.7: the must-refuse rule applied to the case's own
+        # hits; null in a run without --must-refuse and outside the answerable
+        # population (a declared relevant source, a completed passage lane).
+        pa.field("answerability_verdict", pa.string()),
+        pa.field("answerability_reason", pa.string()),
+        pa.field("offered", pa.bool_()),
+        pa.field("supported", pa.bool_()),
     ]
     names = {field.name for field in listed}
     added = [
@@ -226,6 +253,44 @@ def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
 
 
 CASES_SCHEMA = cases_schema()
+
+
+REFUSAL_LANES_SCHEMA = pa.schema(
+    [
+        *_CASE,
+        pa.field("kind", pa.string()),  # out_of_corpus | adjacent | unspecified
+        pa.field("why", pa.string()),  # the author's own note, never corpus text
+        pa.field("query", pa.string()),
+        pa.field("cues", pa.list_(pa.string())),
+        pa.field("limit", pa.int64()),
+        pa.field("floor", pa.float32()),  # options.floor as declared
+        pa.field("passage_outcome", pa.string()),
+        pa.field("passage_message", pa.string()),
+        pa.field("passage_latency_ms", pa.int64()),
+        pa.field("hit_count", pa.int64()),
+        *_PLAN_FIELDS,
+        pa.field("structural_ran", pa.bool_()),
+    ]
+)
+
+REFUSAL_CASES_SCHEMA = pa.schema(
+    [
+        *_CASE,
+        pa.field("kind", pa.string()),
+        pa.field("verdict", pa.string()),  # abstained | surfaced | undetermined | failed
+        pa.field("reason", pa.string()),  # null only when abstained
+        pa.field("surfaced_by", pa.string()),  # passage | structural; null unless surfaced
+        pa.field("passage_verdict", pa.string()),
+        pa.field("passage_reason", pa.string()),
+        pa.field("hits_served", pa.int64()),
+        pa.field("vector_hits", pa.int64()),
+        pa.field("bm25_only_hits", pa.int64()),
+        pa.field("structural_verdict", pa.string()),  # null: the case declares no cue
+        pa.field("structural_reason", pa.string()),
+        pa.field("cues_surfaced", pa.int64()),
+        pa.field("cues_failed", pa.int64()),
+    ]
+)
 
 METRICS_SCHEMA = pa.schema(
     [
@@ -311,6 +376,10 @@ TABLES: Final[tuple[TableSpec, ...]] = (
     TableSpec("citation_checks", CITATION_CHECKS_SCHEMA, "one row per expected citation"),
     TableSpec("cases", CASES_SCHEMA, "one row per case, every per-case metric a column"),
     TableSpec("metrics", METRICS_SCHEMA, "one row per aggregate metric"),
+    TableSpec(
+        "refusal_lanes", REFUSAL_LANES_SCHEMA, "one row per must-refuse case: what its probes got"
+    ),
+    TableSpec("refusal_cases", REFUSAL_CASES_SCHEMA, "one row per must-refuse case: its verdicts"),
 )
 """Every table a run stores, in the run store's file order."""
 
@@ -325,7 +394,7 @@ def table_specs(catalog: Catalog = CATALOG) -> tuple[TableSpec, ...]:
     return tuple(cases if spec.name == "cases" else spec for spec in TABLES)
 
 
-SCORE_TABLES: Final = ("cases", "metrics")
+SCORE_TABLES: Final = ("cases", "metrics", "refusal_cases")
 """The tables the scorer adds; the others come from the lanes (:class:`RunTables`)."""
 
 ARROW_SCHEMAS: Final[Mapping[str, pa.Schema]] = {spec.name: spec.schema for spec in TABLES}
@@ -339,6 +408,8 @@ ATTRIBUTIONS = TABLE["attributions"].polars
 CITATION_CHECKS = TABLE["citation_checks"].polars
 CASES = TABLE["cases"].polars
 METRICS = TABLE["metrics"].polars
+REFUSAL_LANES = TABLE["refusal_lanes"].polars
+REFUSAL_CASES = TABLE["refusal_cases"].polars
 EXPECTED = polars_schema(EXPECTED_SCHEMA)
 
 
@@ -368,10 +439,22 @@ class RunTables:
     probes: pl.DataFrame
     attributions: pl.DataFrame
     citation_checks: pl.DataFrame
+    refusal_lanes: pl.DataFrame
 
     def frames(self) -> dict[str, pl.DataFrame]:
         """Table name -> frame, in the run store's file order."""
         return {name: getattr(self, name) for name in lane_table_names()}
+
+    def of_population(self, population: str) -> RunTables:
+        """These tables with only ``population``'s rows in ``calls``, ``hits`` and
+        ``resolutions`` (the eval-only tables are kept as they are)."""
+        kept = pl.col("population") == population
+        return replace(
+            self,
+            calls=self.calls.filter(kept),
+            hits=self.hits.filter(kept),
+            resolutions=self.resolutions.filter(kept),
+        )
 
     @classmethod
     def from_frames(cls, run_id: str, frames: Mapping[str, pl.DataFrame]) -> RunTables:

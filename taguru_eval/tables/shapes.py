@@ -185,3 +185,41 @@ class LaneOutput(TypedDict):
     calls: list[CallRecord]
     evidence: NotRequired[dict[str, Any]]
     budget: NotRequired[BudgetUsage]
+
+
+class ResolveCandidate(TypedDict):
+    """One name a must-refuse cue resolved to; ``kind`` is the resolver's match kind."""
+
+    name: str
+    tier: str
+    kind: NotRequired[str]
+
+
+class CueProbe(TypedDict):
+    """One ``POST …/resolve {cue, limit: 5}`` of a must-refuse case (every candidate kept)."""
+
+    cue: str
+    candidates: list[ResolveCandidate]
+    latency_ms: int
+    error: NotRequired[str]
+
+
+class RefusalOutput(TypedDict):
+    """Everything the probes produced for one must-refuse case (ABSTENTION.md §3.4).
+
+    ``case_index`` is the case's position in the must-refuse file. ``passage``
+    has the eval lane's shape; ``cue_probes`` is empty when the case declares
+    no cue (the structural probe did not run).
+    """
+
+    case_index: int
+    case_id: str
+    query: str
+    cues: list[str]
+    kind: str
+    why: NotRequired[str]
+    limit: int
+    floor: NotRequired[float]
+    passage: PassageOutcome
+    cue_probes: list[CueProbe]
+    calls: list[CallRecord]
