@@ -5,6 +5,7 @@
     run.cases          # one row per case, every per-case metric a column
     run.metrics        # one row per aggregate metric
     run.tables.hits    # any lane table (calls, hits, resolutions, …)
+    run.refusal_cases  # with must_refuse=…: one row per must-refuse case and its verdicts
     old = taguru_eval.load_run("runs/context=sake/run=…")   # or any evaluation.json
     everything = taguru_eval.scan_runs("runs", "metrics")    # one lazy scan over all runs
 
@@ -28,9 +29,9 @@ import polars as pl
 
 from taguru_eval.artifact.read import read_artifact, tables_from_artifact
 from taguru_eval.contract import ARTIFACT_NAME
-from taguru_eval.errors import InputError
+from taguru_eval.errors import InputError, UsageError
 from taguru_eval.inputs.prepare import prepare_run
-from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions
+from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, REFUSAL_RULES, RunOptions
 from taguru_eval.pipeline import RunResult, execute_async
 from taguru_eval.run.console import Console
 from taguru_eval.store import read_tables, scan_runs
@@ -47,7 +48,8 @@ class Run:
 
     ``doc`` is the evaluation.json document; ``exit_code`` is the code the CLI
     would have returned (None for a loaded run); ``output`` holds the console
-    lines a library run did not print.
+    lines a library run did not print. ``refusal_cases`` is one row per
+    must-refuse case with its verdicts (empty for a run without one).
     """
 
     run_id: str
@@ -58,6 +60,7 @@ class Run:
     exit_code: int | None = None
     path: Path | None = None
     output: list[str] = field(default_factory=list)
+    refusal_cases: pl.DataFrame = field(default_factory=TABLE["refusal_cases"].empty)
 
     @property
     def metric_values(self) -> dict[str, Any]:
@@ -66,14 +69,15 @@ class Run:
         return dict(metrics) if isinstance(metrics, Mapping) else {}
 
     def table(self, name: str) -> pl.DataFrame:
-        """Any table by name: a lane table, ``cases`` or ``metrics``."""
-        if name == "cases":
-            return self.cases
-        if name == "metrics":
-            return self.metrics
-        frames = self.tables.frames()
+        """Any table by name: a lane table, ``cases``, ``metrics`` or ``refusal_cases``."""
+        frames = {
+            **self.tables.frames(),
+            "cases": self.cases,
+            "metrics": self.metrics,
+            "refusal_cases": self.refusal_cases,
+        }
         if name not in frames:
-            raise KeyError(f"no table '{name}' (have: {', '.join([*frames, 'cases', 'metrics'])})")
+            raise KeyError(f"no table '{name}' (have: {', '.join(frames)})")
         return frames[name]
 
 
@@ -101,16 +105,25 @@ def run(
     env: Mapping[str, str] | None = None,
     verbose: bool = False,
     transport: httpx.AsyncBaseTransport | None = None,
+    must_refuse: str | os.PathLike[str] | None = None,
+    refusal_rule: str | None = None,
 ) -> Run:
     """Evaluate ``context`` with ``eval_path`` exactly as the CLI run mode does.
 
     Writes ``out`` (evaluation.json) and, unless ``no_store``, the run into the
-    Parquet store (``store``, default ``runs/``). Bad input raises
-    ``InputError``/``UsageError``; an incomplete run raises ``RunError``.
-    ``verbose`` prints the console lines; otherwise they are in ``Run.output``.
+    Parquet store (``store``, default ``runs/``). ``must_refuse`` is the
+    ``--must-refuse`` file and ``refusal_rule`` its ``--refusal-rule``
+    (``"semantic"``, the default, or ``"any"``; only with a must-refuse file).
+    Bad input raises ``InputError``/``UsageError``; an incomplete run raises
+    ``RunError``. ``verbose`` prints the console lines; otherwise they are in
+    ``Run.output``.
     """
     if concurrency < 1:
         raise InputError("concurrency must be a positive integer")
+    if refusal_rule is not None and must_refuse is None:
+        raise UsageError("--refusal-rule requires --must-refuse")
+    if refusal_rule is not None and refusal_rule not in REFUSAL_RULES:
+        raise UsageError("--refusal-rule must be 'semantic' or 'any'")
     options = RunOptions(
         eval_path=os.fspath(eval_path),
         context=context,
@@ -119,6 +132,8 @@ def run(
         out=os.fspath(out),
         thresholds=None if thresholds is None else os.fspath(thresholds),
         concurrency=concurrency,
+        must_refuse=None if must_refuse is None else os.fspath(must_refuse),
+        refusal_rule="any" if refusal_rule == "any" else "semantic",
         store_dir=None if store is None else os.fspath(store),
         no_store=no_store,
     )
@@ -139,6 +154,7 @@ def _from_result(result: RunResult, output: list[str]) -> Run:
         exit_code=result.exit_code,
         path=result.store_path,
         output=output,
+        refusal_cases=result.scores.refusal_cases,
     )
 
 
@@ -159,6 +175,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         cases=loaded.scores.cases,
         metrics=loaded.scores.metrics_frame,
         path=target,
+        refusal_cases=loaded.scores.refusal_cases,
     )
 
 
@@ -181,4 +198,5 @@ def _load_stored(directory: Path) -> Run:
         cases=scored("cases"),
         metrics=scored("metrics"),
         path=directory,
+        refusal_cases=scored("refusal_cases"),
     )

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
 import polars as pl
 
 from taguru_eval import contract
+from taguru_eval.artifact.abstention import refusal_frames_from_block
 from taguru_eval.artifact.layout import case_layout, column_paths
-from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.catalog import CATALOG, MUST_REFUSE_CATALOG, Catalog
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
 from taguru_eval.errors import InputError
+from taguru_eval.score.abstention import offered
 from taguru_eval.score.aggregate import Scores
 from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.schemas import (
@@ -259,9 +261,19 @@ def cases_from_artifact(
         columns[column] = [_get(case, *path) for case in cases]
     columns["missed"] = [list(value or []) for value in columns["missed"]]
     columns["missed_truncated"] = [value or 0 for value in columns["missed_truncated"]]
+    # The optional per-case ``answerability`` entry (ABSTENTION.md §3.8).
+    for column, key in (
+        ("answerability_verdict", "verdict"),
+        ("answerability_reason", "reason"),
+        ("supported", "supported"),
+    ):
+        columns[column] = [_get(case, "answerability", key) for case in cases]
     schema = polars_schema(cases_schema(catalog))
     strict = {name: dtype for name, dtype in schema.items() if name in columns}
-    return conform(pl.DataFrame(columns, schema=strict, strict=False), schema)
+    frame = pl.DataFrame(columns, schema=strict, strict=False)
+    return conform(
+        frame.with_columns(offered(pl.col("answerability_verdict")).alias("offered")), schema
+    )
 
 
 @dataclass(frozen=True)
@@ -287,7 +299,8 @@ def tables_from_artifact(
     rid = run_id if run_id is not None else str(doc.get("generated_at", "imported"))
     try:
         outputs = artifact_to_lane_outputs(doc)
-        tables = build_tables(outputs, rid)
+        refusal_lanes, refusal_cases = refusal_frames_from_block(doc.get("abstention"), rid)
+        tables = replace(build_tables(outputs, rid), refusal_lanes=refusal_lanes)
         cases = cases_from_artifact(doc, rid)
     except (KeyError, TypeError, ValueError, AttributeError, pl.exceptions.PolarsError) as exc:
         detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
@@ -303,7 +316,11 @@ def tables_from_artifact(
         if isinstance(definition, Mapping)
     }
     scores = Scores(
-        cases=cases, metrics=metrics, metrics_frame=metrics_frame(metrics, rid, statistics)
+        cases=cases,
+        metrics=metrics,
+        metrics_frame=metrics_frame(metrics, rid, statistics),
+        refusal_cases=refusal_cases,
+        catalog=MUST_REFUSE_CATALOG if "abstention" in doc else CATALOG,
     )
     return LoadedRun(doc=dict(doc), lane_outputs=outputs, tables=tables, scores=scores)
 
