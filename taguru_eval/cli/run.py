@@ -44,7 +44,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--store DIR | --no-store]
        python -m taguru_eval run --eval FILE --context NAME [...]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
-       python -m taguru_eval serve|demo|report|ingest ...
+       python -m taguru_eval serve|demo|report|ingest|import-golden ...
 
 Evaluate one taguru context against a labeled question set (eval.jsonl) and
 write evaluation.json; the same command line as 'taguru evaluate'.
@@ -65,9 +65,12 @@ run-mode flags:
   --max-tokens N       budget ceiling (default 4000)
   --rerank MODEL       reranker model; only with --assembly
   --concurrency N      cases in flight at once (default 8; 1 = sequential)
-  --must-refuse FILE   must-refuse probes, their own gate (parsed and validated;
-                       not available in this build)
-  --refusal-rule RULE  semantic (default) or any; only with --must-refuse
+  --must-refuse FILE   must-refuse questions (their own file and stamp), probed
+                       after the eval cases; adds the abstention.* and
+                       answerability.* metrics, boundable in --thresholds
+  --refusal-rule RULE  semantic (default: a probe abstains only when the
+                       server's vector lane ran and no served hit carries it)
+                       or any (any served hit surfaces); only with --must-refuse
   --store DIR          keep the run's tables under DIR (Parquet run store)
   --no-store           do not keep the run in the run store
   -h, --help           print this help and exit
@@ -79,6 +82,8 @@ subcommands:
   demo                 run the bundled demo end to end
   report               render charts and an HTML report from the run store
   ingest               import an existing evaluation.json into the run store
+  import-golden        turn a citenexus golden CSV into eval.jsonl / must-refuse
+                       files, reporting every row and column it cannot carry
 
 environment:
   TAGURU_ADDR          server address used when --url is absent
