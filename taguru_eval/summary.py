@@ -161,7 +161,8 @@ def must_refuse_stderr_lines(block: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _share(metric: Mapping[str, Any]) -> str:
+def share_text(metric: Mapping[str, Any]) -> str:
+    """A Ratio as ``0.750 (3/4)``, or ``n/a (n=0)``: always with its own denominator."""
     if not metric["n"]:
         return "n/a (n=0)"
     return f"{metric['value']:.3f} ({metric['numerator']}/{metric['n']})"
@@ -177,14 +178,14 @@ def must_refuse_lines(doc: Mapping[str, Any]) -> list[str]:
     false_answers = metrics["abstention.false_answers"]
     return [
         f"  must-refuse over {len(block['cases'])} case(s), rule {block['rule']}: refusal rate "
-        f"{_share(metrics['abstention.refusal_rate'])}, passage "
-        f"{_share(metrics['abstention.passage.refusal_rate'])}, structural "
-        f"{_share(metrics['abstention.structural.refusal_rate'])}; "
+        f"{share_text(metrics['abstention.refusal_rate'])}, passage "
+        f"{share_text(metrics['abstention.passage.refusal_rate'])}, structural "
+        f"{share_text(metrics['abstention.structural.refusal_rate'])}; "
         f"{int(false_answers['value']) if false_answers['n'] else 'n/a'} false answer(s), "
         f"{counts['undetermined']} undetermined, {counts['failed']} failed",
         f"  answerability over {metrics['answerability.undetermined_rate']['n']} answerable "
-        f"case(s): supported {_share(metrics['answerability.supported_rate'])}, supported when "
-        f"offered {_share(metrics['answerability.supported_when_offered'])}, false refusal "
-        f"{_share(metrics['answerability.false_refusal_rate'])}, offered "
-        f"{_share(metrics['answerability.offered_rate'])}",
+        f"case(s): supported {share_text(metrics['answerability.supported_rate'])}, supported when "
+        f"offered {share_text(metrics['answerability.supported_when_offered'])}, false refusal "
+        f"{share_text(metrics['answerability.false_refusal_rate'])}, offered "
+        f"{share_text(metrics['answerability.offered_rate'])}",
     ]
