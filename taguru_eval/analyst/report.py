@@ -6,7 +6,8 @@ the ``vl-convert-python`` wheel, which bundles them), every chart spec and its
 data is embedded as JSON, and no element loads anything from elsewhere.
 
 Contents: the run summary, the gate verdict, aggregate metrics, per-case
-metrics, misses, the lane cross-tab and latency; the metric drift of the
+metrics, misses, the lane cross-tab, the must-refuse population beside the
+answerable one (a run given --must-refuse) and latency; the metric drift of the
 run's context when the run sits in a run store with earlier runs; and, with a
 base, the compare view. A run (and its base) is an evaluation.json — ours or
 taguru's own — or a stored run directory; the tables are rebuilt from the
@@ -26,7 +27,7 @@ import polars as pl
 
 from taguru_eval._base.extras import MissingExtra, load_extra
 from taguru_eval._base.files import write_bytes_atomic
-from taguru_eval.analyst import charts, drift
+from taguru_eval.analyst import charts, drift, must_refuse
 from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.read import read_artifact
 from taguru_eval.catalog import CATALOG, scalar_expr
@@ -290,6 +291,39 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
     )
 
 
+def must_refuse_section(
+    page: _Page, document: Mapping[str, Any], tables: Mapping[str, pl.DataFrame]
+) -> str:
+    """ABSTENTION.md §3.11: the must-refuse population beside the answerable one
+    (each rate with its own n), the verdicts by kind and case, and the block's
+    warnings; empty for a run without --must-refuse."""
+    block = document.get("abstention")
+    if not isinstance(block, Mapping):
+        return ""
+    trade_off = must_refuse.trade_off_frame(tables["metrics"])
+    chart = page.chart("must_refuse", must_refuse.trade_off_chart(trade_off))
+    refusals = tables["refusal_cases"]
+    vector = block.get("vector") or {}
+    pairs: list[tuple[str, object]] = [
+        ("refusal rule", block.get("rule")),
+        ("claim", block.get("claim")),
+        ("provider model", vector.get("provider_model")),
+        ("passage vectors", vector.get("passage_vectors")),
+        ("effective floors", vector.get("effective_floors")),
+        ("floors coherent", vector.get("floors_coherent")),
+    ]
+    warnings = "".join(f"<li>{html.escape(str(w))}</li>" for w in block.get("warnings") or [])
+    warning_html = f'<ul class="warnings">{warnings}</ul>' if warnings else ""
+    return (
+        '<section id="must-refuse"><h2>Must-refuse questions</h2>'
+        f"{_pairs_html(pairs)}{warning_html}{chart}"
+        f"{table_html(trade_off, caption='the trade-off pair: never pooled')}"
+        f"{table_html(must_refuse.verdict_counts(refusals), caption='verdicts by kind')}"
+        f"{table_html(must_refuse.verdict_rows(refusals), caption='must-refuse cases')}"
+        "</section>"
+    )
+
+
 def compare_section(page: _Page, base: str | Path, head_document: Mapping[str, Any]) -> str:
     """BASE vs this run: counts, warnings, per-case deltas."""
     comparison = compare(base, head_document, base_label=str(base), head_label="RUN")
@@ -412,6 +446,9 @@ def build_report(
     page.sections.append(gate_section(document))
     page.sections.append(metrics_section(page, document, tables, bounds))
     page.sections.append(cases_section(page, tables))
+    section = must_refuse_section(page, document, tables)
+    if section:
+        page.sections.append(section)
     page.sections.append(latency_section(page, tables))
     history_store = Path(store) if store is not None else store_of(run)
     if history_store is not None and context:
