@@ -274,6 +274,9 @@ def latency_samples(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 
     add(tables.get("case_lanes"), "passage", "passage_latency_ms")
     resolutions = tables.get("resolutions")
+    if resolutions is not None and "population" in resolutions.columns:
+        # The latency.* metrics are the eval cases'; must-refuse cue probes share the table.
+        resolutions = resolutions.filter(pl.col("population").fill_null("eval") == "eval")
     if resolutions is not None and resolutions.height:
         # One row per resolved name: keep one latency per cue.
         add(resolutions.unique(["case_index", "cue_index"], keep="first"), "resolve", "latency_ms")

@@ -447,8 +447,9 @@ class RunTables:
 
     def of_population(self, population: str) -> RunTables:
         """These tables with only ``population``'s rows in ``calls``, ``hits`` and
-        ``resolutions`` (the eval-only tables are kept as they are)."""
-        kept = pl.col("population") == population
+        ``resolutions`` (the eval-only tables are kept as they are). A row with
+        no population (a run stored before the column existed) is an eval row."""
+        kept = pl.col("population").fill_null(POPULATION_EVAL) == population
         return replace(
             self,
             calls=self.calls.filter(kept),
