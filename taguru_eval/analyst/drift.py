@@ -23,6 +23,7 @@ from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
 from taguru_eval.store import context_dir, list_runs, scan_runs
+from taguru_eval.tables.schemas import POPULATION_EVAL
 
 DRIFT_METRICS: Final[tuple[str, ...]] = (
     "recall.recall_at_k",
@@ -276,7 +277,9 @@ def latency_samples(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     resolutions = tables.get("resolutions")
     if resolutions is not None and "population" in resolutions.columns:
         # The latency.* metrics are the eval cases'; must-refuse cue probes share the table.
-        resolutions = resolutions.filter(pl.col("population").fill_null("eval") == "eval")
+        resolutions = resolutions.filter(
+            pl.col("population").fill_null(POPULATION_EVAL) == POPULATION_EVAL
+        )
     if resolutions is not None and resolutions.height:
         # One row per resolved name: keep one latency per cue.
         add(resolutions.unique(["case_index", "cue_index"], keep="first"), "resolve", "latency_ms")
