@@ -22,6 +22,7 @@ from typing import Any, Final
 import polars as pl
 
 from taguru_eval._base.text import F32
+from taguru_eval.artifact.layout import get_path
 from taguru_eval.run.preflight import PassageSidecar
 from taguru_eval.score.abstention import (
     SURFACED,
@@ -259,14 +260,6 @@ def answerability_entries(cases: pl.DataFrame) -> dict[str, dict[str, Any]]:
 # ------------------------------------------------------------------ reading back
 
 
-def _get(block: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(block, Mapping):
-            return None
-        block = block.get(key)
-    return block
-
-
 def refusal_frames_from_block(
     block: Mapping[str, Any] | None, run_id: str
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -276,13 +269,13 @@ def refusal_frames_from_block(
     facts (vector lane ran, its reason and floor) — not every served hit, so
     the ``hits``/``resolutions`` rows of the probes are not rebuilt.
     """
-    entries = [entry for entry in (_get(block, "cases") or []) if isinstance(entry, Mapping)]
+    entries = [entry for entry in (get_path(block, "cases") or []) if isinstance(entry, Mapping)]
     lanes: list[dict[str, Any]] = []
     verdicts: list[dict[str, Any]] = []
     for index, entry in enumerate(entries):
-        passage = _get(entry, "passage") or {}
-        structural = _get(entry, "structural")
-        cues = list(_get(structural, "cues") or [])
+        passage = get_path(entry, "passage") or {}
+        structural = get_path(entry, "structural")
+        cues = list(get_path(structural, "cues") or [])
         lanes.append(
             {
                 "run_id": run_id,
@@ -304,7 +297,7 @@ def refusal_frames_from_block(
             }
         )
         passage_verdict = passage.get("verdict")
-        structural_verdict = _get(structural, "verdict")
+        structural_verdict = get_path(structural, "verdict")
         surfaced_by = (
             "passage"
             if passage_verdict == SURFACED
@@ -327,11 +320,11 @@ def refusal_frames_from_block(
                 "vector_hits": passage.get("vector_hits"),
                 "bm25_only_hits": passage.get("bm25_only_hits"),
                 "structural_verdict": structural_verdict,
-                "structural_reason": _get(structural, "reason"),
-                "cues_surfaced": sum(1 for cue in cues if _get(cue, "candidates"))
+                "structural_reason": get_path(structural, "reason"),
+                "cues_surfaced": sum(1 for cue in cues if get_path(cue, "candidates"))
                 if structural is not None
                 else None,
-                "cues_failed": sum(1 for cue in cues if _get(cue, "error") is not None)
+                "cues_failed": sum(1 for cue in cues if get_path(cue, "error") is not None)
                 if structural is not None
                 else None,
             }

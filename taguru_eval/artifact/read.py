@@ -15,7 +15,7 @@ import polars as pl
 
 from taguru_eval import contract
 from taguru_eval.artifact.abstention import refusal_frames_from_block
-from taguru_eval.artifact.layout import case_layout, column_paths
+from taguru_eval.artifact.layout import case_layout, column_paths, get_path
 from taguru_eval.catalog import CATALOG, MUST_REFUSE_CATALOG, Catalog
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
 from taguru_eval.errors import InputError
@@ -199,7 +199,7 @@ def _check_lists(case: Mapping[str, Any], index: int) -> None:
         ("citations", "checks"),
     )
     for path in nested:
-        value = _get(case, *path)
+        value = get_path(case, *path)
         if value is not None and not (
             isinstance(value, list) and all(isinstance(item, Mapping) for item in value)
         ):
@@ -234,14 +234,6 @@ def artifact_to_lane_outputs(doc: Mapping[str, Any]) -> list[LaneOutput]:
     return outputs
 
 
-def _get(block: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(block, Mapping):
-            return None
-        block = block.get(key)
-    return block
-
-
 def cases_from_artifact(
     doc: Mapping[str, Any], run_id: str, catalog: Catalog = CATALOG
 ) -> pl.DataFrame:
@@ -258,7 +250,7 @@ def cases_from_artifact(
         "structural_ran": [case.get("structural") is not None for case in cases],
     }
     for column, path in column_paths(case_layout(catalog)).items():
-        columns[column] = [_get(case, *path) for case in cases]
+        columns[column] = [get_path(case, *path) for case in cases]
     columns["missed"] = [list(value or []) for value in columns["missed"]]
     columns["missed_truncated"] = [value or 0 for value in columns["missed_truncated"]]
     # The optional per-case ``answerability`` entry (ABSTENTION.md §3.8).
@@ -267,7 +259,7 @@ def cases_from_artifact(
         ("answerability_reason", "reason"),
         ("supported", "supported"),
     ):
-        columns[column] = [_get(case, "answerability", key) for case in cases]
+        columns[column] = [get_path(case, "answerability", key) for case in cases]
     schema = polars_schema(cases_schema(catalog))
     strict = {name: dtype for name, dtype in schema.items() if name in columns}
     frame = pl.DataFrame(columns, schema=strict, strict=False)

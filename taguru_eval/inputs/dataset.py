@@ -63,7 +63,8 @@ import polars as pl
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import display_f32, split_lines, trim
 from taguru_eval.contract import DEFAULT_LIMIT
-from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.errors import InputError
+from taguru_eval.inputs.reading import read_utf8
 from taguru_eval.tables.schemas import EXPECTED
 
 MAX_LIMIT: Final = 1000
@@ -211,20 +212,7 @@ def load_eval(
     """Load and validate ``path``; ``label`` (default: ``path`` as given) prefixes
     every message. ``consumer`` names the verb in the carry-through warning."""
     shown = str(path) if label is None else label
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(
-            f"cannot read {shown}: stream did not contain valid UTF-8 "
-            f"(line {line}, byte {exc.start}: {exc.reason})",
-            path=shown,
-            line=line,
-        ) from None
+    _raw, text = read_utf8(path, shown)
     return load_eval_text(text, shown, mode=mode, consumer=consumer)
 
 

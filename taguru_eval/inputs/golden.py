@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from taguru_eval._base.text import trim
-from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import load_eval_text
 from taguru_eval.inputs.must_refuse import STAMP_KEY, parse_must_refuse
+from taguru_eval.inputs.reading import read_utf8
 
 REPORT_STAMP: Final = "taguru_eval_import_report"
 BlankExpected = Literal["must-refuse", "skip"]
@@ -95,19 +96,7 @@ class _Row:
 
 
 def _read_rows(path: Path, shown: str) -> tuple[list[str], list[_Row], bool]:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(
-            f"cannot read {shown}: not valid UTF-8 (line {line}, byte {exc.start})",
-            path=shown,
-            line=line,
-        ) from None
+    _raw, text = read_utf8(path, shown)
     bom = text.startswith(_BOM)
     reader = csv.reader(io.StringIO(text.removeprefix(_BOM), newline=""))
     try:

@@ -28,8 +28,9 @@ from typing import Final, Literal
 
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import display_f32, split_lines, trim
-from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import MAX_LIMIT, CaseOptions
+from taguru_eval.inputs.reading import read_utf8
 
 MUST_REFUSE_STAMP: Final = 1
 STAMP_KEY: Final = "taguru_eval_must_refuse"
@@ -100,20 +101,7 @@ def load_must_refuse(
     repeat; ``label`` (default: ``path`` as given) prefixes every message.
     """
     shown = str(path) if label is None else label
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(
-            f"cannot read {shown}: stream did not contain valid UTF-8 "
-            f"(line {line}, byte {exc.start}: {exc.reason})",
-            path=shown,
-            line=line,
-        ) from None
+    raw, text = read_utf8(path, shown)
     name, cases = parse_must_refuse(text, shown, eval_case_ids)
     return MustRefuseSet(
         label=shown, name=name, cases=tuple(cases), sha256=hashlib.sha256(raw).hexdigest()
