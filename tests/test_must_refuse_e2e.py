@@ -512,3 +512,35 @@ def test_compare_against_a_base_without_the_block(semantic_vec: taguru_eval.Run)
     ]
     # Neither side with the block: no header block at all.
     assert compare(base, base).header("t").get("abstention") is None
+
+
+def test_the_compare_command_prints_the_flips_and_writes_the_block(
+    semantic_vec: taguru_eval.Run,
+    any_vec: taguru_eval.Run,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert semantic_vec.path is not None and any_vec.path is not None
+    out = tmp_path / "changes.jsonl"
+    code = main(["compare", str(semantic_vec.path), str(any_vec.path), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert (
+        "taguru: evaluate: abstention: refusal rule differs: BASE 'semantic' vs HEAD 'any'"
+        in captured.err.splitlines()
+    )
+    assert "  must-refuse: 0 improved, 1 regressed, 2 unchanged, 0 added, 0 removed, " in (
+        captured.out
+    )
+    assert "    regressed: mr-pets (adjacent) abstained -> surfaced" in captured.out.splitlines()
+    header = json.loads(out.read_text("utf-8").splitlines()[0])
+    keys = list(header)
+    assert keys.index("abstention") == keys.index("metrics") + 1
+    assert header["abstention"]["counts"]["regressed"] == 1
+
+
+def test_the_library_refuses_a_rule_without_a_file(tmp_path: Path) -> None:
+    with pytest.raises(taguru_eval.UsageError, match="--refusal-rule requires --must-refuse"):
+        taguru_eval.run(tmp_path / "missing.jsonl", "c", refusal_rule="any", no_store=True)
+    with pytest.raises(taguru_eval.UsageError, match="must be 'semantic' or 'any'"):
+        taguru_eval.run(tmp_path / "e.jsonl", "c", must_refuse="m", refusal_rule="strict")
