@@ -4,6 +4,9 @@ Every HTTP call of a run is one row of ``calls``; what the calls returned lands
 in ``case_lanes`` (one row per case), ``hits``, ``resolutions``, ``probes``,
 ``attributions`` and ``citation_checks``. The scorer adds ``cases`` (one row per
 case, every per-case metric a column) and ``metrics`` (one row per aggregate).
+With ``--must-refuse`` the probes' calls, hits and cue resolutions join the same
+three tables under ``population`` ``must_refuse``, ``refusal_lanes`` holds what
+each probe got and the scorer adds ``refusal_cases`` (the verdicts).
 The Polars schemas, the Parquet file names, empty frames and the run-tables
 type all derive from :data:`TABLES`, so Parquet files and frames can never
 drift apart. A per-case metric's column (name and type) comes from the
