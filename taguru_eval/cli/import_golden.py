@@ -21,7 +21,7 @@ from taguru_eval.errors import EXIT_OK, PREFIX, InputError, RunError, TaguruEval
 from taguru_eval.inputs.config import effective_env, resolve_base_url, resolve_token
 from taguru_eval.inputs.golden import GoldenImport, GoldenOptions, import_golden, report_text
 from taguru_eval.run.client import TaguruClient
-from taguru_eval.run.preflight import walk_sources
+from taguru_eval.run.preflight import read_context, walk_sources
 
 USAGE_SUFFIX: Final = " — try 'python -m taguru_eval import-golden --help'"
 
@@ -149,8 +149,10 @@ def check_sources(args: ImportArgs, imported: GoldenImport) -> None:
     base_url = resolve_base_url(args.url, env)
 
     async def walk() -> frozenset[str]:
+        context = args.context or ""
         async with TaguruClient(base_url, resolve_token(env)) as client:
-            return await walk_sources(client, args.context or "")
+            await read_context(client, context)  # an unknown context is exit 2, as in run mode
+            return await walk_sources(client, context)
 
     carried = asyncio.run(walk())
     unknown = sorted(imported.sources - carried)
