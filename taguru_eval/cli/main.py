@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from taguru_eval._base.extras import MissingExtra
-from taguru_eval.cli import compare, demo, import_golden, ingest, report, serve
+from taguru_eval.cli import compare, demo, import_golden, ingest, refusal_bands, report, serve
 from taguru_eval.cli.run import HELP, run_mode
 from taguru_eval.errors import (
     EXIT_INPUT,
@@ -40,6 +40,7 @@ SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "report": report.main,
     "ingest": ingest.main,
     "import-golden": import_golden.main,
+    "refusal-bands": refusal_bands.main,
 }
 """Subcommand word -> its ``main``, which takes the remaining arguments and
 returns the exit code."""

@@ -44,7 +44,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--store DIR | --no-store]
        python -m taguru_eval run --eval FILE --context NAME [...]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
-       python -m taguru_eval serve|demo|report|ingest|import-golden ...
+       python -m taguru_eval serve|demo|report|ingest|import-golden|refusal-bands ...
 
 Evaluate one taguru context against a labeled question set (eval.jsonl) and
 write evaluation.json; the same command line as 'taguru evaluate'.
@@ -84,6 +84,8 @@ subcommands:
   ingest               import an existing evaluation.json into the run store
   import-golden        turn a citenexus golden CSV into eval.jsonl / must-refuse
                        files, reporting every row and column it cannot carry
+  refusal-bands        report where the passage vector floor could separate
+                       answerable from must-refuse questions (never gates)
 
 environment:
   TAGURU_ADDR          server address used when --url is absent
