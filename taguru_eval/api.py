@@ -19,6 +19,7 @@ import asyncio
 import concurrent.futures
 import io
 import os
+import sys
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,19 +28,21 @@ from typing import Any, TypeVar
 import httpx
 import polars as pl
 
+from taguru_eval.analyst.export import qrels_dict, run_dict
 from taguru_eval.artifact.read import read_artifact, tables_from_artifact
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError, UsageError
+from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, REFUSAL_RULES, RunOptions
 from taguru_eval.pipeline import RunResult, execute_async
-from taguru_eval.run.console import Console
+from taguru_eval.run.console import CaseProgress, Console, Progress
 from taguru_eval.store import read_tables, scan_runs
 from taguru_eval.tables.schemas import TABLE, RunTables, conform
 
 T = TypeVar("T")
 
-__all__ = ["Run", "load_run", "run", "scan_runs"]
+__all__ = ["Run", "load_run", "run", "scan_runs", "to_ir_measures"]
 
 
 @dataclass(frozen=True)
@@ -105,18 +108,22 @@ def run(
     env: Mapping[str, str] | None = None,
     verbose: bool = False,
     transport: httpx.AsyncBaseTransport | None = None,
+    progress: bool | Progress = False,
     must_refuse: str | os.PathLike[str] | None = None,
     refusal_rule: str | None = None,
 ) -> Run:
     """Evaluate ``context`` with ``eval_path`` exactly as the CLI run mode does.
 
-    Writes ``out`` (evaluation.json) and, unless ``no_store``, the run into the
-    Parquet store (``store``, default ``runs/``). ``must_refuse`` is the
+    Writes ``out`` (default ``evaluation.json`` in the working directory) and,
+    unless ``no_store``, the run into the Parquet store (``store``, default
+    ``runs/`` in the working directory). ``must_refuse`` is the
     ``--must-refuse`` file and ``refusal_rule`` its ``--refusal-rule``
     (``"semantic"``, the default, or ``"any"``; only with a must-refuse file).
     Bad input raises ``InputError``/``UsageError``; an incomplete run raises
     ``RunError``. ``verbose`` prints the console lines; otherwise they are in
-    ``Run.output``.
+    ``Run.output``. ``progress`` is off by default (a notebook stays quiet):
+    ``True`` shows the CLI's display on stderr (a bar on a terminal, a line
+    every few seconds elsewhere), or pass any ``(done, total)`` callable.
     """
     if concurrency < 1:
         raise InputError("concurrency must be a positive integer")
@@ -140,7 +147,14 @@ def run(
     captured = io.StringIO()
     console = Console() if verbose else Console(stdout=captured, stderr=captured)
     prepared = prepare_run(options, env, stderr=console.err)
-    result = _run_coroutine(execute_async(prepared, console=console, transport=transport))
+    display: Progress | None = CaseProgress(sys.stderr) if progress is True else progress or None
+    try:
+        result = _run_coroutine(
+            execute_async(prepared, console=console, transport=transport, progress=display)
+        )
+    finally:
+        if isinstance(display, CaseProgress):
+            display.close()
     return _from_result(result, captured.getvalue().splitlines())
 
 
@@ -200,3 +214,18 @@ def _load_stored(directory: Path) -> Run:
         path=directory,
         refusal_cases=scored("refusal_cases"),
     )
+
+
+def to_ir_measures(
+    run: Run, eval_path: str | os.PathLike[str]
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+    """``(qrels, run)`` as ``{case_id: {source#paragraph: value}}`` mappings.
+
+    The same data as ``python -m taguru_eval export --trec`` writes
+    (:mod:`taguru_eval.analyst.export`): the qrels from ``eval_path``'s
+    expected sources (graded relevance; an entry without paragraphs has
+    none), the run from ``run``'s hits with the rank order as the score. Both
+    ir_measures (``ir_measures.calc_aggregate(measures, qrels, run)``) and
+    ranx (``ranx.Qrels(qrels)``, ``ranx.Run(run)``) take these mappings.
+    """
+    return qrels_dict(load_eval(os.fspath(eval_path)).expected), run_dict(run.tables.hits)

@@ -349,8 +349,7 @@ def _case_checks(
         .sort("case_index", "metric")
     )
     skipped = [
-        f"case '{case_id}': '{metric}' not applicable — the case did not declare the "
-        "matching expectation, or its lane did not complete"
+        skip_reason(case_id, metric)
         for case_id, metric in skipped_rows.select("case_id", "metric").iter_rows()
     ]
     breaches = _first_breach(checked, ["case_id", "metric"]).sort("case_index", "metric")
@@ -367,6 +366,14 @@ def _case_checks(
         for row in breaches.iter_rows(named=True)
     ]
     return violations, skipped
+
+
+def skip_reason(case_id: str, metric: str) -> str:
+    """The ``skipped`` entry of a per-case bound whose metric the case did not compute."""
+    return (
+        f"case '{case_id}': '{metric}' not applicable — the case did not declare the "
+        "matching expectation, or its lane did not complete"
+    )
 
 
 def _first_breach(checked: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

@@ -61,7 +61,10 @@ class RunOptions:
     ``inputs.out``). ``url`` already has its trailing ``/`` removed.
     ``store_dir`` / ``no_store`` are the project's run-store flags
     (``--store DIR`` / ``--no-store``); ``None`` + ``False`` means "the
-    default store", which the runner decides.
+    default store", which the runner decides. ``junit`` / ``summary`` /
+    ``summary_base`` / ``step_summary`` (``--no-step-summary`` clears it) say
+    which CI reports the command line writes after the run; ``quiet``
+    silences the progress display.
     """
 
     eval_path: str
@@ -80,6 +83,11 @@ class RunOptions:
     refusal_rule: RefusalRule = "semantic"
     store_dir: str | None = None
     no_store: bool = False
+    junit: str | None = None
+    summary: str | None = None
+    summary_base: str | None = None
+    step_summary: bool = True
+    quiet: bool = False
 
     @property
     def budget_given(self) -> bool:

@@ -6,11 +6,18 @@ Layout (hive partitioning, DESIGN.md "The tables")::
     <store>/context=<ctx>/run=<run_id>/evaluation.json
     <store>/context=<ctx>/run=<run_id>/run.json       (how the run came to be)
 
-``<ctx>`` is percent-encoded as one path component (Polars decodes it back),
-``<run_id>`` is a UTC timestamp plus a short random suffix, so run ids sort in
-time order. A run directory appears all at once: it is written under
-``<store>/.staging/`` and renamed into place, so a crash or Ctrl-C never leaves
-a half-written run where :func:`scan_runs` looks.
+``<ctx>`` is percent-encoded as one path component (Polars, DuckDB, Spark and
+pyarrow decode it back), ``<run_id>`` is a UTC timestamp plus a short random
+suffix, so run ids sort in time order. A run directory appears all at once: it
+is written under ``<store>/.staging/`` and renamed into place, so a crash or
+Ctrl-C never leaves a half-written run where :func:`scan_runs` looks.
+
+The layout is a contract for query engines (README "The run store"): one
+table's files across every run are the glob :func:`table_glob` names, with
+``context`` and ``run`` as hive partition columns. Because one run directory
+holds every table (and the JSON files), a directory-discovering reader such as
+``pyarrow.dataset("runs", partitioning="hive")`` would mix tables; it is
+given the table's file list instead (:func:`table_paths`, :func:`dataset`).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 from urllib.parse import quote, unquote
 
 import polars as pl
@@ -37,10 +44,15 @@ from taguru_eval.contract import ARTIFACT_NAME, VERSION
 from taguru_eval.errors import PREFIX, RunError
 from taguru_eval.tables.schemas import TABLE, TABLES, table_specs
 
+if TYPE_CHECKING:
+    import pyarrow.dataset as pads
+
 DEFAULT_STORE_DIR: Final = "runs"
 STAGING_DIR: Final = ".staging"
 ORIGIN_NAME: Final = "run.json"
 HIVE_SCHEMA: Final = {"context": pl.String, "run": pl.String}
+HIVE_ARROW_SCHEMA: Final = pa.schema([pa.field(name, pa.string()) for name in HIVE_SCHEMA])
+"""The partition columns, always strings (a context named ``2024`` stays text)."""
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -146,21 +158,63 @@ def _remove_if_empty(path: Path) -> None:
         path.rmdir()
 
 
+def table_glob(table: str) -> str:
+    """The glob, relative to the store root, matching ``table``'s file of every run:
+    ``context=*/run=*/<table>.parquet``."""
+    file_name = TABLE[table].file_name if table in TABLE else f"{table}.parquet"
+    return f"context=*/run=*/{file_name}"
+
+
+def table_paths(store_dir: str | Path, table: str) -> list[Path]:
+    """Every stored run's ``table`` file, sorted (context, then run)."""
+    return sorted(Path(store_dir).glob(table_glob(table)))
+
+
 def scan_runs(store_dir: str | Path, table: str) -> pl.LazyFrame:
     """Every stored run's ``table`` as one lazy hive-partitioned scan.
 
     The frame carries the partition columns ``context`` and ``run``. A store
     with no run yet yields an empty frame with the table's schema.
     """
-    file_name = TABLE[table].file_name if table in TABLE else f"{table}.parquet"
-    pattern = Path(store_dir) / "context=*" / "run=*" / file_name
-    if not any(Path(store_dir).glob(f"context=*/run=*/{file_name}")):
+    if not table_paths(store_dir, table):
         columns = dict(TABLE[table].polars) if table in TABLE else {}
         return pl.LazyFrame(schema={**columns, **HIVE_SCHEMA})
     return pl.scan_parquet(
-        str(pattern),
+        str(Path(store_dir) / table_glob(table)),
         hive_partitioning=True,
         hive_schema=HIVE_SCHEMA,
+    )
+
+
+def dataset(store_dir: str | Path, table: str) -> pads.Dataset:
+    """Every stored run's ``table`` as one ``pyarrow.dataset`` with the hive
+    columns ``context`` and ``run`` (decoded, strings).
+
+    Built from :func:`table_paths` (the documented file list); the schema is
+    the union of the files' schemas, so runs written with extra per-case
+    columns read together with the others. A store with no run of a known
+    table yields an empty dataset with the table's schema.
+    """
+    # Imported here: pyarrow.dataset pulls pandas in, and the package promises
+    # a pandas-free import.
+    import pyarrow.dataset as pads
+
+    paths = table_paths(store_dir, table)
+    if paths:
+        schema = pa.unify_schemas([pq.read_schema(path) for path in paths])
+    elif table in TABLE:
+        schema = TABLE[table].schema
+    else:
+        raise ValueError(f"no such table: {table!r} (and no stored file of that name)")
+    for field in HIVE_ARROW_SCHEMA:
+        if field.name not in schema.names:
+            schema = schema.append(field)
+    return pads.dataset(
+        [str(path) for path in paths],
+        schema=schema,
+        format="parquet",
+        partitioning=pads.partitioning(HIVE_ARROW_SCHEMA, flavor="hive"),
+        partition_base_dir=str(Path(store_dir)),
     )
 
 

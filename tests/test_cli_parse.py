@@ -304,6 +304,7 @@ def test_run_alias_is_run_mode(capsys: pytest.CaptureFixture[str]) -> None:
 def test_subcommands_are_plain_functions() -> None:
     assert set(SUBCOMMANDS) == {
         "compare",
+        "export",
         "serve",
         "demo",
         "report",

@@ -544,3 +544,10 @@ def test_the_library_refuses_a_rule_without_a_file(tmp_path: Path) -> None:
         taguru_eval.run(tmp_path / "missing.jsonl", "c", refusal_rule="any", no_store=True)
     with pytest.raises(taguru_eval.UsageError, match="must be 'semantic' or 'any'"):
         taguru_eval.run(tmp_path / "e.jsonl", "c", must_refuse="m", refusal_rule="strict")
+
+
+def test_the_trec_export_keeps_to_eval_cases(semantic_vec: taguru_eval.Run, work: Path) -> None:
+    qrels, run_map = taguru_eval.to_ir_measures(semantic_vec, work / "eval.jsonl")
+    assert set(run_map) <= {case["case_id"] for case in EVAL}
+    assert not any(case_id.startswith("mr-") for case_id in run_map)
+    assert set(qrels) <= set(run_map) | {"no-expectation"}

@@ -1120,23 +1120,3 @@ def test_assembly_is_refused_before_the_network(
     assert code == 2
     assert "--assembly is not available in this build yet" in err
     assert "not reachable" not in err
-
-
-def test_progress_bar_only_on_a_terminal() -> None:
-    import io
-
-    from taguru_eval.run.console import terminal_progress
-
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    assert terminal_progress(io.StringIO()) is None
-    stream = Terminal()
-    bar = terminal_progress(stream)
-    assert bar is not None
-    bar(1, 4)
-    bar(4, 4)
-    text = stream.getvalue()
-    assert text.startswith("\r  [#######-") and "1/4 case(s)" in text
-    assert text.endswith("] 4/4 case(s)\n")

@@ -26,7 +26,6 @@ from typing import Any, Final
 import polars as pl
 
 from taguru_eval._base.extras import MissingExtra, load_extra
-from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval.analyst import charts, drift, must_refuse
 from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.read import read_artifact
@@ -458,8 +457,3 @@ def build_report(
     if base is not None:
         page.sections.append(compare_section(page, base, document))
     return render_page(f"taguru_eval report — {context} — {run_label}", page)
-
-
-def write_report(path: str | Path, text: str) -> None:
-    """Write the report atomically (temp file in the same directory, then rename)."""
-    write_bytes_atomic(path, text.encode("utf-8"))

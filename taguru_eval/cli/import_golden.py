@@ -16,14 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
-from taguru_eval._base.files import write_bytes_atomic
-from taguru_eval.errors import EXIT_OK, PREFIX, InputError, RunError, TaguruEvalError, UsageError
+from taguru_eval.cli.flags import run_subcommand, scan_flags, write_report
+from taguru_eval.errors import EXIT_OK, PREFIX, InputError, UsageError
 from taguru_eval.inputs.config import effective_env, resolve_base_url, resolve_token
 from taguru_eval.inputs.golden import GoldenImport, GoldenOptions, import_golden, report_text
 from taguru_eval.run.client import TaguruClient
 from taguru_eval.run.preflight import read_context, walk_sources
-
-USAGE_SUFFIX: Final = " — try 'python -m taguru_eval import-golden --help'"
 
 HELP: Final = """\
 usage: python -m taguru_eval import-golden FILE.csv [--eval-out FILE]
@@ -61,20 +59,23 @@ exit codes: 0 imported; 1 the server or a file could not be reached or
 written; 2 usage error, unreadable or ambiguous CSV, unknown source
 """
 
-_VALUE_FLAGS: Final = (
-    "--eval-out",
-    "--must-refuse-out",
-    "--report-out",
-    "--name",
-    "--id-prefix",
-    "--id-column",
-    "--blank-expected",
-    "--sources-column",
-    "--source-template",
-    "--context",
-    "--url",
-    "--config",
-)
+_VALUE_FLAGS: Final = {
+    flag: f"{flag} needs a value"
+    for flag in (
+        "--eval-out",
+        "--must-refuse-out",
+        "--report-out",
+        "--name",
+        "--id-prefix",
+        "--id-column",
+        "--blank-expected",
+        "--sources-column",
+        "--source-template",
+        "--context",
+        "--url",
+        "--config",
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -91,25 +92,10 @@ class ImportArgs:
 
 def parse_args(argv: Sequence[str]) -> ImportArgs | None:
     """The command line; ``None`` means help. Raises :class:`UsageError`."""
-    values: dict[str, str] = {}
-    positionals: list[str] = []
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        if arg in ("-h", "--help"):
-            return None
-        if arg in _VALUE_FLAGS:
-            if index + 1 >= len(argv):
-                raise UsageError(f"{arg} needs a value")
-            if arg in values:
-                raise UsageError(f"{arg} given twice")
-            values[arg] = argv[index + 1]
-            index += 2
-            continue
-        if arg.startswith("--"):
-            raise UsageError(f"unknown flag '{arg}' for import-golden")
-        positionals.append(arg)
-        index += 1
+    flags = scan_flags(argv, _VALUE_FLAGS, (), "import-golden")
+    if flags is None:
+        return None
+    values, positionals = flags.values, flags.positionals
     if len(positionals) != 1:
         raise UsageError(f"import-golden takes one CSV file (got {len(positionals)})")
     blank = values.get("--blank-expected")
@@ -164,13 +150,6 @@ def check_sources(args: ImportArgs, imported: GoldenImport) -> None:
         )
 
 
-def _write(path: str, text: str) -> None:
-    try:
-        write_bytes_atomic(path, text.encode("utf-8"))
-    except OSError as exc:
-        raise RunError(f"writing {path}: {exc.strerror or exc}") from None
-
-
 def run_import(args: ImportArgs, out: TextIO, err: TextIO) -> int:
     imported = import_golden(args.csv, args.options)
     check_sources(args, imported)
@@ -184,8 +163,8 @@ def run_import(args: ImportArgs, out: TextIO, err: TextIO) -> int:
         (args.must_refuse_out, imported.must_refuse_text),
     ):
         if text is not None:
-            _write(path, text)
-    _write(args.report_out, report_text(report))
+            write_report(path, text)
+    write_report(args.report_out, report_text(report))
     counts = imported.counts
     out.write(
         f"import-golden: {report['rows']} row(s) from {args.csv} — {counts['eval']} to "
@@ -211,17 +190,6 @@ def run_import(args: ImportArgs, out: TextIO, err: TextIO) -> int:
 
 def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``python -m taguru_eval import-golden …``; returns the exit code."""
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
-    try:
-        args = parse_args(argv)
-        if args is None:
-            out.write(HELP)
-            return EXIT_OK
-        return run_import(args, out, err)
-    except UsageError as exc:
-        err.write(f"{PREFIX}{exc.message}{USAGE_SUFFIX}\n")
-        return exc.exit_code
-    except TaguruEvalError as exc:
-        err.write(f"{PREFIX}{exc.message}\n")
-        return exc.exit_code
+    return run_subcommand(
+        "import-golden", argv, parse_args, run_import, HELP, stdout=stdout, stderr=stderr
+    )

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import Final, TextIO
 
 from taguru_eval.analyst.ingest import ingest
-from taguru_eval.errors import EXIT_OK, PREFIX, TaguruEvalError, UsageError
+from taguru_eval.cli.flags import run_subcommand
+from taguru_eval.errors import EXIT_OK, UsageError
 from taguru_eval.store import (
     DEFAULT_STORE_DIR,
 )
-
-USAGE_SUFFIX: Final = " — try 'python -m taguru_eval ingest --help'"
 
 HELP: Final = """\
 usage: python -m taguru_eval ingest EVALUATION.json [--store DIR]
@@ -66,23 +64,14 @@ def parse_args(argv: Sequence[str]) -> tuple[str, str] | None:
     return file, store
 
 
-def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """Command-line entry; returns the exit code."""
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
-    try:
-        parsed = parse_args(argv)
-        if parsed is None:
-            out.write(HELP)
-            return EXIT_OK
-        file, store = parsed
-        result = ingest(file, store)
-    except UsageError as exc:
-        err.write(f"{PREFIX}{exc.message}{USAGE_SUFFIX}\n")
-        return exc.exit_code
-    except TaguruEvalError as exc:
-        err.write(f"{PREFIX}{exc.message}\n")
-        return exc.exit_code
+def _ingest(parsed: tuple[str, str], out: TextIO, err: TextIO) -> int:
+    file, store = parsed
+    result = ingest(file, store)
     verb = "imported" if result.created else "already stored"
     out.write(f"  {verb}: context {result.context!r}, run {result.run_id}\n  at {result.path}\n")
     return EXIT_OK
+
+
+def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Command-line entry; returns the exit code."""
+    return run_subcommand("ingest", argv, parse_args, _ingest, HELP, stdout=stdout, stderr=stderr)

@@ -1,10 +1,10 @@
 """``python -m taguru_eval``: pick a mode; turn every project error into one line.
 
 The first argument picks the mode: none is a usage error, ``--help``/``-h``
-prints help, anything starting with ``--`` (the taguru form) or the word
-``run`` is run mode, and the project's subcommands are the table
-:data:`SUBCOMMANDS`. Any other word is the reference's unknown-subcommand
-usage error.
+prints help, ``--version`` prints ``taguru_eval <version>``, anything
+starting with ``--`` (the taguru form) or the word ``run`` is run mode, and
+the project's subcommands are the table :data:`SUBCOMMANDS`. Any other word
+is the reference's unknown-subcommand usage error.
 
 Every stderr line keeps the reference's prefixes (GATE_AND_COMPARE.md §1.1):
 usage errors are ``taguru: evaluate: {message} — try 'taguru evaluate --help'``
@@ -20,8 +20,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from taguru_eval._base.extras import MissingExtra
-from taguru_eval.cli import compare, demo, import_golden, ingest, refusal_bands, report, serve
+from taguru_eval.cli import (
+    compare,
+    demo,
+    export,
+    import_golden,
+    ingest,
+    refusal_bands,
+    report,
+    serve,
+)
 from taguru_eval.cli.run import HELP, run_mode
+from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
     EXIT_INPUT,
     EXIT_OK,
@@ -35,6 +45,7 @@ EXIT_INTERRUPTED: Final = 130
 
 SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "compare": compare.main,
+    "export": export.main,
     "serve": serve.main,
     "demo": demo.main,
     "report": report.main,
@@ -80,6 +91,9 @@ def dispatch(args: Sequence[str]) -> int:
     first = args[0]
     if first in ("--help", "-h"):
         sys.stdout.write(HELP)
+        return EXIT_OK
+    if first == "--version":
+        sys.stdout.write(f"taguru_eval {VERSION}\n")
         return EXIT_OK
     if first.startswith("--"):
         return run_mode(args)

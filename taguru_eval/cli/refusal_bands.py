@@ -21,14 +21,11 @@ from typing import Any, Final, TextIO
 
 import polars as pl
 
-from taguru_eval._base.files import write_bytes_atomic
+from taguru_eval.cli.flags import run_subcommand, scan_flags, write_report
 from taguru_eval.cli.run import parse_positive
 from taguru_eval.errors import (
     EXIT_OK,
-    EXIT_RUN_FAILED,
-    PREFIX,
     RunError,
-    TaguruEvalError,
     UsageError,
 )
 from taguru_eval.inputs.config import effective_env, mask_url, resolve_base_url, resolve_token
@@ -41,7 +38,6 @@ from taguru_eval.run.preflight import check_health, read_context
 from taguru_eval.score.bands import Bands, bands
 from taguru_eval.tables.schemas import POPULATION_EVAL
 
-USAGE_SUFFIX: Final = " — try 'python -m taguru_eval refusal-bands --help'"
 DEFAULT_WINDOW: Final = 50
 
 HELP: Final = f"""\
@@ -63,15 +59,10 @@ exit codes: 0 report printed (gap or overlap); 1 the server ran no vector lane,
 or could not be reached; 2 usage error or bad input
 """
 
-_VALUE_FLAGS: Final = (
-    "--eval",
-    "--must-refuse",
-    "--context",
-    "--url",
-    "--config",
-    "--limit",
-    "--out",
-)
+_VALUE_FLAGS: Final = {
+    flag: f"{flag} needs a value"
+    for flag in ("--eval", "--must-refuse", "--context", "--url", "--config", "--limit", "--out")
+}
 
 
 @dataclass(frozen=True)
@@ -87,22 +78,12 @@ class BandsArgs:
 
 def parse_args(argv: Sequence[str]) -> BandsArgs | None:
     """The command line; ``None`` means help. Raises :class:`UsageError`."""
-    values: dict[str, str] = {}
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        if arg in ("-h", "--help"):
-            return None
-        if arg not in _VALUE_FLAGS:
-            if arg.startswith("--"):
-                raise UsageError(f"unknown flag '{arg}' for refusal-bands")
-            raise UsageError("refusal-bands takes no positional arguments")
-        if index + 1 >= len(argv):
-            raise UsageError(f"{arg} needs a value")
-        if arg in values:
-            raise UsageError(f"{arg} given twice")
-        values[arg] = argv[index + 1]
-        index += 2
+    flags = scan_flags(argv, _VALUE_FLAGS, (), "refusal-bands")
+    if flags is None:
+        return None
+    if flags.positionals:
+        raise UsageError("refusal-bands takes no positional arguments")
+    values = flags.values
     for required in ("--eval", "--must-refuse", "--context"):
         if required not in values:
             raise UsageError(f"{required} is required")
@@ -181,7 +162,7 @@ def report_json(found: Bands) -> dict[str, Any]:
     }
 
 
-def run_bands(args: BandsArgs, out: TextIO) -> int:
+def run_bands(args: BandsArgs, out: TextIO, _err: TextIO) -> int:
     eval_set = load_eval(args.eval_path)
     validate_limits(eval_set)
     refusals = load_must_refuse(args.must_refuse, eval_set.case_ids)
@@ -213,27 +194,12 @@ def run_bands(args: BandsArgs, out: TextIO) -> int:
     found = bands(swept.hits, eval_set.expected, searched, len(refusals.cases))
     out.write("\n".join(report_lines(found)) + "\n")
     if args.out is not None:
-        text = json.dumps(report_json(found), ensure_ascii=False, indent=2) + "\n"
-        try:
-            write_bytes_atomic(args.out, text.encode("utf-8"))
-        except OSError as exc:
-            raise RunError(f"writing {args.out}: {exc.strerror or exc}") from None
+        write_report(args.out, json.dumps(report_json(found), ensure_ascii=False, indent=2) + "\n")
     return EXIT_OK
 
 
 def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``python -m taguru_eval refusal-bands …``; returns the exit code."""
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
-    try:
-        args = parse_args(argv)
-        if args is None:
-            out.write(HELP)
-            return EXIT_OK
-        return run_bands(args, out)
-    except UsageError as exc:
-        err.write(f"{PREFIX}{exc.message}{USAGE_SUFFIX}\n")
-        return exc.exit_code
-    except TaguruEvalError as exc:
-        err.write(f"{PREFIX}{exc.message}\n")
-        return exc.exit_code if exc.exit_code else EXIT_RUN_FAILED
+    return run_subcommand(
+        "refusal-bands", argv, parse_args, run_bands, HELP, stdout=stdout, stderr=stderr
+    )

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from taguru_eval.analyst.report import build_report, write_report
-from taguru_eval.errors import EXIT_OK, PREFIX, RunError, TaguruEvalError, UsageError
-
-USAGE_SUFFIX: Final = " — try 'python -m taguru_eval report --help'"
+from taguru_eval.analyst.report import build_report
+from taguru_eval.cli.flags import run_subcommand, write_report
+from taguru_eval.errors import EXIT_OK, UsageError
 
 DEFAULT_OUT: Final = "report.html"
 
@@ -93,25 +91,13 @@ def parse_args(argv: Sequence[str]) -> ReportArgs | None:
     return ReportArgs(run=positionals[0], **values)
 
 
-def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """Command-line entry; returns the exit code."""
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
-    try:
-        args = parse_args(argv)
-        if args is None:
-            out.write(HELP)
-            return EXIT_OK
-        text = build_report(args.run, base=args.base, thresholds=args.thresholds, store=args.store)
-        try:
-            write_report(args.out, text)
-        except OSError as exc:
-            raise RunError(f"writing {args.out}: {exc.strerror or exc}") from None
-    except UsageError as exc:
-        err.write(f"{PREFIX}{exc.message}{USAGE_SUFFIX}\n")
-        return exc.exit_code
-    except TaguruEvalError as exc:
-        err.write(f"{PREFIX}{exc.message}\n")
-        return exc.exit_code
+def _report(args: ReportArgs, out: TextIO, err: TextIO) -> int:
+    text = build_report(args.run, base=args.base, thresholds=args.thresholds, store=args.store)
+    write_report(args.out, text)
     out.write(f"  wrote {args.out}\n")
     return EXIT_OK
+
+
+def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Command-line entry; returns the exit code."""
+    return run_subcommand("report", argv, parse_args, _report, HELP, stdout=stdout, stderr=stderr)

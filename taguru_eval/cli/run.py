@@ -2,7 +2,9 @@
 
 The flags become one :class:`~taguru_eval.options.RunOptions`; every input
 is then validated (:func:`~taguru_eval.inputs.prepare.prepare_run`) before
-the pipeline touches the network.
+the pipeline touches the network. After the run, the CI reports asked for
+(``--junit``, ``--summary``, the GitHub Actions job summary) are written from
+the run's frames by the library's renderers.
 """
 
 from __future__ import annotations
@@ -10,18 +12,28 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
+from taguru_eval.analyst.junit import junit_xml
+from taguru_eval.analyst.step_summary import summary_markdown
+from taguru_eval.cli.flags import write_report
+from taguru_eval.compare import RunView, load_side
+from taguru_eval.compare.classify import compare_views
 from taguru_eval.errors import (
     EXIT_OK,
+    PREFIX,
     UsageError,
+    os_error_text,
 )
 from taguru_eval.inputs.config import strip_trailing_slashes
 from taguru_eval.inputs.prepare import PreparedRun, prepare_run
 from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, REFUSAL_RULES, RunOptions
-from taguru_eval.pipeline import execute
-from taguru_eval.run.console import Console, terminal_progress
+from taguru_eval.pipeline import RunResult, execute
+from taguru_eval.run.console import Console, case_progress
+
+STEP_SUMMARY_ENV: Final = "GITHUB_STEP_SUMMARY"
+"""The file GitHub Actions renders as the job summary; run mode appends its summary there."""
 
 
 def run_prepared(prepared: PreparedRun) -> int:
@@ -30,9 +42,72 @@ def run_prepared(prepared: PreparedRun) -> int:
     Project errors (exit 1/2) propagate to the CLI, which prints them as one
     ``taguru: evaluate: …`` line.
     """
+    options = prepared.options
+    # The summary's base is read first: a bad one is an input error (exit 2)
+    # before any case runs.
+    base = None if options.summary_base is None else load_side(options.summary_base, "BASE")
     console = Console()
-    result = execute(prepared, console=console, progress=terminal_progress(console.stderr))
+    progress = case_progress(console.stderr, quiet=options.quiet)
+    try:
+        result = execute(prepared, console=console, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    write_reports(prepared, result, os.environ, base, console)
     return result.exit_code
+
+
+def write_reports(
+    prepared: PreparedRun,
+    result: RunResult,
+    env: Mapping[str, str],
+    summary_base: RunView | None,
+    console: Console,
+) -> None:
+    """``--junit``, ``--summary`` and the job summary of a finished run.
+
+    The two files are written atomically (exit 1 when one cannot be); the
+    job summary is appended to ``$GITHUB_STEP_SUMMARY`` unless
+    ``--no-step-summary``, and a failure there is only a warning.
+    """
+    options = prepared.options
+    if options.junit is not None:
+        report = junit_xml(
+            prepared.thresholds,
+            result.gate,
+            result.scores.metrics_frame,
+            result.scores.cases,
+            run_id=result.run_id,
+            context=options.context,
+            generated_at=str(result.doc.get("generated_at", "")),
+        )
+        write_report(options.junit, report)
+    step_summary = env.get(STEP_SUMMARY_ENV) if options.step_summary else None
+    if options.summary is None and not step_summary:
+        return
+    comparison = None
+    if summary_base is not None:
+        head = load_side(result.doc, "HEAD", label=options.out)
+        comparison = compare_views(summary_base, head)
+    markdown = summary_markdown(
+        result.doc,
+        result.scores.metrics_frame,
+        result.scores.cases,
+        result.gate,
+        run_id=result.run_id,
+        comparison=comparison,
+    )
+    if options.summary is not None:
+        write_report(options.summary, markdown)
+    if step_summary:
+        try:
+            with open(step_summary, "a", encoding="utf-8") as handle:
+                handle.write(markdown)
+        except OSError as exc:
+            console.err(
+                f"{PREFIX}warning: appending the job summary to {STEP_SUMMARY_ENV} "
+                f"({step_summary}): {os_error_text(exc)}"
+            )
 
 
 HELP: Final = """\
@@ -41,10 +116,15 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--assembly] [--max-items N] [--max-bytes N]
                         [--max-tokens N] [--rerank MODEL] [--concurrency N]
                         [--must-refuse FILE] [--refusal-rule semantic|any]
-                        [--store DIR | --no-store]
+                        [--store DIR | --no-store] [--junit FILE]
+                        [--summary FILE] [--summary-base RUN]
+                        [--no-step-summary] [--quiet]
        python -m taguru_eval run --eval FILE --context NAME [...]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
+                        [--significance] [--fail-on-regression] [--alpha A]
+       python -m taguru_eval export RUN --trec DIR [--eval FILE]
        python -m taguru_eval serve|demo|report|ingest|import-golden|refusal-bands ...
+       python -m taguru_eval --version
 
 Evaluate one taguru context against a labeled question set (eval.jsonl) and
 write evaluation.json; the same command line as 'taguru evaluate'.
@@ -73,11 +153,22 @@ run-mode flags:
                        or any (any served hit surfaces); only with --must-refuse
   --store DIR          keep the run's tables under DIR (Parquet run store)
   --no-store           do not keep the run in the run store
+  --junit FILE         write the gate as a JUnit XML test report (one test
+                       case per threshold bound), atomically
+  --summary FILE       write a Markdown summary (verdict, key metrics,
+                       violations, worst cases), atomically
+  --summary-base RUN   add the base value and delta of each key metric to the
+                       summary; RUN is an evaluation.json or a stored run
+                       directory, read before the run starts
+  --no-step-summary    do not append the summary to $GITHUB_STEP_SUMMARY
+  --quiet              no progress display
   -h, --help           print this help and exit
+  --version            print the version and exit (first argument only)
 
 subcommands:
   run                  run mode under its own name (same flags as above)
   compare              compare two evaluation.json files into changes.jsonl
+  export               export a run for IR tools (TREC run file and qrels)
   serve                serve a corpus folder with the reference server
   demo                 run the bundled demo end to end
   report               render charts and an HTML report from the run store
@@ -92,6 +183,8 @@ environment:
   TAGURU_CONFIG        env-file used when --config is absent
   TAGURU_API_TOKEN     bearer token (else the first name:token entry of
   TAGURU_API_TOKENS    TAGURU_API_TOKENS); never written anywhere
+  GITHUB_STEP_SUMMARY  when set, the Markdown summary is appended to this
+                       file (GitHub Actions' job summary)
 
 exit codes:
   0  run completed (and every threshold passed); also --help
@@ -115,11 +208,14 @@ _VALUE_FLAGS: Final = {
     "--must-refuse": "--must-refuse needs a file path",
     "--refusal-rule": "--refusal-rule needs a value",
     "--store": "--store needs a directory",
+    "--junit": "--junit needs a file path",
+    "--summary": "--summary needs a file path",
+    "--summary-base": "--summary-base needs a file or directory path",
 }
 
 _COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurrency")
 
-_SWITCHES: Final = ("--assembly", "--no-store")
+_SWITCHES: Final = ("--assembly", "--no-store", "--no-step-summary", "--quiet")
 
 _POSITIVE: Final = re.compile(r"\+?[0-9]+")
 
@@ -204,6 +300,11 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         refusal_rule="any" if rule == "any" else "semantic",
         store_dir=values.get("--store"),
         no_store="--no-store" in switches,
+        junit=values.get("--junit"),
+        summary=values.get("--summary"),
+        summary_base=values.get("--summary-base"),
+        step_summary="--no-step-summary" not in switches,
+        quiet="--quiet" in switches,
     )
 
 

@@ -7,7 +7,8 @@ evaluation.json is decoded, :mod:`.parquet`) or an already-loaded
 evaluation.json object, and returns a :class:`Comparison` of Polars frames.
 The work is split by job: the vocabulary (:mod:`.model`), reading a side
 (:mod:`.load`, :mod:`.parquet`), classifying (:mod:`.classify`), the result
-and its renderings (:mod:`.report`).
+and its renderings (:mod:`.report`), and the paired significance tests over a
+result (:func:`significance`, :mod:`.significance`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from taguru_eval.compare.classify import compare_views
 from taguru_eval.compare.load import RunView, view_from_document
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.report import Comparison
+from taguru_eval.compare.significance import Significance, significance
 from taguru_eval.errors import InputError
 
-__all__ = ["Comparison", "RunView", "Side", "compare", "load_side"]
+__all__ = ["Comparison", "RunView", "Side", "Significance", "compare", "load_side", "significance"]
 
 Side = str | os.PathLike[str] | Mapping[str, object]
 """One side of a comparison: a file, a stored run directory, or a parsed document."""

@@ -73,17 +73,24 @@ class Comparison:
         """The per-case lines of changes.jsonl as Python objects."""
         return records(self)
 
-    def header(self, generated_at: str | None = None) -> dict[str, object]:
-        """The changes.jsonl header (``generated_at`` defaults to now, UTC)."""
-        return header(self, generated_at)
+    def header(
+        self, generated_at: str | None = None, extra: Mapping[str, object] | None = None
+    ) -> dict[str, object]:
+        """The changes.jsonl header (``generated_at`` defaults to now, UTC);
+        ``extra`` members are appended after taguru's own (an additive block)."""
+        return header(self, generated_at, extra)
 
-    def changes_jsonl(self, generated_at: str | None = None) -> str:
+    def changes_jsonl(
+        self, generated_at: str | None = None, extra: Mapping[str, object] | None = None
+    ) -> str:
         """The whole changes.jsonl text: header line, one line per changed case."""
-        return render_changes(self, generated_at)
+        return render_changes(self, generated_at, extra)
 
-    def write_changes(self, path: str | os.PathLike[str]) -> None:
+    def write_changes(
+        self, path: str | os.PathLike[str], extra: Mapping[str, object] | None = None
+    ) -> None:
         """Write changes.jsonl atomically (temp file + rename); ``OSError`` on failure."""
-        write_atomically(path, self.changes_jsonl())
+        write_atomically(path, self.changes_jsonl(extra=extra))
 
     def summary(self, out: str) -> str:
         """The terminal summary (§6.10) for a file written to ``out``."""
@@ -114,8 +121,12 @@ def _dumps(value: object) -> str:
     return _ENCODER.encode(value)
 
 
-def header(comparison: Comparison, generated_at: str | None = None) -> dict[str, object]:
-    """The header object, keys in §6.9 order."""
+def header(
+    comparison: Comparison,
+    generated_at: str | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> dict[str, object]:
+    """The header object, keys in §6.9 order, then any ``extra`` members."""
     metrics = [
         {
             "metric": name,
@@ -150,6 +161,10 @@ def header(comparison: Comparison, generated_at: str | None = None) -> dict[str,
         doc["abstention"] = comparison.abstention.to_json()
     if comparison.warnings:
         doc["warnings"] = list(comparison.warnings)
+    clash = sorted(set(extra or {}).intersection(doc))
+    if clash:
+        raise ValueError(f"extra header members would replace taguru's own: {clash}")
+    doc.update(extra or {})
     return doc
 
 
@@ -263,10 +278,14 @@ def records(comparison: Comparison) -> list[dict[str, object]]:
     return parsed
 
 
-def render_changes(comparison: Comparison, generated_at: str | None = None) -> str:
+def render_changes(
+    comparison: Comparison,
+    generated_at: str | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> str:
     """The whole changes.jsonl text, ``\\n`` after every line."""
     records = _record_text(comparison)
-    head = _dumps(header(comparison, generated_at))
+    head = _dumps(header(comparison, generated_at, extra))
     return f"{head}\n{records}\n" if records else f"{head}\n"
 
 

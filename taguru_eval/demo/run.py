@@ -22,7 +22,7 @@ from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.pipeline import RunResult, execute
 from taguru_eval.refserver.serve import running_server
-from taguru_eval.run.console import Console, terminal_progress
+from taguru_eval.run.console import Console, case_progress
 from taguru_eval.summary import share_text
 
 MUST_REFUSE_FILE = "must_refuse.jsonl"
@@ -51,7 +51,12 @@ def _evaluate(
     )
     # An empty environment: a user's TAGURU_* settings must not reach the demo.
     prepared = prepare_run(options, {}, stderr=console.err)
-    return execute(prepared, console=console, progress=terminal_progress(console.stderr))
+    progress = case_progress(console.stderr)
+    try:
+        return execute(prepared, console=console, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
 
 
 def run_demo(out_dir: Path) -> int:

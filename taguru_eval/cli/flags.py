@@ -1,0 +1,113 @@
+"""Shared pieces of the subcommands' command lines: the shell every project
+subcommand runs in, a left-to-right flag scan and the one way a report file is
+written.
+
+The scan keeps taguru's habits (GATE_AND_COMPARE.md §6.1): ``-h``/``--help``
+anywhere means help, a value-taking flag takes the next argument verbatim (even
+one starting with ``--``), a repeated flag is ``X given twice``, a missing value
+is the flag's own ``X needs …`` message, an unknown ``--flag`` is refused and
+every other word is a positional.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO, TypeVar
+
+from taguru_eval._base.files import write_bytes_atomic
+from taguru_eval.errors import (
+    EXIT_OK,
+    PREFIX,
+    RunError,
+    TaguruEvalError,
+    UsageError,
+    os_error_text,
+)
+
+Args = TypeVar("Args")
+
+
+def run_subcommand(
+    word: str,
+    argv: Sequence[str],
+    parse: Callable[[Sequence[str]], Args | None],
+    act: Callable[[Args, TextIO, TextIO], int],
+    help_text: str,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Parse ``argv`` (``None`` means help was asked for), then ``act``; a project
+    error becomes its one stderr line and its exit code (a usage error points at
+    ``python -m taguru_eval <word> --help``)."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    try:
+        args = parse(argv)
+        if args is None:
+            out.write(help_text)
+            return EXIT_OK
+        return act(args, out, err)
+    except UsageError as exc:
+        err.write(f"{PREFIX}{exc.message} — try 'python -m taguru_eval {word} --help'\n")
+        return exc.exit_code
+    except TaguruEvalError as exc:
+        err.write(f"{PREFIX}{exc.message}\n")
+        return exc.exit_code
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What one scan found."""
+
+    positionals: list[str] = field(default_factory=list)
+    values: dict[str, str] = field(default_factory=dict)
+    switches: set[str] = field(default_factory=set)
+
+
+def scan_flags(
+    argv: Sequence[str],
+    value_flags: Mapping[str, str],
+    switches: Sequence[str],
+    command: str,
+) -> Flags | None:
+    """Scan ``argv``; ``None`` means help. ``value_flags`` maps a flag to its
+    missing-value message; ``command`` names the command in the unknown-flag
+    message. Raises :class:`UsageError`."""
+    found = Flags()
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg in ("--help", "-h"):
+            return None
+        if arg in value_flags:
+            if arg in found.values:
+                raise UsageError(f"{arg} given twice")
+            if index + 1 >= len(argv):
+                raise UsageError(value_flags[arg])
+            found.values[arg] = argv[index + 1]
+            index += 2
+            continue
+        if arg in switches:
+            if arg in found.switches:
+                raise UsageError(f"{arg} given twice")
+            found.switches.add(arg)
+            index += 1
+            continue
+        if arg.startswith("--"):
+            raise UsageError(f"unknown flag '{arg}' for {command}")
+        found.positionals.append(arg)
+        index += 1
+    return found
+
+
+def write_report(path: str | Path, text: str) -> None:
+    """Write an output file atomically; a failure is a :class:`RunError` (exit 1)
+    naming the path."""
+    try:
+        write_bytes_atomic(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise RunError(f"writing {path}: {os_error_text(exc)}") from None

@@ -1,0 +1,122 @@
+"""The run store read by real engines: DuckDB and ``pyarrow.dataset``.
+
+A 3-run store (two contexts, one of them named so that it must be
+percent-encoded, one named like a number) is read table by table — every table
+of :data:`TABLES` — with DuckDB's ``read_parquet(..., hive_partitioning =
+true)`` exactly as the README documents it, and with
+:func:`taguru_eval.store.dataset`; both must return the same rows as
+:func:`taguru_eval.store.scan_runs`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from conftest import PROJECT_ROOT
+from eval_docs import abstention_block, evaluation_document
+from polars.testing import assert_frame_equal
+
+from taguru_eval.artifact.read import tables_from_artifact
+from taguru_eval.store import RunOrigin, dataset, scan_runs, table_glob, table_paths, write_run
+from taguru_eval.tables.schemas import TABLES
+
+RUNS = (
+    ("sake", "20260728T100000.000000Z-aaaaaa", 0),
+    ("sake", "20260728T110000.000000Z-bbbbbb", 1),
+    ("酒 a/b%", "20260728T120000.000000Z-cccccc", 2),
+)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("engines") / "runs"
+    for context, run_id, step in RUNS:
+        doc = evaluation_document(step=step, context=context)
+        if step == 2:  # one run given --must-refuse, so its tables have rows
+            doc["abstention"] = abstention_block()
+        loaded = tables_from_artifact(doc, run_id)
+        frames = {**loaded.tables.frames(), **loaded.scores.frames()}
+        write_run(root, context, run_id, frames, json.dumps(doc), origin=RunOrigin("run"))
+    return root
+
+
+def readme_duckdb_sql() -> str:
+    """The DuckDB one-liner of the README's run-store section."""
+    readme = (PROJECT_ROOT / "README.md").read_text("utf-8")
+    match = re.search(r"```sql\n(SELECT \* FROM read_parquet\('runs/[^\n]*)\n```", readme)
+    assert match, "README: no DuckDB one-liner"
+    return match.group(1)
+
+
+def ordered(frame: pl.DataFrame) -> pl.DataFrame:
+    keys = [name for name, dtype in frame.schema.items() if not dtype.is_nested()]
+    return frame.sort(keys, nulls_last=True)
+
+
+@pytest.mark.parametrize("table", [spec.name for spec in TABLES])
+def test_duckdb_returns_the_rows_scan_runs_returns(store: Path, table: str) -> None:
+    expected = scan_runs(store, table).collect()
+    assert expected.height > 0 or table in ("attributions", "probes", "resolutions")
+    sql = readme_duckdb_sql().replace("'runs/", f"'{store.as_posix()}/")
+    sql = sql.replace("/cases.parquet'", f"/{table}.parquet'")
+    got = duckdb.sql(sql).pl()
+    assert got.columns == expected.columns
+    assert_frame_equal(ordered(got.cast(dict(expected.schema))), ordered(expected))
+
+
+@pytest.mark.parametrize("table", [spec.name for spec in TABLES])
+def test_pyarrow_dataset_returns_the_same_rows(store: Path, table: str) -> None:
+    expected = scan_runs(store, table).collect()
+    got = pl.from_arrow(dataset(store, table).to_table())
+    assert isinstance(got, pl.DataFrame)
+    assert_frame_equal(ordered(got.select(expected.columns)), ordered(expected))
+
+
+def test_partition_columns_are_decoded_strings(store: Path) -> None:
+    sql = readme_duckdb_sql().replace("'runs/", f"'{store.as_posix()}/")
+    contexts = duckdb.sql(f"SELECT DISTINCT context, run FROM ({sql}) ORDER BY run").fetchall()
+    assert contexts == [(context, run) for context, run, _step in RUNS]
+    assert sorted(dataset(store, "metrics").to_table().column("context").unique().to_pylist()) == [
+        "sake",
+        "酒 a/b%",
+    ]
+
+
+def test_a_numeric_context_stays_text_in_both_engines(tmp_path: Path) -> None:
+    doc = evaluation_document(context="2024")
+    loaded = tables_from_artifact(doc, "r")
+    write_run(
+        tmp_path,
+        "2024",
+        "20260728T100000.000000Z-dddddd",
+        {"metrics": loaded.scores.metrics_frame},
+        json.dumps(doc),
+        origin=RunOrigin("run"),
+    )
+    sql = readme_duckdb_sql().replace("'runs/", f"'{tmp_path.as_posix()}/")
+    sql = sql.replace("/cases.parquet'", "/metrics.parquet'")
+    assert duckdb.sql(f"SELECT DISTINCT context FROM ({sql})").fetchall() == [("2024",)]
+    assert dataset(tmp_path, "metrics").schema.field("context").type == "string"
+
+
+def test_the_documented_path_list(store: Path) -> None:
+    assert table_glob("hits") == "context=*/run=*/hits.parquet"
+    paths = table_paths(store, "hits")
+    assert len(paths) == len(RUNS)
+    assert paths == sorted(paths)
+    assert {path.parent.name.removeprefix("run=") for path in paths} == {
+        run for _context, run, _step in RUNS
+    }
+
+
+def test_an_empty_store_gives_an_empty_dataset_with_the_schema(tmp_path: Path) -> None:
+    empty = dataset(tmp_path, "cases")
+    assert empty.to_table().num_rows == 0
+    assert {"case_id", "context", "run"} <= set(empty.schema.names)
+    with pytest.raises(ValueError, match="no such table"):
+        dataset(tmp_path, "nothing")
