@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import httpx
 import polars as pl
 
+from taguru_eval.analyst import display, slices
 from taguru_eval.analyst.export import qrels_dict, run_dict
 from taguru_eval.artifact.read import read_artifact, tables_from_artifact
 from taguru_eval.contract import ARTIFACT_NAME
@@ -64,6 +65,18 @@ class Run:
     path: Path | None = None
     output: list[str] = field(default_factory=list)
     refusal_cases: pl.DataFrame = field(default_factory=TABLE["refusal_cases"].empty)
+
+    def __repr__(self) -> str:
+        return display.run_repr(self.run_id, self.doc, self.path)
+
+    def _repr_html_(self) -> str:
+        return display.run_html(self.run_id, self.doc, self.metrics)
+
+    def tag_slices(self) -> pl.DataFrame | None:
+        """The main metrics per ``options.tags`` tag (:func:`.analyst.slices.tag_slices`);
+        None when the run did not record tags (read from an evaluation.json)."""
+        tags = slices.case_tags(self.tables.case_lanes)
+        return None if tags is None else slices.tag_slices(self.cases, tags)
 
     @property
     def metric_values(self) -> dict[str, Any]:

@@ -173,16 +173,25 @@ def table_paths(store_dir: str | Path, table: str) -> list[Path]:
 def scan_runs(store_dir: str | Path, table: str) -> pl.LazyFrame:
     """Every stored run's ``table`` as one lazy hive-partitioned scan.
 
-    The frame carries the partition columns ``context`` and ``run``. A store
-    with no run yet yields an empty frame with the table's schema.
+    The frame carries the partition columns ``context`` and ``run``. Runs
+    stored before a column was added read it as null: the scan's schema is the
+    table's declared one plus any column a stored file adds (a catalog's extra
+    metric). A store with no run yet yields an empty frame with the table's
+    schema.
     """
-    if not table_paths(store_dir, table):
-        columns = dict(TABLE[table].polars) if table in TABLE else {}
+    paths = table_paths(store_dir, table)
+    columns = dict(TABLE[table].polars) if table in TABLE else {}
+    if not paths:
         return pl.LazyFrame(schema={**columns, **HIVE_SCHEMA})
+    for path in paths:
+        for name, dtype in pl.read_parquet_schema(path).items():
+            columns.setdefault(name, dtype)
     return pl.scan_parquet(
         str(Path(store_dir) / table_glob(table)),
         hive_partitioning=True,
         hive_schema=HIVE_SCHEMA,
+        schema=pl.Schema(columns),
+        missing_columns="insert",
     )
 
 

@@ -40,6 +40,9 @@ PINNED: dict[str, list[tuple[str, str]]] = {
         ("query", "string"),
         ("cues", "list<item: string>"),
         ("limit", "int64"),
+        # options.tags of the case, for per-tag slices (issue 13); null when the
+        # run was imported from an evaluation.json (the artifact has no tags).
+        ("tags", "list<item: string>"),
         ("passage_outcome", "string"),
         ("passage_message", "string"),
         ("passage_latency_ms", "int64"),

@@ -82,7 +82,7 @@ def test_drift_chart_has_one_panel_per_metric_and_no_bound_layer_without_bounds(
         history, metrics=["recall.mrr", "citations.recall"], runs=runs, bounds=bounds
     ).to_dict()
     assert spec["name"] == "drift"
-    assert [panel["title"] for panel in spec["concat"]] == ["recall.mrr", "citations.recall"]
+    assert [panel["title"] for panel in spec["concat"]] == ["recall.mrr ↑", "citations.recall ↑"]
     # citations.recall has no bound in the frame: only the line and the revision rules.
     citations_panel = spec["concat"][1]
     assert [_mark(layer) for layer in citations_panel["layer"]] == ["line", "rule"]
@@ -90,64 +90,195 @@ def test_drift_chart_has_one_panel_per_metric_and_no_bound_layer_without_bounds(
     assert [r["scalar"] for r in rows] == [1.0, None, 0.5]
 
 
-def test_case_heatmap_leaves_absent_values_out() -> None:
+def test_case_heatmap_bins_each_run_and_shows_the_worst_cases() -> None:
     frame = pl.DataFrame(
         {
-            "run": ["r1", "r1", "r2", "r2"],
-            "run_order": [0, 0, 1, 1],
-            "case_id": ["a", "b", "a", "b"],
-            "value": [1.0, None, 0.5, 0.0],
+            "run": ["r1", "r1", "r1", "r2", "r2", "r2"],
+            "run_order": [0, 0, 0, 1, 1, 1],
+            "case_id": ["a", "b", "c", "a", "b", "c"],
+            "value": [1.0, None, 0.5, 0.5, 0.0, 1.0],
         }
     )
-    spec = charts.case_heatmap(frame, "recall.recall_at_k").to_dict()
+    spec = charts.case_heatmap(frame, "recall.recall_at_k", worst=2).to_dict()
     assert spec["name"] == "case_heatmap"
-    (cells,) = spec["layer"]
-    assert _mark(cells) == "rect"
-    encoding = cells["encoding"]
-    assert (encoding["x"]["field"], encoding["y"]["field"], encoding["color"]["field"]) == (
-        "run",
-        "case_id",
-        "value",
-    )
-    assert encoding["x"]["scale"]["domain"] == ["r1", "r2"]
-    assert sorted((r["run"], r["case_id"], r["value"]) for r in _rows(spec, cells)) == [
-        ("r1", "a", 1.0),
-        ("r2", "a", 0.5),
-        ("r2", "b", 0.0),
+    strips, worst = spec["vconcat"]
+    assert (_mark(strips), _mark(worst)) == ("rect", "rect")
+    assert strips["encoding"]["x"]["scale"]["domain"] == ["r1", "r2"]
+    # Per run: one row per non-empty value bin, counts over the cases with a value.
+    counted = sorted((r["run"], r["bin_start"], r["cases"]) for r in _rows(spec, strips))
+    assert counted == [
+        ("r1", 0.5, 1),
+        ("r1", 0.9, 1),
+        ("r2", 0.0, 1),
+        ("r2", 0.5, 1),
+        ("r2", 0.9, 1),
     ]
+    # The two cases worst in the newest run (b: 0.0, a: 0.5), with every run's value;
+    # b's missing r1 value stays an empty cell, never a zero.
+    cells = sorted((r["case_id"], r["run"], r["value"]) for r in _rows(spec, worst))
+    assert cells == [("a", "r1", 1.0), ("a", "r2", 0.5), ("b", "r2", 0.0)]
 
 
-def test_latency_chart_is_a_box_plot_per_lane() -> None:
-    samples = pl.DataFrame({"lane": ["passage", "passage", "resolve"], "latency_ms": [12, 30, 3]})
+def test_latency_chart_draws_one_summary_row_per_lane() -> None:
+    samples = pl.DataFrame(
+        {"lane": ["passage"] * 10 + ["resolve"], "latency_ms": [*range(10, 110, 10), 3]}
+    )
     spec = charts.latency_chart(samples).to_dict()
     assert spec["name"] == "latency"
-    assert _mark(spec) == "boxplot"
-    assert spec["encoding"]["x"]["field"] == "latency_ms"
-    assert spec["encoding"]["y"]["field"] == "lane"
-    assert _rows(spec, spec) == samples.to_dicts()
+    spread, middle, tail = spec["layer"]
+    assert (_mark(spread), _mark(middle), _mark(tail)) == ("rule", "bar", "tick")
+    rows = {r["lane"]: r for r in _rows(spec, spread)}
+    assert set(rows) == {"passage", "resolve"}
+    # Nearest-rank percentiles, as the scorer computes them.
+    assert (rows["passage"]["min"], rows["passage"]["p50"], rows["passage"]["p90"]) == (
+        10.0,
+        50.0,
+        90.0,
+    )
+    assert (rows["passage"]["max"], rows["passage"]["n"]) == (100.0, 10)
 
 
-def test_metrics_chart_bars_and_bound_ticks() -> None:
+def test_metrics_chart_colours_by_direction_and_ticks_bounds() -> None:
     metrics = pl.DataFrame(
-        {"metric": ["recall.mrr", "citations.recall"], "scalar": [0.75, None], "n": [4, 0]}
+        {
+            "metric": ["recall.mrr", "passage.failure_rate", "citations.recall"],
+            "scalar": [0.75, 0.02, None],
+            "n": [4, 4, 0],
+        }
     )
     bounds = pl.DataFrame({"metric": ["recall.mrr"], "bound": ["min"], "threshold": [0.9]})
     spec = charts.metrics_chart(metrics, bounds).to_dict()
     bars, ticks = spec["layer"]
     assert (_mark(bars), _mark(ticks)) == ("bar", "tick")
-    assert _rows(spec, bars) == [{"metric": "recall.mrr", "scalar": 0.75, "n": 4}]
+    assert bars["encoding"]["color"]["field"] == "direction"
+    assert sorted((r["metric"], r["direction"]) for r in _rows(spec, bars)) == [
+        ("passage.failure_rate", "lower is better"),
+        ("recall.mrr", "higher is better"),
+    ]
+    colours = bars["encoding"]["color"]["scale"]
+    assert colours["range"][colours["domain"].index("lower is better")] == charts.LOWER_COLOR
     assert _rows(spec, ticks)[0]["threshold"] == 0.9
 
 
-def test_case_metrics_chart_one_cell_per_present_value() -> None:
-    cases = pl.DataFrame({"case_id": ["a", "b"], "mrr": [1.0, 0.5], "ndcg": [None, 0.25]})
-    spec = charts.case_metrics_chart(cases, {"recall.mrr": "mrr", "recall.ndcg": "ndcg"}).to_dict()
-    assert _mark(spec) == "rect"
-    assert sorted((r["case_id"], r["metric"], r["value"]) for r in _rows(spec, spec)) == [
-        ("a", "recall.mrr", 1.0),
+def test_case_metrics_chart_histograms_and_worst_cases() -> None:
+    cases = pl.DataFrame(
+        {
+            "case_id": ["a", "b", "c"],
+            "mrr": [1.0, 0.5, 0.0],
+            "ndcg": [None, 0.25, 0.0],
+        }
+    )
+    spec = charts.case_metrics_chart(
+        cases, {"recall.mrr": "mrr", "recall.ndcg": "ndcg"}, worst=2
+    ).to_dict()
+    histograms, worst = spec["vconcat"]
+    counted = sorted((r["metric"], r["bin_start"], r["cases"]) for r in _rows(spec, histograms))
+    assert counted == [
+        ("recall.mrr", 0.0, 1),
+        ("recall.mrr", 0.5, 1),
+        ("recall.mrr", 0.9, 1),
+        ("recall.ndcg", 0.0, 1),
+        ("recall.ndcg", 0.2, 1),
+    ]
+    # c (mean 0.0) then b (mean 0.375); a value a case did not compute is no cell.
+    assert [(r["case_id"], r["metric"], r["value"]) for r in _rows(spec, worst)] == [
+        ("c", "recall.mrr", 0.0),
+        ("c", "recall.ndcg", 0.0),
         ("b", "recall.mrr", 0.5),
         ("b", "recall.ndcg", 0.25),
     ]
+
+
+def test_flat_series_gets_an_honest_axis() -> None:
+    runs = [f"r{i}" for i in range(4)]
+    history = pl.DataFrame(
+        {
+            "run": runs * 2,
+            "run_order": [0, 1, 2, 3] * 2,
+            "metric": ["recall.mrr"] * 4 + ["diversity.sources"] * 4,
+            "scalar": [0.9] * 4 + [3.0] * 4,
+            "n": [10] * 8,
+        }
+    )
+    ratio = charts.drift_panel(history, "recall.mrr").to_dict()
+    y = ratio["layer"][0]["encoding"]["y"]
+    # A ratio keeps its own [0, 1] domain: 0.9 sits below the top, never on a lone "1" tick.
+    assert y["scale"]["domain"] == [0.0, 1.0]
+    assert y["scale"]["nice"] is False
+    assert y["axis"]["format"] == ".2f"
+    assert ratio["title"] == "recall.mrr ↑ — flat at 0.9"
+    count = charts.drift_panel(history, "diversity.sources").to_dict()
+    y = count["layer"][0]["encoding"]["y"]
+    low, high = y["scale"]["domain"]
+    # A metric without a domain is padded around its value, which sits mid-axis.
+    assert low < 3.0 < high
+    assert abs((3.0 - low) - (high - 3.0)) < 1e-9
+    assert y["scale"]["nice"] is False and y["scale"]["zero"] is False
+    assert count["title"] == "diversity.sources ↑ — flat at 3"
+
+
+def test_drift_axis_includes_the_bounds_and_labels_runs_readably() -> None:
+    history = pl.DataFrame(
+        {
+            "run": ["20260701T090000.000000Z-ac7236", "20260701T150000.000000Z-ef134f"],
+            "label": ["2026-07-01 09:00 · ac7236", "2026-07-01 15:00 · ef134f"],
+            "run_order": [0, 1],
+            "metric": ["latency.passage_ms"] * 2,
+            "scalar": [40.0, 50.0],
+            "n": [5, 5],
+        }
+    )
+    bounds = pl.DataFrame({"metric": ["latency.passage_ms"], "bound": ["max"], "threshold": [80.0]})
+    spec = charts.drift_panel(history, "latency.passage_ms", bounds=bounds).to_dict()
+    line = spec["layer"][0]
+    assert line["encoding"]["x"]["field"] == "label"
+    assert line["encoding"]["x"]["scale"]["domain"] == [
+        "2026-07-01 09:00 · ac7236",
+        "2026-07-01 15:00 · ef134f",
+    ]
+    low, high = line["encoding"]["y"]["scale"]["domain"]
+    assert low < 40.0 and high > 80.0
+    assert spec["title"] == "latency.passage_ms ↓"
+
+
+def test_no_chart_embeds_more_rows_than_it_draws_at_100000_cases() -> None:
+    size = 100_000
+    ids = [f"case-{i:06d}" for i in range(size)]
+    cases = pl.DataFrame(
+        {
+            "case_id": ids,
+            "mrr": [(i % 7) / 6 for i in range(size)],
+            "ndcg": [(i % 11) / 10 for i in range(size)],
+        }
+    )
+    spec = charts.case_metrics_chart(cases, {"recall.mrr": "mrr", "recall.ndcg": "ndcg"}).to_dict()
+    assert sum(len(rows) for rows in spec["datasets"].values()) <= 2 * 10 + 2 * 25
+    samples = pl.DataFrame({"lane": ["passage"] * size, "latency_ms": list(range(size))})
+    spec = charts.latency_chart(samples).to_dict()
+    assert sum(len(rows) for rows in spec["datasets"].values()) == 1
+    values = pl.DataFrame(
+        {
+            "run": ["r1"] * size + ["r2"] * size,
+            "run_order": [0] * size + [1] * size,
+            "case_id": ids * 2,
+            "value": [(i % 5) / 4 for i in range(2 * size)],
+        }
+    )
+    spec = charts.case_heatmap(values, "recall.mrr").to_dict()
+    assert sum(len(rows) for rows in spec["datasets"].values()) <= 2 * 10 + 2 * 20
+    with pytest.raises(ValueError, match="aggregate it first"):
+        charts.drift_panel(
+            pl.DataFrame(
+                {
+                    "run": ids,
+                    "run_order": list(range(size)),
+                    "metric": ["recall.mrr"] * size,
+                    "scalar": [0.5] * size,
+                    "n": [1] * size,
+                }
+            ),
+            "recall.mrr",
+        )
 
 
 def _comparison_cases() -> pl.DataFrame:
@@ -164,7 +295,7 @@ def _comparison_cases() -> pl.DataFrame:
     return classify_cases(base, head)
 
 
-def test_compare_long_and_chart_show_only_changed_metrics_as_bars() -> None:
+def test_compare_long_and_chart_bin_the_changed_deltas() -> None:
     long = charts.compare_long(_comparison_cases())
     assert set(long.columns) == {"case_id", "kind", "metric", "base", "head", "delta", "direction"}
     mrr = long.filter(pl.col("metric") == "recall.mrr").sort("case_id")
@@ -179,12 +310,14 @@ def test_compare_long_and_chart_show_only_changed_metrics_as_bars() -> None:
     assert _mark(summary) == "bar"
     tally = {r["kind"]: r["cases"] for r in _rows(spec, summary)}
     assert tally == {"improved": 1, "regressed": 1, "unchanged": 1, "added": 0, "removed": 0}
-    assert _mark(deltas) == "bar"
-    assert deltas["encoding"]["row"]["field"] == "metric"
-    assert deltas["encoding"]["x"]["field"] == "delta"
-    assert sorted((r["case_id"], r["direction"]) for r in _rows(spec, deltas)) == [
-        ("a", "regressed"),
-        ("b", "improved"),
+    assert _mark(deltas["spec"]) == "bar"
+    assert deltas["facet"]["field"] == "metric"
+    binned = sorted(
+        (r["metric"], r["direction"], r["bin_start"], r["cases"]) for r in _rows(spec, deltas)
+    )
+    assert binned == [
+        ("recall.mrr", "improved", 0.4, 1),
+        ("recall.mrr", "regressed", -0.5, 1),
     ]
 
 

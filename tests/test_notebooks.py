@@ -9,25 +9,28 @@ computed, and the test checks those values against the store and compare.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
+from notebook_support import (
+    chart_outputs,
+    execute_notebook,
+    external_urls,
+    notebook_env,
+    output_texts,
+)
 
 from taguru_eval import store
-from taguru_eval.analyst import drift
+from taguru_eval.analyst import drift, offline
 from taguru_eval.artifact.read import read_artifact
 from taguru_eval.compare import compare
 from taguru_eval.demo import history
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ROOT / "notebooks"
 RUNS = 5
 
 
@@ -37,38 +40,19 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _execute(name: str, probe: str, env: dict[str, str]) -> dict[str, Any]:
-    notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            assert not cell.outputs and cell.execution_count is None, "outputs must be stripped"
-    notebook.cells.append(nbformat.v4.new_code_cell(f"import json\nprint(json.dumps({probe}))"))
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
-        client = nbclient.NotebookClient(
-            notebook,
-            timeout=300,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(NOTEBOOKS)}},
-        )
-        client.execute()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    stream = [o for o in notebook.cells[-1].outputs if o.get("name") == "stdout"]
-    result: dict[str, Any] = json.loads("".join(o["text"] for o in stream))
-    return result
+    seen, notebook = execute_notebook(name, probe, env)
+    # Every chart carries the vendored libraries; nothing reaches off the machine.
+    charts = chart_outputs(notebook)
+    assert charts, f"{name} showed no chart"
+    bundle = offline.javascript_bundle()
+    assert all(bundle in chart for chart in charts)
+    for text in output_texts(notebook):
+        assert external_urls(text, bundle) == [], name
+    return seen
 
 
 def _env(store_dir: Path) -> dict[str, str]:
-    path = os.environ.get("PYTHONPATH", "")
-    return {
-        "TAGURU_EVAL_STORE": str(store_dir),
-        "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT),
-    }
+    return notebook_env(store_dir)
 
 
 def test_run_report_notebook(demo_store: Path) -> None:
@@ -76,7 +60,8 @@ def test_run_report_notebook(demo_store: Path) -> None:
         '{"run": RUN, "cases": per_case.height, "missed": missed.height,'
         ' "lanes": sorted(latency.get_column("lane").unique().to_list()),'
         ' "crosstab": int(crosstab.get_column("cases").sum()),'
-        ' "mrr": metrics.filter(pl.col("metric") == "recall.mrr").get_column("scalar")[0]}'
+        ' "mrr": metrics.filter(pl.col("metric") == "recall.mrr").get_column("scalar")[0],'
+        ' "tags": tag_slices.get_column("tag").to_list()}'
     )
     seen = _execute("run_report", probe, _env(demo_store))
     runs = drift.run_index(demo_store, "sake")
@@ -89,6 +74,8 @@ def test_run_report_notebook(demo_store: Path) -> None:
     assert seen["crosstab"] > 0
     artifact = read_artifact(store.run_dir(demo_store, "sake", newest) / "evaluation.json")
     assert seen["mrr"] == artifact["metrics"]["recall.mrr"]["mean"]  # type: ignore[index]
+    # A real run recorded the eval set's options.tags (data/sake tags two cases).
+    assert seen["tags"] == ["(all cases)", "商品", "製法", "(no tag)"]
 
 
 def test_drift_notebook_sees_every_run_and_the_drift(demo_store: Path) -> None:

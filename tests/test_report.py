@@ -76,7 +76,7 @@ def test_report_is_self_contained(full_report: Path) -> None:
     assert not re.search(r"<link[^>]*\bhref=", page)
     assert not re.search(r"<(img|iframe)[^>]*\bsrc=[\"']?https?:", page)
     assert "window.vegaEmbed=" in page  # the inlined bundle defines the embedder itself
-    assert page.count("<script") == 3  # bundle, specs, embed call
+    assert page.count("<script") == 4  # bundle, specs, embed options, embed call
 
 
 def test_report_embeds_every_chart_spec_with_its_data(full_report: Path) -> None:
@@ -87,7 +87,10 @@ def test_report_embeds_every_chart_spec_with_its_data(full_report: Path) -> None
     for index, name in enumerate(names):
         assert f'id="chart-{index}" data-chart="{name}"' in page
     drift = specs[names.index("drift")]["spec"]
-    assert [panel["title"] for panel in drift["concat"]][:2] == ["recall.recall_at_k", "recall.mrr"]
+    assert [panel["title"] for panel in drift["concat"]][:2] == [
+        "recall.recall_at_k ↑",
+        "recall.mrr ↑",
+    ]
     assert len(drift["datasets"]) >= 3
     compare_spec = specs[names.index("compare")]["spec"]
     tally = next(

@@ -22,7 +22,7 @@ from taguru_eval.store import (
     write_run,
 )
 from taguru_eval.tables.flatten import empty_tables
-from taguru_eval.tables.schemas import CALLS, METRICS
+from taguru_eval.tables.schemas import CALLS, CASE_LANES, METRICS, conform
 
 
 def calls_frame(run_id: str, rows: int) -> pl.DataFrame:
@@ -159,3 +159,20 @@ def test_every_lane_table_round_trips_empty(tmp_path: Path) -> None:
     assert set(read) == set(tables.frames())
     for name, frame in tables.frames().items():
         assert read[name].schema == frame.schema
+
+
+def test_a_scan_reads_runs_stored_before_a_column_was_added(tmp_path: Path) -> None:
+    older = store.run_dir(tmp_path, "ctx", "r1")
+    older.mkdir(parents=True)
+    old_row = conform(
+        pl.DataFrame({"run_id": ["r1"], "case_index": [0], "case_id": ["a"]}), CASE_LANES
+    )
+    old_row.drop("tags").write_parquet(older / "case_lanes.parquet")
+    (older / "evaluation.json").write_text("{}", encoding="utf-8")
+    newer = conform(
+        pl.DataFrame({"run_id": ["r2"], "case_index": [0], "case_id": ["b"], "tags": [["x"]]}),
+        CASE_LANES,
+    )
+    write_run(tmp_path, "ctx", "r2", {"case_lanes": newer}, "{}", origin=RunOrigin("run"))
+    scanned = scan_runs(tmp_path, "case_lanes").select("run", "case_id", "tags").sort("run")
+    assert scanned.collect().rows() == [("r1", "a", None), ("r2", "b", ["x"])]

@@ -4,22 +4,25 @@ The chart builders (:mod:`taguru_eval.charts`) never fetch data; this module is
 where notebooks and the HTML report get the frames they hand to them. Table
 data comes from one lazy hive-partitioned scan per table
 (:func:`taguru_eval.store.scan_runs`); what only the artifact records (when a
-run was made, the corpus revisions, the gate verdict) comes from each run's
-evaluation.json, which is small.
+run was made, the corpus revisions, the gate verdict) comes from the head of
+each run's evaluation.json — everything before its ``cases`` array, a few
+kilobytes whatever the number of cases, so a 100-run history of
+10,000-case runs is indexed without decoding a gigabyte of case blocks.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import polars as pl
 
-from taguru_eval.artifact.read import read_artifact
+from taguru_eval.artifact.read import parse_artifact, read_artifact
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
+from taguru_eval.compare.parquet import read_head
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
 from taguru_eval.store import context_dir, list_runs, scan_runs
@@ -42,6 +45,7 @@ RUN_INDEX_SCHEMA: Final = pl.Schema(
     {
         "context": pl.String(),
         "run": pl.String(),
+        "label": pl.String(),
         "generated_at": pl.String(),
         "mode": pl.String(),
         "cases": pl.Int64(),
@@ -110,15 +114,16 @@ def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str
     corpus = corpus if isinstance(corpus, Mapping) else {}
     gate = document.get("thresholds")
     gate = gate if isinstance(gate, Mapping) else None
-    cases = document.get("cases")
     violations = gate.get("violations") if gate is not None else None
     stable = corpus.get("stable")
+    generated_at = str(document.get("generated_at", "")) or None
     return {
         "context": context,
         "run": run,
-        "generated_at": str(document.get("generated_at", "")) or None,
+        "label": run_label(run, generated_at),
+        "generated_at": generated_at,
         "mode": inputs.get("mode") if isinstance(inputs.get("mode"), str) else None,
-        "cases": len(cases) if isinstance(cases, list) else None,
+        "cases": case_count(document),
         "revision": revision_text(corpus.get("revision_before")),
         "revision_after": revision_text(corpus.get("revision_after")),
         "stable": stable if isinstance(stable, bool) else None,
@@ -126,6 +131,49 @@ def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str
         "violations": len(violations) if isinstance(violations, list) else 0,
         "sha256": gate.get("sha256") if gate is not None else None,
     }
+
+
+def case_count(document: Mapping[str, Any]) -> int | None:
+    """The run's number of cases: its ``cases`` array, else ``inputs.eval.cases`` (a head)."""
+    cases = document.get("cases")
+    if isinstance(cases, list):
+        return len(cases)
+    inputs = document.get("inputs")
+    evalset = inputs.get("eval") if isinstance(inputs, Mapping) else None
+    count = evalset.get("cases") if isinstance(evalset, Mapping) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def run_label(run: str, generated_at: str | None) -> str:
+    """A run as a reader names it: ``2026-07-28 10:00 · 3f9a1c`` (time, short id).
+
+    The short id is the first six characters after the run id's last ``-``
+    (the random or digest suffix of :func:`taguru_eval.store.new_run_id` and
+    ingest's ids); a run without a timestamp shows its id alone.
+    """
+    _, dash, suffix = run.rpartition("-")
+    short = suffix[:6] if dash and suffix else run[:12]
+    if not generated_at or len(generated_at) < 16:
+        return run
+    return f"{generated_at[:10]} {generated_at[11:16]} · {short}"
+
+
+def read_run_head(directory: str | Path) -> dict[str, Any]:
+    """A stored run's evaluation.json without its ``cases`` (the whole file when
+    its head cannot be cut safely, see :func:`taguru_eval.compare.parquet.head_of`)."""
+    artifact = Path(directory) / ARTIFACT_NAME
+    head = read_head(artifact, str(artifact))
+    if head is None:
+        return read_artifact(artifact)
+    return parse_artifact(head.decode("utf-8"), str(artifact))
+
+
+def _unique_labels(frame: pl.DataFrame) -> pl.DataFrame:
+    """Two runs with the same minute and short id (rare) fall back to their full ids."""
+    clash = pl.col("label").is_duplicated()
+    return frame.with_columns(
+        pl.when(clash).then(pl.col("run")).otherwise(pl.col("label")).alias("label")
+    )
 
 
 def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
@@ -138,14 +186,13 @@ def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
     rows: list[dict[str, object]] = []
     for artifact in sorted(context_dir(store_dir, context).glob(f"run=*/{ARTIFACT_NAME}")):
         run = artifact.parent.name.removeprefix("run=")
-        document = read_artifact(artifact)
-        rows.append(run_summary(context, run, document))
+        rows.append(run_summary(context, run, read_run_head(artifact.parent)))
     columns = [name for name in RUN_INDEX_SCHEMA.names() if name != "revision_changed"]
     frame = pl.DataFrame(
         rows, schema={name: RUN_INDEX_SCHEMA[name] for name in columns}, orient="row"
     )
     return (
-        order_runs(frame)
+        _unique_labels(order_runs(frame))
         .with_columns(
             (pl.col("revision") != pl.col("revision").shift(1))
             .fill_null(False)
@@ -191,16 +238,25 @@ def metric_history(store_dir: str | Path, context: str) -> pl.DataFrame:
     return attach_runs(metrics, runs)
 
 
-def case_history(store_dir: str | Path, context: str) -> pl.DataFrame:
-    """Every stored run's per-case metrics (the ``cases`` table), oldest run first."""
+def case_history(
+    store_dir: str | Path, context: str, columns: Sequence[str] | None = None
+) -> pl.DataFrame:
+    """Every stored run's per-case metrics (the ``cases`` table), oldest run first.
+
+    ``columns`` (``cases`` column names) reads only those besides ``run`` and
+    ``case_id``: a 100-run history of 10,000-case runs is a million rows, and
+    the ``missed`` lists alone would take most of the memory.
+    """
     runs = run_index(store_dir, context)
-    cases = scan_runs(store_dir, "cases").filter(pl.col("context") == context).collect()
-    return attach_runs(cases, runs)
+    scan = scan_runs(store_dir, "cases").filter(pl.col("context") == context)
+    if columns is not None:
+        scan = scan.select("run", "case_index", "case_id", *columns)
+    return attach_runs(scan.collect(), runs)
 
 
 def attach_runs(frame: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """Join a per-run table with the run index and add ``run_order`` (0 = oldest)."""
-    ordered = runs.select("run", "generated_at", "revision").with_row_index("run_order")
+    ordered = runs.select("run", "label", "generated_at", "revision").with_row_index("run_order")
     joined = frame.join(ordered, on="run", how="inner")
     return joined.sort(["run_order"], maintain_order=True)
 
@@ -211,13 +267,18 @@ def case_metric_columns(catalog: Catalog = CATALOG) -> dict[str, str]:
 
 
 def case_metric_long(cases: pl.DataFrame, metric: str, catalog: Catalog = CATALOG) -> pl.DataFrame:
-    """``run``, ``run_order``, ``case_id``, ``value`` for one per-case metric."""
+    """``run``, ``label``, ``run_order``, ``case_id``, ``value`` for one per-case metric."""
     case_field = catalog.per_case.get(metric)
     if case_field is None:
         known = ", ".join(catalog.per_case)
         raise ValueError(f"'{metric}' is not a per-case metric (one of: {known})")
+    labels = ["label"] if "label" in cases.columns else []
     return cases.select(
-        "run", "run_order", "case_id", pl.col(case_field.column).cast(pl.Float64).alias("value")
+        "run",
+        *labels,
+        "run_order",
+        "case_id",
+        pl.col(case_field.column).cast(pl.Float64).alias("value"),
     )
 
 

@@ -11,12 +11,17 @@ artifact reader), so any run given ``--must-refuse`` can be drawn.
 
 from __future__ import annotations
 
-from typing import Final, cast
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, cast
 
 import altair as alt
 import polars as pl
 
 from taguru_eval.analyst.charts import ChartLike
+from taguru_eval.artifact.abstention import CLAIM, abstention_warnings
+from taguru_eval.score.abstention import effective_floors
+from taguru_eval.tables.schemas import TABLE, RunTables
 
 MUST_REFUSE_POPULATION: Final = "must-refuse questions"
 ANSWERABLE_POPULATION: Final = "answerable questions"
@@ -40,6 +45,56 @@ TRADE_OFF_SCHEMA: Final = {
     "numerator": pl.Int64,
     "n": pl.Int64,
 }
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a must-refuse run's report states about the claim and its limits."""
+
+    file: str | None
+    rule: str | None
+    provider_model: str | None
+    floors: list[float]
+    warnings: list[str]
+
+    def pairs(self) -> list[tuple[str, object]]:
+        return [
+            ("must-refuse file", self.file),
+            ("refusal rule", self.rule),
+            ("claim", CLAIM),
+            ("provider model", self.provider_model),
+            (
+                "effective floors",
+                [f"{value:g}" for value in self.floors] or "none (no vector lane)",
+            ),
+            ("floors coherent", len(self.floors) <= 1),
+        ]
+
+
+def run_facts(document: Mapping[str, Any], tables: Mapping[str, pl.DataFrame]) -> RunFacts | None:
+    """The rule, file, embedding model, effective floors and warnings of a run
+    given --must-refuse, from its ``inputs``/``corpus`` head and its tables (the
+    same floors and warnings the artifact's ``abstention`` block records);
+    ``None`` for any other run."""
+    inputs = document.get("inputs") or {}
+    declared = inputs.get("must_refuse") if isinstance(inputs, Mapping) else None
+    if not isinstance(declared, Mapping):
+        return None
+    empty = {name: TABLE[name].empty() for name in ("case_lanes", "refusal_lanes", "refusal_cases")}
+    frames = {**empty, **{name: tables[name] for name in empty if name in tables}}
+    floors = effective_floors(frames["case_lanes"], frames["refusal_lanes"])
+    probes = RunTables.from_frames("report", {"refusal_lanes": frames["refusal_lanes"]})
+    rule = declared.get("refusal_rule")
+    embeddings = (document.get("corpus") or {}).get("embeddings")
+    return RunFacts(
+        file=declared.get("path"),
+        rule=rule,
+        provider_model=embeddings.get("provider_model")
+        if isinstance(embeddings, Mapping)
+        else None,
+        floors=floors,
+        warnings=abstention_warnings(str(rule), probes, frames["refusal_cases"], floors),
+    )
 
 
 def trade_off_frame(metrics: pl.DataFrame) -> pl.DataFrame:

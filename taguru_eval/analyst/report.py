@@ -6,35 +6,43 @@ the ``vl-convert-python`` wheel, which bundles them), every chart spec and its
 data is embedded as JSON, and no element loads anything from elsewhere.
 
 Contents: the run summary, the gate verdict, aggregate metrics, per-case
-metrics, misses, the lane cross-tab, the must-refuse population beside the
-answerable one (a run given --must-refuse) and latency; the metric drift of the
-run's context when the run sits in a run store with earlier runs; and, with a
-base, the compare view. A run (and its base) is an evaluation.json — ours or
-taguru's own — or a stored run directory; the tables are rebuilt from the
-artifact itself, so any evaluation.json can be reported on."""
+metrics (histograms, the worst cases, a capped table linking the Parquet file
+with every row), misses, the lane cross-tab, the must-refuse population
+beside the answerable one (a run given --must-refuse), latency, per-tag slices; the
+metric drift of the run's context when the run sits in a run store with
+earlier runs; and, with a base, the compare view (only what moved, the cases
+that improved or regressed with the metrics that drove them, grouped).
+
+A run (and its base) is an evaluation.json — ours or taguru's own — or a
+stored run directory. A stored run is read from its Parquet tables plus the
+head of its evaluation.json (everything before ``cases``), so a
+100,000-case run reports in seconds; a bare evaluation.json is rebuilt into
+tables from the artifact itself, so any evaluation.json can be reported on.
+Every chart is aggregated before it is embedded (:mod:`.aggregate`): the
+page's size follows the number of bins, metrics and runs, not of cases."""
 
 from __future__ import annotations
 
-import functools
 import html
-import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import polars as pl
 
-from taguru_eval._base.extras import MissingExtra, load_extra
-from taguru_eval.analyst import charts, drift, must_refuse
+from taguru_eval._base.html import pairs_html, table_html
+from taguru_eval.analyst import aggregate, charts, drift, must_refuse, offline, slices
 from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.read import read_artifact
 from taguru_eval.catalog import CATALOG, scalar_expr
-from taguru_eval.compare import compare
+from taguru_eval.compare import Comparison, compare
 from taguru_eval.compare.load import read_view
+from taguru_eval.compare.parquet import read_side
 from taguru_eval.contract import ARTIFACT_NAME
-from taguru_eval.errors import RunError
 from taguru_eval.store import RunOrigin, read_origin
+from taguru_eval.tables.schemas import TABLE
 
 _RATIO_METRICS_UNIT: Final = "ratio"
 
@@ -44,6 +52,25 @@ _CASE_CHART_METRICS: Final = {
     for metric, column in _CASE_METRIC_COLUMNS.items()
     if CATALOG[metric].unit == _RATIO_METRICS_UNIT
 }
+
+CASE_ROWS: Final = 200
+"""Per-case rows the report lists (worst first); the Parquet file it links has all."""
+LISTED_CASES: Final = 50
+"""Improved / regressed cases the compare section lists, each with its drivers."""
+DRIFT_RUNS: Final = 200
+"""Runs the drift section indexes (the newest; the chart shows one point per run)."""
+
+_REPORT_TABLES: Final = (
+    "cases",
+    "metrics",
+    "case_lanes",
+    "resolutions",
+    "probes",
+    "citation_checks",
+    "refusal_lanes",
+    "refusal_cases",
+)
+"""The tables the report reads from a stored run (never ``hits`` or ``calls``)."""
 
 
 @dataclass
@@ -56,7 +83,7 @@ class _Page:
     def chart(self, name: str, chart: charts.ChartLike) -> str:
         """Register a chart; returns the placeholder element the script fills in."""
         index = len(self.specs)
-        self.specs.append((name, chart.to_dict()))
+        self.specs.append((name, offline.embeddable(chart.to_dict())))
         return (
             f'<div class="chart" id="chart-{index}" data-chart="{html.escape(name)}"'
             f' data-marks="pending"></div>'
@@ -70,6 +97,57 @@ def load_document(source: str | Path) -> dict[str, Any]:
     return read_artifact(path / ARTIFACT_NAME if path.is_dir() else path)
 
 
+@dataclass(frozen=True)
+class ReportRun:
+    """One run as the report reads it.
+
+    ``document`` is the whole evaluation.json, or for a stored run only its
+    head (no ``cases``); ``tables`` holds the tables the report shows;
+    ``directory`` is the stored run directory whose Parquet files hold every
+    row (None for a bare evaluation.json).
+    """
+
+    source: str | Path
+    label: str
+    document: dict[str, Any]
+    tables: dict[str, pl.DataFrame]
+    directory: Path | None
+    origin: RunOrigin | None
+
+    @property
+    def context(self) -> str:
+        return str((self.document.get("inputs") or {}).get("context") or "")
+
+    def compare_side(self) -> str | Path | dict[str, Any]:
+        """What compare reads this run from: its directory (Parquet), else the document."""
+        return self.directory if self.directory is not None else self.document
+
+
+def _stored_tables(directory: Path) -> bool:
+    return all((directory / TABLE[name].file_name).is_file() for name in ("cases", "metrics"))
+
+
+def load_report_run(run: str | Path) -> ReportRun:
+    """Read ``run`` for the report: a stored run from its tables and the head of its
+    evaluation.json (validated by compare's reader), anything else from the
+    whole evaluation.json. Raises :class:`InputError` for an unreadable run."""
+    path = Path(run)
+    run_dir = path if path.is_dir() else path.parent
+    label = run_dir.name.removeprefix("run=") if run_dir.name.startswith("run=") else str(run)
+    origin = read_origin(run_dir) if path.is_dir() else None
+    if path.is_dir() and _stored_tables(path):
+        read_side(path)  # the same validation (and messages) as compare's
+        tables = {
+            name: pl.read_parquet(path / TABLE[name].file_name)
+            for name in _REPORT_TABLES
+            if (path / TABLE[name].file_name).is_file()
+        }
+        return ReportRun(run, label, drift.read_run_head(path), tables, path, origin)
+    document = load_document(run)
+    tables = tables_from_document(document, label, shown=str(run))
+    return ReportRun(run, label, document, tables, None, origin)
+
+
 def store_of(run: str | Path) -> Path | None:
     """The run store a stored run directory sits in (``<store>/context=…/run=…``)."""
     path = Path(run)
@@ -78,41 +156,6 @@ def store_of(run: str | Path) -> Path | None:
     if path.name.startswith("run=") and path.parent.name.startswith("context="):
         return path.parent.parent
     return None
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return '<td class="null">—</td>'
-    if isinstance(value, bool):
-        return f"<td>{'yes' if value else 'no'}</td>"
-    if isinstance(value, float):
-        return f'<td class="num">{value:.4f}</td>'
-    if isinstance(value, int):
-        return f'<td class="num">{value}</td>'
-    if isinstance(value, list):
-        return f"<td>{html.escape(', '.join(str(item) for item in value))}</td>"
-    return f"<td>{html.escape(str(value))}</td>"
-
-
-def table_html(frame: pl.DataFrame, *, caption: str | None = None, limit: int = 500) -> str:
-    """A frame as an HTML table (at most ``limit`` rows; the rest are counted)."""
-    head = "".join(f"<th>{html.escape(name)}</th>" for name in frame.columns)
-    body = "".join(
-        "<tr>" + "".join(_cell(value) for value in row) + "</tr>"
-        for row in frame.head(limit).iter_rows()
-    )
-    more = (
-        f'<p class="note">… and {frame.height - limit} more row(s)</p>'
-        if frame.height > limit
-        else ""
-    )
-    title = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    return f"<table>{title}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
-
-
-def _pairs_html(pairs: Sequence[tuple[str, object]]) -> str:
-    rows = "".join(f"<tr><th>{html.escape(key)}</th>{_cell(value)}</tr>" for key, value in pairs)
-    return f'<table class="pairs"><tbody>{rows}</tbody></table>'
 
 
 def _revision(value: object) -> str | None:
@@ -143,7 +186,7 @@ def summary_section(
         ("embedding provider", provider),
         ("stored", origin.description if origin is not None else "not in a run store"),
     ]
-    return f'<section id="summary"><h2>Run summary</h2>{_pairs_html(pairs)}</section>'
+    return f'<section id="summary"><h2>Run summary</h2>{pairs_html(pairs)}</section>'
 
 
 def gate_section(document: Mapping[str, Any]) -> str:
@@ -205,7 +248,7 @@ def metrics_section(
     tables: Mapping[str, pl.DataFrame],
     bounds: pl.DataFrame,
 ) -> str:
-    """The aggregate metrics: table of all, chart of the ratio-valued ones."""
+    """The aggregate metrics: table of all (with their direction), chart of the ratios."""
     metrics = tables["metrics"].with_columns(scalar_expr())
     definitions = document.get("definitions") or {}
     ratio_valued = [
@@ -215,22 +258,64 @@ def metrics_section(
     ]
     shown = metrics.filter(pl.col("metric").is_in(ratio_valued))
     chart = page.chart("metrics", charts.metrics_chart(shown, bounds))
+    directions = aggregate.direction_frame(metrics.get_column("metric").to_list())
     table = table_html(
-        metrics.select("metric", "statistic", "n", "scalar", "p50", "p90", "max").sort("metric"),
-        caption="scalar = mean (distribution) or value (ratio)",
+        metrics.join(directions.select("metric", "direction"), on="metric", how="left")
+        .select("metric", "direction", "statistic", "n", "scalar", "p50", "p90", "max")
+        .sort("metric"),
+        caption="scalar = mean (distribution) or value (ratio); direction from the catalog",
     )
     return f'<section id="metrics"><h2>Aggregate metrics</h2>{chart}{table}</section>'
 
 
-def cases_section(page: _Page, tables: Mapping[str, pl.DataFrame]) -> str:
-    """Per-case metrics (heat map + table), misses and the lane cross-tab."""
+def _parquet_link(run: ReportRun, out: str | Path | None, table: str) -> str:
+    """A link to a stored run's Parquet file (relative to the report when its path is
+    known), or a note that a bare evaluation.json has no such file."""
+    if run.directory is None:
+        return (
+            "every row is in the run's evaluation.json; "
+            "<code>python -m taguru_eval ingest</code> stores it as Parquet"
+        )
+    target = run.directory / TABLE[table].file_name
+    href = str(target.resolve())
+    if out is not None:
+        href = os.path.relpath(target.resolve(), Path(out).resolve().parent)
+    return (
+        f'every row is in <a href="{html.escape(Path(href).as_posix())}">'
+        f"{html.escape(TABLE[table].file_name)}</a>"
+    )
+
+
+def cases_section(
+    page: _Page,
+    tables: Mapping[str, pl.DataFrame],
+    run: ReportRun | None = None,
+    out: str | Path | None = None,
+) -> str:
+    """Per-case metrics (histograms, the worst cases, a capped table), misses, cross-tab."""
     cases = tables["cases"]
     chart = page.chart("case_metrics", charts.case_metrics_chart(cases, _CASE_CHART_METRICS))
     columns = ["case_id", "passage_outcome", *_CASE_METRIC_COLUMNS.values()]
-    table = table_html(cases.select(columns))
+    scores = aggregate.case_scores(cases, _CASE_CHART_METRICS)
+    ordered = (
+        cases.join(scores, on="case_id", how="left")
+        .sort(["score", "case_index"], nulls_last=True)
+        .select(columns)
+    )
+    link = _parquet_link(run, out, "cases") if run is not None else ""
+    more = (
+        f"showing the {CASE_ROWS} worst of {cases.height} cases (mean of the per-case ratios); "
+        f"{link}"
+    )
+    table = table_html(ordered, limit=CASE_ROWS, more=more)
     misses = drift.misses(cases)
     missed = (
-        table_html(misses, caption="missed items (at most 3 per case; the rest counted)")
+        table_html(
+            misses,
+            caption="missed items (at most 3 per case; the rest counted)",
+            limit=CASE_ROWS,
+            more=f"… and {max(misses.height - CASE_ROWS, 0)} more missed item(s); {link}",
+        )
         if misses.height
         else '<p class="note">no case missed anything</p>'
     )
@@ -247,22 +332,31 @@ def cases_section(page: _Page, tables: Mapping[str, pl.DataFrame]) -> str:
 
 
 def latency_section(page: _Page, tables: Mapping[str, pl.DataFrame]) -> str:
-    """Latency distribution per lane (box plots) plus the numbers."""
+    """Latency per lane (summary chart) plus the numbers."""
     samples = drift.latency_samples(tables)
     if not samples.height:
         return '<section id="latency"><h2>Latency</h2><p class="note">no latencies</p></section>'
     chart = page.chart("latency", charts.latency_chart(samples))
-    numbers = (
-        samples.group_by("lane")
-        .agg(
-            pl.len().alias("calls"),
-            pl.col("latency_ms").min().alias("min"),
-            pl.col("latency_ms").max().alias("max"),
-            pl.col("latency_ms").mean().alias("mean"),
-        )
-        .sort("lane")
-    )
+    numbers = aggregate.latency_summary(samples)
     return f'<section id="latency"><h2>Latency</h2>{chart}{table_html(numbers)}</section>'
+
+
+_NO_TAGS: Final = (
+    '<p class="note">this run did not record its cases\' tags (an evaluation.json '
+    "does not carry <code>options.tags</code>; a run made by taguru_eval keeps them in "
+    "<code>case_lanes.tags</code>)</p>"
+)
+
+
+def slices_section(tables: Mapping[str, pl.DataFrame]) -> str:
+    """The main metrics per ``options.tags`` tag."""
+    tags = slices.case_tags(tables["case_lanes"]) if "case_lanes" in tables else None
+    if tags is None:
+        body = _NO_TAGS
+    else:
+        frame = slices.tag_slices(tables["cases"], tags)
+        body = table_html(frame, caption="mean per tag over the cases that computed the metric")
+    return f'<section id="slices"><h2>Slices by tag</h2>{body}</section>'
 
 
 def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: pl.DataFrame) -> str:
@@ -271,6 +365,7 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
     if run_id in runs.get_column("run").to_list():
         position = runs.get_column("run").to_list().index(run_id)
         runs = runs.head(position + 1)
+    runs = runs.tail(DRIFT_RUNS)
     if runs.height < 2:
         return ""
     history = drift.metric_history(store, context).filter(
@@ -278,11 +373,16 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
     )
     chart = page.chart("drift", charts.drift_chart(history, runs=runs, bounds=bounds))
     index = table_html(
-        runs.select("run", "generated_at", "revision", "stable", "thresholds_passed", "violations")
+        runs.select(
+            "label", "run", "generated_at", "revision", "stable", "thresholds_passed", "violations"
+        ).reverse(),
+        caption="newest first",
+        limit=50,
     )
     note = (
-        '<p class="note">dashed orange rule: the run started from a new corpus revision; '
-        "purple rule: a thresholds bound</p>"
+        '<p class="note">one point per run; dashed orange rule: the run started from a new '
+        "corpus revision; purple rule: a thresholds bound; ↑/↓: higher/lower is better; a "
+        "ratio is drawn on [0, 1]</p>"
     )
     return (
         f'<section id="drift"><h2>Drift over {runs.height} stored runs</h2>'
@@ -294,28 +394,20 @@ def must_refuse_section(
     page: _Page, document: Mapping[str, Any], tables: Mapping[str, pl.DataFrame]
 ) -> str:
     """ABSTENTION.md §3.11: the must-refuse population beside the answerable one
-    (each rate with its own n), the verdicts by kind and case, and the block's
-    warnings; empty for a run without --must-refuse."""
-    block = document.get("abstention")
-    if not isinstance(block, Mapping):
+    (each rate with its own n), the verdicts by kind and case, and what limits the
+    claim; empty for a run without --must-refuse. Read from the tables and the
+    artifact's head, so a stored run and its evaluation.json show the same."""
+    facts = must_refuse.run_facts(document, tables)
+    if facts is None:
         return ""
     trade_off = must_refuse.trade_off_frame(tables["metrics"])
     chart = page.chart("must_refuse", must_refuse.trade_off_chart(trade_off))
     refusals = tables["refusal_cases"]
-    vector = block.get("vector") or {}
-    pairs: list[tuple[str, object]] = [
-        ("refusal rule", block.get("rule")),
-        ("claim", block.get("claim")),
-        ("provider model", vector.get("provider_model")),
-        ("passage vectors", vector.get("passage_vectors")),
-        ("effective floors", vector.get("effective_floors")),
-        ("floors coherent", vector.get("floors_coherent")),
-    ]
-    warnings = "".join(f"<li>{html.escape(str(w))}</li>" for w in block.get("warnings") or [])
+    warnings = "".join(f"<li>{html.escape(w)}</li>" for w in facts.warnings)
     warning_html = f'<ul class="warnings">{warnings}</ul>' if warnings else ""
     return (
         '<section id="must-refuse"><h2>Must-refuse questions</h2>'
-        f"{_pairs_html(pairs)}{warning_html}{chart}"
+        f"{pairs_html(facts.pairs())}{warning_html}{chart}"
         f"{table_html(trade_off, caption='the trade-off pair: never pooled')}"
         f"{table_html(must_refuse.verdict_counts(refusals), caption='verdicts by kind')}"
         f"{table_html(must_refuse.verdict_rows(refusals), caption='must-refuse cases')}"
@@ -323,35 +415,99 @@ def must_refuse_section(
     )
 
 
-def compare_section(page: _Page, base: str | Path, head_document: Mapping[str, Any]) -> str:
-    """BASE vs this run: counts, warnings, per-case deltas."""
-    comparison = compare(base, head_document, base_label=str(base), head_label="RUN")
+def _case_lines(drivers: pl.DataFrame, kind: str) -> str:
+    """The first :data:`LISTED_CASES` cases of ``kind`` with their drivers, and the count."""
+    rows = drivers.filter(pl.col("kind") == kind)
+    if rows.height == 0:
+        return f'<p class="note">no {kind} case</p>'
+    shown = rows.select(
+        "case_id",
+        pl.col("drivers").list.join(", ").alias("driven by"),
+        pl.col("driver_deltas").alias("Δ"),
+        pl.col("against").list.join(", ").alias("moved the other way"),
+    )
+    return table_html(
+        shown,
+        caption=f"{rows.height} {kind} case(s), case_id order",
+        limit=LISTED_CASES,
+        more=f"… and {rows.height - LISTED_CASES} more {kind} case(s)",
+    )
+
+
+def compare_section(
+    page: _Page,
+    base: str | Path,
+    head: str | Path | Mapping[str, Any],
+    head_tags: pl.DataFrame | None = None,
+) -> str:
+    """BASE vs this run: counts, warnings, what moved, and which metrics drove each case."""
+    comparison = compare(base, head, base_label=str(base), head_label="RUN")
     counts = dict(comparison.counts)
     long = charts.compare_long(comparison.cases)
     chart = page.chart("compare", charts.compare_chart(long, counts))
     warnings = "".join(f"<li>{html.escape(w)}</li>" for w in comparison.warnings)
     warning_html = f'<ul class="warnings">{warnings}</ul>' if warnings else ""
-    changed = long.filter(pl.col("direction").is_in(["improved", "regressed", "added", "removed"]))
-    aggregate = comparison.metrics
     pairs = [(kind, counts.get(kind, 0)) for kind in charts.COMPARE_KINDS]
     return (
         f'<section id="compare"><h2>Compare with {html.escape(str(base))}</h2>'
-        f"{_pairs_html(pairs)}{warning_html}{chart}"
-        f"{table_html(changed, caption='per-case changes')}"
-        f"{table_html(aggregate, caption='aggregate metrics (scalar sides)')}</section>"
+        f"{pairs_html(pairs)}{warning_html}{chart}"
+        f"{_reader_view(comparison, head_tags)}</section>"
     )
+
+
+def _reader_view(comparison: Comparison, head_tags: pl.DataFrame | None) -> str:
+    moved = comparison.moved_metrics()
+    moved_html = (
+        table_html(
+            moved.select("metric", "base", "head", "delta", "direction"),
+            caption=f"the {moved.height} aggregate metric(s) that moved "
+            f"(of {comparison.metrics.height})",
+        )
+        if moved.height
+        else '<p class="note">no aggregate metric moved</p>'
+    )
+    drivers = comparison.case_drivers()
+    groups = comparison.driver_groups()
+    groups_html = (
+        table_html(
+            groups.select("kind", "drivers", "cases", "improved_elsewhere", "against", "examples"),
+            caption="changed cases grouped by the metric(s) that drove them",
+            limit=LISTED_CASES,
+        )
+        if groups.height
+        else ""
+    )
+    parts = [
+        moved_html,
+        groups_html,
+        "<h3>Regressed cases</h3>",
+        _case_lines(drivers, "regressed"),
+        "<h3>Improved cases</h3>",
+        _case_lines(drivers, "improved"),
+    ]
+    if head_tags is not None:
+        changes = slices.tag_slice_changes(comparison.cases, head_tags)
+        parts.append("<h3>Slices by tag</h3>")
+        parts.append(
+            table_html(changes, caption="per-tag means that moved, regressions first", limit=60)
+            if changes.height
+            else '<p class="note">no tag slice moved</p>'
+        )
+    return "".join(parts)
 
 
 _STYLE: Final = """
 body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 1200px; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; border-bottom: 1px solid #ddd; }
+h3 { font-size: 1rem; margin-top: 1.2rem; }
 table { border-collapse: collapse; margin: .75rem 0; font-size: .85rem; }
 th, td { border: 1px solid #ddd; padding: .2rem .5rem; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; } td.null { color: #999; }
 caption { text-align: left; font-style: italic; color: #555; }
+.scroll { overflow-x: auto; max-width: 100%; }
 .verdict { font-weight: bold; font-size: 1.1rem; } .pass { color: #2e7d32; }
 .fail { color: #c62828; } .none { color: #555; } .note { color: #555; font-size: .85rem; }
-.chart { margin: 1rem 0; }
+.chart { margin: 1rem 0; overflow-x: auto; }
 """
 
 
@@ -360,10 +516,11 @@ caption { text-align: left; font-style: italic; color: #555; }
 _EMBED_SCRIPT: Final = """
 (function () {
   var specs = JSON.parse(document.getElementById("taguru-specs").textContent);
+  var options = JSON.parse(document.getElementById("taguru-embed-options").textContent);
   var done = 0;
   specs.forEach(function (entry, index) {
     var element = document.getElementById("chart-" + index);
-    vegaEmbed(element, entry.spec, {renderer: "svg", actions: false}).then(function () {
+    vegaEmbed(element, entry.spec, options).then(function () {
       var marks = element.querySelectorAll("g.role-mark > path, g.role-mark > rect, " +
         "g.role-mark > line, g.role-mark > g > path, g.role-mark > g > rect, " +
         "g.role-mark > g > line").length;
@@ -380,46 +537,20 @@ _EMBED_SCRIPT: Final = """
 })();
 """
 
-_BUNDLE_SNIPPET: Final = "window.vegaEmbed=vegaEmbed; window.vegaLite=vegaLite; window.vega=vega;"
-
-
-@functools.cache
-def javascript_bundle() -> str:
-    """Vega + Vega-Lite + Vega-Embed as one script (from the vl-convert-python wheel)."""
-    try:
-        vl_convert = load_extra("report")
-    except MissingExtra:
-        raise RunError(
-            "the HTML report needs the vl-convert-python package "
-            "(pip install 'taguru_eval[report]'), which ships the chart libraries"
-        ) from None
-    import altair as alt
-
-    # The bundled Vega-Lite must be the one Altair writes specs for.
-    major_minor = ".".join(alt.VEGALITE_VERSION.split(".")[:2])
-    version = major_minor if major_minor in vl_convert.get_vegalite_versions() else None
-    bundle: str = vl_convert.javascript_bundle(
-        _BUNDLE_SNIPPET, vl_version=f"v{version}" if version else None
-    )
-    # A literal "</script" inside the bundle would end the inline element early.
-    return bundle.replace("</script", "<\\/script")
-
-
-def _json_for_script(value: object) -> str:
-    # "</" cannot appear inside an inline script; "<\/" is the same JSON string.
-    return json.dumps(value, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
-
 
 def render_page(title: str, page: _Page) -> str:
     """The whole HTML document."""
     specs = [{"name": name, "spec": spec} for name, spec in page.specs]
+    json_for_script = offline.json_for_script
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n"
-        f"<script>{javascript_bundle()}</script>\n</head>\n<body>\n"
+        f"<script>{offline.javascript_bundle()}</script>\n</head>\n<body>\n"
         f"<h1>{html.escape(title)}</h1>\n"
         + "\n".join(page.sections)
-        + f'\n<script type="application/json" id="taguru-specs">{_json_for_script(specs)}</script>'
+        + f'\n<script type="application/json" id="taguru-specs">{json_for_script(specs)}</script>'
+        + '\n<script type="application/json" id="taguru-embed-options">'
+        + f"{json_for_script(offline.EMBED_OPTIONS)}</script>"
         + f"\n<script>{_EMBED_SCRIPT}</script>\n</body>\n</html>\n"
     )
 
@@ -430,30 +561,33 @@ def build_report(
     base: str | Path | None = None,
     thresholds: str | Path | None = None,
     store: str | Path | None = None,
+    out: str | Path | None = None,
 ) -> str:
-    """The report's HTML text for ``run`` (see the module docstring)."""
-    document = load_document(run)
-    run_path = Path(run)
-    run_dir = run_path if run_path.is_dir() else run_path.parent
-    run_label = run_dir.name.removeprefix("run=") if run_dir.name.startswith("run=") else str(run)
-    tables = tables_from_document(document, run_label, shown=str(run))
+    """The report's HTML text for ``run`` (see the module docstring).
+
+    ``out`` is where the report will be written: links to the run's Parquet
+    files are made relative to it (absolute paths otherwise).
+    """
+    loaded = load_report_run(run)
+    document, tables = loaded.document, loaded.tables
     bounds = drift.bounds_frame(drift.read_thresholds(thresholds) if thresholds else None)
-    context = str((document.get("inputs") or {}).get("context") or "")
+    context = loaded.context
     page = _Page()
-    origin = read_origin(run_dir) if run_path.is_dir() else None
-    page.sections.append(summary_section(document, run_label, origin))
+    page.sections.append(summary_section(document, loaded.label, loaded.origin))
     page.sections.append(gate_section(document))
     page.sections.append(metrics_section(page, document, tables, bounds))
-    page.sections.append(cases_section(page, tables))
+    page.sections.append(cases_section(page, tables, loaded, out))
     section = must_refuse_section(page, document, tables)
     if section:
         page.sections.append(section)
     page.sections.append(latency_section(page, tables))
+    page.sections.append(slices_section(tables))
     history_store = Path(store) if store is not None else store_of(run)
     if history_store is not None and context:
-        section = drift_section(page, history_store, context, run_label, bounds)
+        section = drift_section(page, history_store, context, loaded.label, bounds)
         if section:
             page.sections.append(section)
     if base is not None:
-        page.sections.append(compare_section(page, base, document))
-    return render_page(f"taguru_eval report — {context} — {run_label}", page)
+        head_tags = slices.case_tags(tables["case_lanes"]) if "case_lanes" in tables else None
+        page.sections.append(compare_section(page, base, loaded.compare_side(), head_tags))
+    return render_page(f"taguru_eval report — {context} — {loaded.label}", page)

@@ -18,9 +18,13 @@ usage: python -m taguru_eval report RUN [--base RUN] [-o FILE]
 
 Render one run as a self-contained HTML report (works offline: the chart
 libraries are inlined): run summary, gate verdict, aggregate and per-case
-metrics, misses, lane cross-tab, latency; with --base, the compare view; when
-RUN is a stored run (runs/context=<ctx>/run=<id>/), the metric drift of its
-context over the stored runs up to it.
+metrics (histograms, the worst cases, a capped table linking the Parquet file
+with every row), misses, lane cross-tab, latency, per-tag slices; with --base,
+the compare view (the metrics that moved, improved and regressed cases with
+the metrics that drove them); when RUN is a stored run
+(runs/context=<ctx>/run=<id>/), the metric drift of its context over the
+stored runs up to it. Charts are aggregated first, so a 100,000-case run
+gives a page of a few megabytes.
 
 arguments:
   RUN                an evaluation.json (taguru_eval's or taguru's own) or a
@@ -92,7 +96,9 @@ def parse_args(argv: Sequence[str]) -> ReportArgs | None:
 
 
 def _report(args: ReportArgs, out: TextIO, err: TextIO) -> int:
-    text = build_report(args.run, base=args.base, thresholds=args.thresholds, store=args.store)
+    text = build_report(
+        args.run, base=args.base, thresholds=args.thresholds, store=args.store, out=args.out
+    )
     write_report(args.out, text)
     out.write(f"  wrote {args.out}\n")
     return EXIT_OK

@@ -75,6 +75,9 @@ class _Corpus(msgspec.Struct):
 
 class _Thresholds(msgspec.Struct):
     sha256: str = ""
+    # Read for display only (the gate verdict of a side); any type is accepted,
+    # so compare's validation is unchanged.
+    passed: object = None
 
 
 class _Definition(msgspec.Struct):
@@ -266,6 +269,8 @@ class RunView:
     metrics: Mapping[str, bytes]
     cases: pl.DataFrame
     duplicate_case_ids: tuple[str, ...]
+    gate_passed: bool | None = None
+    """The side's recorded gate verdict (``thresholds.passed``); None when report-only."""
     abstention: AbstentionSide | None = None
     must_refuse_rule: str | None = None
     must_refuse_sha256: str | None = None
@@ -429,6 +434,7 @@ def _run_view(
         metrics=metrics,
         cases=cases,
         duplicate_case_ids=duplicates,
+        gate_passed=_gate_passed(view.thresholds),
         abstention=_abstention_side(view.abstention, must_refuse),
         must_refuse_rule=None if must_refuse is None else must_refuse.refusal_rule,
         must_refuse_sha256=None if must_refuse is None else must_refuse.sha256,
@@ -452,6 +458,11 @@ def _abstention_side(
         sha256=None if inputs is None else inputs.sha256,
         cases=cases,
     )
+
+
+def _gate_passed(thresholds: _Thresholds | None) -> bool | None:
+    passed = None if thresholds is None else thresholds.passed
+    return passed if isinstance(passed, bool) else None
 
 
 # ------------------------------------------------------------------ helpers

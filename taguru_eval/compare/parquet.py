@@ -91,7 +91,7 @@ def read_side(
     ):
         return read_view(source, label=label, catalog=catalog)
     shown = os.path.join(given, ARTIFACT_NAME)
-    head = _read_head(directory / ARTIFACT_NAME, shown)
+    head = read_head(directory / ARTIFACT_NAME, shown)
     if head is None:
         return read_view(source, label=label, catalog=catalog)
     # evaluation.json is validated before the tables are read, as the whole
@@ -123,7 +123,7 @@ _STRING_REST: Final = re.compile(rb'(?:[^"\\]|\\.)*"', re.DOTALL)
 _LEADING_SPACE: Final = re.compile(rb"[ \t\r\n]*")
 
 
-def _read_head(path: Path, shown: str) -> bytes | None:
+def read_head(path: Path, shown: str) -> bytes | None:
     """The artifact's top-level object without ``cases`` and everything after
     it, as a standalone JSON object, or ``None`` when the head cannot be
     trusted to hold every run-level fact (see :func:`head_of`)."""

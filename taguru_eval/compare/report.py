@@ -20,6 +20,7 @@ from typing import Final
 import polars as pl
 
 from taguru_eval._base.files import write_bytes_atomic
+from taguru_eval.compare import display, drivers
 from taguru_eval.compare.abstention import AbstentionComparison
 from taguru_eval.compare.load import RunView
 from taguru_eval.compare.model import (
@@ -95,6 +96,28 @@ class Comparison:
     def summary(self, out: str) -> str:
         """The terminal summary (§6.10) for a file written to ``out``."""
         return summary(self, out)
+
+    # The reader's view beside the §6.10 summary (:mod:`.drivers`).
+
+    def moved_metrics(self) -> pl.DataFrame:
+        """Only the aggregate metrics that moved, judged by the catalog's direction."""
+        return drivers.moved_metrics(self.metrics)
+
+    def case_drivers(self) -> pl.DataFrame:
+        """Per improved/regressed case: the metric(s) that drove it, and those against."""
+        return drivers.case_drivers(self.cases, self.compared)
+
+    def driver_groups(self, examples: int = drivers.EXAMPLES) -> pl.DataFrame:
+        """The changed cases grouped by kind and drivers, one line per group."""
+        return drivers.driver_groups(self.case_drivers(), examples=examples)
+
+    def __repr__(self) -> str:
+        return display.comparison_repr(self.base, self.head, self.counts)
+
+    def _repr_html_(self) -> str:
+        return display.comparison_html(
+            self.base, self.head, self.counts, self.moved_metrics(), self.driver_groups()
+        )
 
 
 def utc_now() -> str:

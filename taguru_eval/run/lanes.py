@@ -123,6 +123,7 @@ async def run_case(
         query=case.query,
         cues=list(case.cues),
         limit=case.effective_limit,
+        tags=list(case.options.tags),
         passage=passage,
         checks=checks,
         calls=recorder.calls,

@@ -72,6 +72,9 @@ CASE_LANES_SCHEMA = pa.schema(
         pa.field("query", pa.string()),
         pa.field("cues", pa.list_(pa.string())),
         pa.field("limit", pa.int64()),
+        # The case's options.tags (null: not recorded, e.g. a run imported from
+        # an evaluation.json, which does not carry tags).
+        pa.field("tags", pa.list_(pa.string())),
         pa.field("passage_outcome", pa.string()),
         pa.field("passage_message", pa.string()),
         pa.field("passage_latency_ms", pa.int64()),

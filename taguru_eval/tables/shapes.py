@@ -169,9 +169,11 @@ class LaneOutput(TypedDict):
 
     ``query``/``cues``/``limit`` are the case's declared query, declared cues
     (not the query fallback) and effective limit, so the case block can be
-    written from the lane output alone. ``structural`` is absent when the lane
-    did not run; ``evidence`` (opaque §7.4 block) and ``budget`` only exist in
-    assembly / budget-given runs.
+    written from the lane output alone. ``tags`` is the case's
+    ``options.tags``: the run store keeps it for per-tag slices, the artifact
+    does not record it (absent in outputs read back from an artifact).
+    ``structural`` is absent when the lane did not run; ``evidence`` (opaque
+    §7.4 block) and ``budget`` only exist in assembly / budget-given runs.
     """
 
     case_index: int
@@ -179,6 +181,7 @@ class LaneOutput(TypedDict):
     query: str
     cues: list[str]
     limit: int
+    tags: NotRequired[list[str]]
     passage: PassageOutcome
     structural: NotRequired[Structural]
     checks: list[CitationCheck]

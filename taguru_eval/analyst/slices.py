@@ -1,0 +1,125 @@
+"""Per-tag slices: a run's main metrics broken down by the cases' ``options.tags``.
+
+An evaluation.json does not record tags; a run made by taguru_eval keeps each
+case's tags in the run store's ``case_lanes.tags`` (and in
+``Run.tables.case_lanes``), which is where these frames take them from. A
+case with several tags counts in each of its slices; a case with none is in
+``(no tag)``; the ``(all cases)`` slice comes first for reference. A slice's
+value of a metric is the mean over its cases that computed the metric, as the
+run's own aggregate is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import polars as pl
+
+from taguru_eval.catalog import CATALOG, COMPARISON_METRICS, Catalog
+from taguru_eval.compare.drivers import moved_metrics
+from taguru_eval.compare.model import base_column, head_column
+
+ALL_CASES: Final = "(all cases)"
+NO_TAG: Final = "(no tag)"
+SLICE_METRICS: Final = COMPARISON_METRICS
+"""The main metrics a slice shows: the nine per-case metrics compare classifies by."""
+
+
+def case_tags(case_lanes: pl.DataFrame) -> pl.DataFrame | None:
+    """``case_id``, ``tags`` of a run, or None when the run recorded no tags at all
+    (no ``tags`` column, or every value null: an imported evaluation.json)."""
+    if "tags" not in case_lanes.columns or case_lanes.get_column("tags").null_count() == len(
+        case_lanes
+    ):
+        return None
+    return case_lanes.select("case_id", pl.col("tags").cast(pl.List(pl.String)))
+
+
+def _membership(tags: pl.DataFrame) -> pl.DataFrame:
+    """``case_id``, ``tag``: one row per (case, tag), untagged cases under :data:`NO_TAG`,
+    every case once more under :data:`ALL_CASES`."""
+    tagged = tags.select(
+        "case_id",
+        pl.when(pl.col("tags").list.len() > 0)
+        .then(pl.col("tags"))
+        .otherwise(pl.lit([NO_TAG]))
+        .alias("tag"),
+    ).explode("tag")
+    every = tags.select("case_id", pl.lit(ALL_CASES).alias("tag"))
+    return pl.concat([every, tagged.unique(maintain_order=True)])
+
+
+def _slice_order(frame: pl.DataFrame) -> pl.DataFrame:
+    rank = pl.when(pl.col("tag") == ALL_CASES).then(0).when(pl.col("tag") == NO_TAG).then(2)
+    return frame.sort([rank.otherwise(1), pl.col("tag")])
+
+
+def tag_slices(
+    cases: pl.DataFrame,
+    tags: pl.DataFrame,
+    metrics: Sequence[str] = SLICE_METRICS,
+    catalog: Catalog = CATALOG,
+) -> pl.DataFrame:
+    """One row per tag: ``tag``, ``cases``, then one column per metric (named by the
+    metric) holding its mean over the slice's cases that computed it."""
+    columns = {metric: catalog.per_case[metric].column for metric in metrics}
+    joined = _membership(tags).join(
+        cases.select("case_id", *columns.values()), on="case_id", how="inner"
+    )
+    grouped = joined.group_by("tag").agg(
+        pl.len().cast(pl.Int64).alias("cases"),
+        *[
+            pl.col(column).cast(pl.Float64).mean().alias(metric)
+            for metric, column in columns.items()
+        ],
+    )
+    return _slice_order(grouped)
+
+
+def tag_slice_changes(
+    comparison_cases: pl.DataFrame,
+    tags: pl.DataFrame,
+    metrics: Sequence[str] = SLICE_METRICS,
+    catalog: Catalog = CATALOG,
+) -> pl.DataFrame:
+    """Each slice's main metrics on both sides of a comparison: ``tag``, ``cases``,
+    ``metric``, ``base``, ``head``, ``delta``, ``direction`` (improved /
+    regressed by the catalog's direction), only the (tag, metric) pairs that
+    moved, regressions first. ``comparison_cases``: :attr:`Comparison.cases`;
+    ``tags``: the case tags of the HEAD run (a case's slice is what the
+    current eval set says)."""
+    membership = _membership(tags)
+    joined = membership.join(comparison_cases, on="case_id", how="inner")
+    sizes = joined.group_by("tag").agg(pl.len().cast(pl.Int64).alias("cases"))
+    long = pl.concat(
+        [
+            joined.group_by("tag").agg(
+                pl.lit(metric).alias("metric"),
+                pl.col(base_column(metric)).cast(pl.Float64).mean().alias("base"),
+                pl.col(head_column(metric)).cast(pl.Float64).mean().alias("head"),
+            )
+            for metric in metrics
+        ]
+    ).with_columns(
+        (pl.col("head") - pl.col("base")).alias("delta"),
+        pl.lit("distribution").alias("statistic"),
+    )
+    moved = (
+        pl.concat(
+            [
+                moved_metrics(part.drop("tag"), catalog).with_columns(pl.lit(tag).alias("tag"))
+                for (tag,), part in long.group_by("tag")
+            ]
+        )
+        if long.height
+        else long.with_columns(pl.lit(None, dtype=pl.String).alias("direction"))
+    )
+    rank = pl.col("direction").replace_strict(
+        {"regressed": 0, "improved": 1, "changed": 2}, default=3, return_dtype=pl.Int8
+    )
+    return (
+        moved.join(sizes, on="tag", how="left")
+        .sort([rank, pl.col("delta").abs(), pl.col("tag")], descending=[False, True, False])
+        .select("tag", "cases", "metric", "base", "head", "delta", "direction")
+    )

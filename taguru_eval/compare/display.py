@@ -1,0 +1,80 @@
+"""How a :class:`~taguru_eval.compare.report.Comparison` shows itself: a one-line
+``repr`` and a compact HTML summary for Jupyter (``_repr_html_``).
+
+The summary is the reader's view in small: context, both runs, case counts by
+outcome, HEAD's gate verdict, the aggregate metrics that moved and the driver
+groups (:mod:`.drivers`) — never the per-case frame itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import polars as pl
+
+from taguru_eval._base.html import pairs_html, table_html
+from taguru_eval.compare.load import RunView
+
+SHOWN_METRICS: Final = 8
+SHOWN_GROUPS: Final = 6
+
+
+def verdict_text(passed: bool | None) -> str:
+    """``PASS``, ``FAIL`` or ``report-only`` (no thresholds file was given)."""
+    if passed is None:
+        return "report-only"
+    return "PASS" if passed else "FAIL"
+
+
+def outcome_text(counts: Mapping[str, int]) -> str:
+    """``3 improved, 7 regressed, 0 added, 0 removed, 6 unchanged``."""
+    kinds = ("improved", "regressed", "added", "removed", "unchanged")
+    return ", ".join(f"{counts.get(kind, 0)} {kind}" for kind in kinds)
+
+
+def comparison_repr(base: RunView, head: RunView, counts: Mapping[str, int]) -> str:
+    """``<Comparison sake: BASE -> HEAD, 16 -> 16 cases: 3 improved, …>``."""
+    return (
+        f"<Comparison {head.context or base.context}: {base.path} -> {head.path}, "
+        f"{counts.get('cases_base', 0)} -> {counts.get('cases_head', 0)} cases: "
+        f"{outcome_text(counts)}>"
+    )
+
+
+def comparison_html(
+    base: RunView,
+    head: RunView,
+    counts: Mapping[str, int],
+    moved: pl.DataFrame,
+    groups: pl.DataFrame,
+) -> str:
+    """The compact HTML summary (see the module docstring)."""
+    pairs: list[tuple[str, object]] = [
+        ("context", head.context or base.context),
+        ("base", f"{base.path} ({base.generated_at})"),
+        ("head", f"{head.path} ({head.generated_at})"),
+        ("cases", f"{counts.get('cases_base', 0)} → {counts.get('cases_head', 0)}"),
+        ("outcome", outcome_text(counts)),
+        ("gate (head)", verdict_text(head.gate_passed)),
+    ]
+    shown_moved = moved.select("metric", "base", "head", "delta", "direction")
+    parts = [
+        pairs_html(pairs),
+        table_html(
+            shown_moved,
+            caption=f"aggregate metrics that moved ({moved.height})",
+            limit=SHOWN_METRICS,
+        )
+        if moved.height
+        else '<p class="note">no aggregate metric moved</p>',
+    ]
+    if groups.height:
+        parts.append(
+            table_html(
+                groups.select("kind", "drivers", "cases", "against", "examples"),
+                caption="improved and regressed cases by the metrics that drove them",
+                limit=SHOWN_GROUPS,
+            )
+        )
+    return f'<div class="taguru-comparison">{"".join(parts)}</div>'
