@@ -3,11 +3,19 @@
 Every failure a user can cause (bad flag, bad file, bad server answer) is one of
 these; the CLI prints ``str(error)`` as one stderr line and exits with
 ``error.exit_code``. Anything else reaching the CLI is a bug.
+
+A message is made one line when the error is built (:func:`one_line` escapes
+control characters a key, a case_id or a server's words may carry), so no
+printing path can forget it; :class:`LinesError` is the one error that spans
+several lines on purpose, each of them escaped on its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
+
+from taguru_eval._base.text import one_line
 
 PREFIX: Final = "taguru: evaluate: "
 """The start of every stderr line the project prints (GATE_AND_COMPARE.md §1.1)."""
@@ -27,6 +35,7 @@ class TaguruEvalError(Exception):
     exit_code: int = EXIT_RUN_FAILED
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        message = one_line(message)
         super().__init__(message)
         self.message = message
         if exit_code is not None:
@@ -63,6 +72,20 @@ class InputError(TaguruEvalError):
         self.path = path
         self.line = line
         self.field = field
+
+
+class LinesError(InputError):
+    """Several complete stderr lines reported together (exit 2).
+
+    Each line already carries its own ``taguru: evaluate: `` prefix and is
+    escaped on its own, so the error stays exactly ``len(lines)`` lines.
+    """
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        super().__init__(lines[0] if lines else "")
+        self.lines = tuple(one_line(line) for line in lines)
+        self.message = "\n".join(self.lines)
+        self.args = (self.message,)
 
 
 class RunError(TaguruEvalError):

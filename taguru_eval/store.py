@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from taguru_eval._base.files import fsync_directory
 from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.contract import ARTIFACT_NAME, VERSION
-from taguru_eval.errors import PREFIX, RunError
+from taguru_eval.errors import PREFIX, RunError, os_error_text
 from taguru_eval.tables.schemas import TABLE, TABLES, table_specs
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def write_run(
         os.rename(staging, target)
         fsync_directory(target.parent)
     except OSError as exc:
-        raise RunError(f"{PREFIX}writing the run store {target}: {exc}") from None
+        raise RunError(f"{PREFIX}writing the run store {target}: {os_error_text(exc)}") from None
     finally:
         # Only reached with leftovers after a failure or an interrupt.
         if staging.exists():

@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from taguru_eval._base.text import one_line
 from taguru_eval.errors import PREFIX
 from taguru_eval.gate import UNSTABLE_CORPUS_WARNING_LINE
 from taguru_eval.inputs.prepare import PreparedRun
@@ -158,7 +159,8 @@ def must_refuse_stderr_lines(block: Mapping[str, Any]) -> list[str]:
         if entry["verdict"] == "surfaced"
     )
     lines.extend(f"{PREFIX}must-refuse: {warning}" for warning in block["warnings"])
-    return lines
+    # Queries, source names, candidate names and the server's reasons are not ours.
+    return [one_line(line) for line in lines]
 
 
 def share_text(metric: Mapping[str, Any]) -> str:

@@ -31,3 +31,23 @@ def vector_doc(topic: str) -> dict[str, Any]:
     """The whole vector file, for its top-level fixtures (catalog, …)."""
     doc: dict[str, Any] = json.loads((VECTORS / f"{topic}.json").read_text(encoding="utf-8"))
     return doc
+
+
+PROXY_VARIABLES = (
+    "ALL_PROXY",
+    "all_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "NO_PROXY",
+    "no_proxy",
+)
+
+
+@pytest.fixture(autouse=True)
+def no_proxy_from_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client honours proxy variables as taguru's does; tests talk to loopback
+    servers directly unless a test sets a proxy itself."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)

@@ -199,6 +199,8 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         ),
         (["a.json", "b.json", "--out", "x.jsonl", "--out", "y.jsonl"], "--out given twice"),
         (["a.json", "b.json", "--out"], "--out needs a file path"),
+        # taguru asks for the value before it looks for a repeat
+        (["a.json", "b.json", "--out", "x.jsonl", "--out"], "--out needs a file path"),
         (["a.json", "b.json", "--bogus"], "unknown flag '--bogus' for evaluate compare"),
         (["--bogus", "--help"], "unknown flag '--bogus' for evaluate compare"),
     ],
@@ -283,6 +285,22 @@ def test_identical_values_are_unchanged() -> None:
     assert records_of(result) == []
     assert result.counts["unchanged"] == 1
     assert result.warnings == ()
+
+
+def test_taguru_negative_zero_ndcg_equals_our_zero(tmp_path: Path) -> None:
+    """taguru writes a fully missed case's nDCG as -0.0 (README: we write 0.0);
+    read from its evaluation.json, it compares as unchanged either way."""
+    taguru_doc = run_doc([case("c1", recall=(0.0, 0.0, -0.0))])
+    our_doc = run_doc([case("c1", recall=(0.0, 0.0, 0.0))])
+    base = tmp_path / "taguru.json"
+    head = tmp_path / "ours.json"
+    base.write_text(json.dumps(taguru_doc), encoding="utf-8")
+    head.write_text(json.dumps(our_doc), encoding="utf-8")
+    assert '"ndcg": -0.0' in base.read_text(encoding="utf-8")
+    for first, second in ((base, head), (head, base)):
+        result = compare(first, second)
+        assert result.counts["unchanged"] == 1
+        assert records_of(result) == []
 
 
 @pytest.mark.parametrize("head_value", [0.6 + 1e-12, 0.6 - 1e-12, 0.6 + 1e-9 - 1e-17])

@@ -1,5 +1,11 @@
 """Property: whatever bytes an eval.jsonl holds, the loader accepts them or raises
-InputError — never another exception (so no traceback ever reaches the user)."""
+InputError — never another exception (so no traceback ever reaches the user) —
+and the error is one printable line, whatever control characters, lone
+surrogates or huge integers the file holds.
+
+``TAGURU_EVAL_FUZZ_EXAMPLES`` raises the example count
+(``benchmarks/fuzz_long.py`` runs these properties far longer than CI does).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fuzz_support import EXAMPLES, assert_one_printable_line, nasty_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,18 +58,24 @@ EXTRA_LINES = [
     '{"case_id":"deep","query":"q","default_target":' + '{"a":' * DEEP + "1" + "}" * DEEP + "}",
 ]
 
+# A JSON string standing for an integer too long for Python's int() (and any double).
+HUGE_MARKER = "__huge_integer__"
+HUGE_DIGITS = "9" * 5000
 scalars = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=8),
-    st.sampled_from([10**400, -(10**30), 2**64, 2**32, 256, -1, 0, 3.0, 1e308, "", " "]),
+    nasty_text,
+    st.sampled_from(
+        [10**400, -(10**30), 2**64, 2**32, 256, -1, 0, 3.0, 1e308, "", " ", HUGE_MARKER]
+    ),
 )
 json_values = st.recursive(
     scalars,
     lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        st.lists(inner, max_size=3), st.dictionaries(nasty_text, inner, max_size=3)
     ),
     max_leaves=8,
 )
@@ -96,7 +109,7 @@ def mutated_file(draw: st.DrawFn) -> bytes:
     for _ in range(draw(st.integers(0, 3))):
         index = draw(st.integers(0, len(docs) - 1))
         path = draw(st.sampled_from(_paths(docs[index])))
-        kind = draw(st.sampled_from(["flip", "unknown_key", "nest", "huge"]))
+        kind = draw(st.sampled_from(["flip", "unknown_key", "nest", "huge", "nasty"]))
         if kind == "flip":
             docs[index] = _replace(docs[index], path, draw(json_values))
         elif kind == "unknown_key":
@@ -104,7 +117,12 @@ def mutated_file(draw: st.DrawFn) -> bytes:
             for part in path:
                 target = target[part]
             if isinstance(target, dict):
-                key = draw(st.sampled_from(["sources", "bogus", "limit", "section", "target"]))
+                key = draw(
+                    st.one_of(
+                        st.sampled_from(["sources", "bogus", "limit", "section", "target"]),
+                        nasty_text,
+                    )
+                )
                 docs[index] = _replace(docs[index], path, {**target, key: draw(json_values)})
         elif kind == "nest":
             # Kept well below Python's recursion limit so generation itself is
@@ -114,14 +132,24 @@ def mutated_file(draw: st.DrawFn) -> bytes:
             for _level in range(depth):
                 nested = [nested]
             docs[index] = _replace(docs[index], path, nested)
+        elif kind == "nasty":
+            # A string with control characters or a lone surrogate (a case_id, a key's value…)
+            docs[index] = _replace(docs[index], path, draw(nasty_text))
         else:
             docs[index] = _replace(
-                docs[index], path, draw(st.sampled_from([10**400, 2**64, 1e308]))
+                docs[index], path, draw(st.sampled_from([10**400, 2**64, 1e308, HUGE_MARKER]))
             )
-    lines = [json.dumps(doc, ensure_ascii=draw(st.booleans())) for doc in docs]
+    ascii_only = draw(st.booleans())
+    lines = [
+        json.dumps(doc, ensure_ascii=ascii_only).replace(f'"{HUGE_MARKER}"', HUGE_DIGITS)
+        for doc in docs
+    ]
     if draw(st.booleans()):
         lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(EXTRA_LINES)))
-    data = ("\r\n" if draw(st.booleans()) else "\n").join(lines).encode("utf-8")
+    # A lone surrogate is written as a \\ud800 escape (ascii_only) or as the bytes a
+    # careless encoder would emit (invalid UTF-8): both must be refused on one line.
+    joined = ("\r\n" if draw(st.booleans()) else "\n").join(lines)
+    data = joined.encode("utf-8", "surrogatepass")
     for _ in range(draw(st.integers(0, 2))):
         byte_kind = draw(st.sampled_from(["truncate", "insert", "delete", "literal"]))
         position = draw(st.integers(0, len(data)))
@@ -142,7 +170,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz") / "eval.jsonl"
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=mutated_file())
 def test_loader_accepts_or_raises_input_error(target: Path, data: bytes) -> None:
     target.write_bytes(data)
@@ -151,7 +179,8 @@ def test_loader_accepts_or_raises_input_error(target: Path, data: bytes) -> None
         validate_limits(eval_set)
     except InputError as error:
         assert error.exit_code == 2
-        assert str(error)
+        assert_one_printable_line(str(error))
+        assert "set_int_max_str_digits" not in str(error)
         return
     assert eval_set.cases
     assert eval_set.expected.height >= 0

@@ -137,6 +137,29 @@ def test_hits_without_text_fall_back_and_lose_the_plan() -> None:
     assert hits == [{"source": "a.md", "paragraph": 1, "score": 2.0, "lanes": {}}]
 
 
+@pytest.mark.parametrize("missing", [None, "absent"], ids=["null-lanes", "no-lanes-key"])
+def test_one_hit_without_lanes_sends_the_whole_page_to_the_fallback(missing: str | None) -> None:
+    """taguru's PassageHit requires ``lanes``: one hit without it fails the typed
+    shape, so no plan is kept and no hit keeps its lane evidence (§3.4)."""
+    second = {"source": "b.md", "paragraph": 0, "score": 0.5, "text": "t"}
+    if missing is None:
+        second["lanes"] = None
+    page = {"plan": PAGE["plan"], "hits": [PAGE["hits"][0], second]}
+    plan, hits = extract_hits(page)
+    assert plan is None
+    assert [hit["lanes"] for hit in hits] == [{}, {}]
+    assert [hit["source"] for hit in hits] == ["a.md", "b.md"]
+    assert hits[0]["score"] == pytest.approx(0.86304635, abs=1e-8)
+
+
+def test_a_lane_inside_lanes_may_be_absent_or_null() -> None:
+    hit = {"source": "a.md", "paragraph": 0, "score": 1, "text": "t"}
+    page = {"plan": PAGE["plan"], "hits": [{**hit, "lanes": {"bm25": None}}]}
+    plan, hits = extract_hits(page)
+    assert plan is not None
+    assert hits[0]["lanes"] == {}
+
+
 def test_fallback_bare_array_defaults_and_wraps_paragraph() -> None:
     plan, hits = extract_hits([{"source": "a.md", "paragraph": 2**32 + 3}])
     assert plan is None

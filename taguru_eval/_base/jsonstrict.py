@@ -53,6 +53,7 @@ U64_MAX = 18_446_744_073_709_551_615
 USIZE_MAX = U64_MAX
 MAX_DEPTH = 128  # serde_json's recursion limit: 127 nested containers parse, 128 do not
 _I64_MIN = -(2**63)
+_F64_MAX_DIGITS = 309  # 10**309 exceeds the largest double (~1.8e308)
 
 
 class JsonSyntaxError(ValueError):
@@ -162,9 +163,13 @@ def _parse_float(token: str) -> float:
 
 
 def _parse_int(token: str) -> int:
-    value = int(token)
     # serde_json reads integers outside i64/u64 as f64; one that overflows a
-    # double is a decoding error there, so it is one here too.
+    # double is a decoding error there, so it is one here too. More digits than
+    # any double has is decided on the text, before int() (whose own digit
+    # limit would otherwise answer with Python's advice instead of serde's words).
+    if len(token) - token.startswith("-") > _F64_MAX_DIGITS:
+        raise JsonSyntaxError(f"number out of range: {token[:40]}…")
+    value = int(token)
     if (value > U64_MAX or value < _I64_MIN) and len(token) > 300:
         try:
             float(value)
@@ -190,6 +195,22 @@ def _check_strings_and_depth(root: object) -> None:
             if depth >= MAX_DEPTH - 1:
                 raise JsonSyntaxError("recursion limit exceeded")
             stack.extend((item, depth + 1) for item in value)
+
+
+def reject_lone_surrogates(root: object) -> None:
+    """Raise :class:`JsonSyntaxError` when a string or key of ``root`` holds a lone
+    surrogate (a ``\\ud800`` escape Python's decoder lets through and serde's does not)."""
+    stack: list[object] = [root]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            _check_string(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                _check_string(key)
+                stack.append(item)
+        elif isinstance(value, list):
+            stack.extend(value)
 
 
 def _check_string(text: str) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import math
 import struct
+import unicodedata
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 # Unicode White_Space, which is what Rust's str::trim removes (EVALUATE.md §0.2).
 WHITE_SPACE = (
@@ -48,6 +49,49 @@ def split_lines(text: str) -> list[str]:
     if parts[-1] == "":
         parts.pop()
     return [part[:-1] if part.endswith("\r") else part for part in parts]
+
+
+# Control characters, line/paragraph separators and lone surrogates: anything
+# that would break a one-line stderr message, move the cursor or not encode.
+_ESCAPED_CATEGORIES: Final = frozenset({"Cc", "Zl", "Zp", "Cs"})
+_SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    r"""``text`` made safe for one stderr line: control characters escaped Rust-style.
+
+    A newline, carriage return or tab becomes ``\n``, ``\r``, ``\t``; every
+    other control, line-separator or lone-surrogate character becomes
+    ``\u{1b}`` (Rust's ``escape_debug`` spelling). Ordinary text, non-ASCII
+    included, comes back unchanged. This is the one sanitizer for anything
+    user- or server-supplied that ends up in a one-line message.
+    """
+    # isprintable() is the fast path; it is also False for spaces other than
+    # U+0020 (Zs), which stay as they are, hence the category check.
+    if text.isprintable() or all(
+        unicodedata.category(ch) not in _ESCAPED_CATEGORIES for ch in text
+    ):
+        return text
+    return "".join(_escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    if unicodedata.category(ch) not in _ESCAPED_CATEGORIES:
+        return ch
+    return _SHORT_ESCAPES.get(ch, f"\\u{{{ord(ch):x}}}")
+
+
+def encodable(text: str) -> str:
+    r"""``text`` as UTF-8 can encode it: a lone surrogate becomes its ``\udcff`` spelling.
+
+    Library error texts may carry one (a header decoded with ``surrogateescape``);
+    written as-is it would crash the artifact writer.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def truncate_utf8(message: str, limit: int = ERROR_BYTES_LIMIT) -> str:

@@ -24,7 +24,7 @@ from taguru_eval.artifact.read import parse_artifact, read_artifact
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare.parquet import read_head
 from taguru_eval.contract import ARTIFACT_NAME
-from taguru_eval.errors import InputError
+from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.store import context_dir, list_runs, scan_runs
 from taguru_eval.tables.schemas import POPULATION_EVAL
 
@@ -308,7 +308,7 @@ def read_thresholds(path: str | Path) -> dict[str, Any]:
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise InputError(f"reading {path}: {exc.strerror or exc}", path=str(path)) from None
+        raise InputError(f"reading {path}: {os_error_text(exc)}", path=str(path)) from None
     except ValueError as exc:
         raise InputError(f"{path}: malformed thresholds file: {exc}", path=str(path)) from None
     if not isinstance(document, dict):

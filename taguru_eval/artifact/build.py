@@ -18,7 +18,7 @@ from taguru_eval._base.text import dumps_json
 from taguru_eval.artifact.layout import case_block, case_layout
 from taguru_eval.catalog import CATALOG, Catalog, MetricDefinition
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT, RESOLVE_LIMIT
-from taguru_eval.errors import RunError
+from taguru_eval.errors import RunError, os_error_text
 from taguru_eval.score.aggregate import Scores
 from taguru_eval.tables.shapes import LaneOutput
 
@@ -49,7 +49,7 @@ def write_json_atomic(path: str | Path, doc: Any) -> None:
     try:
         write_bytes_atomic(target, payload)
     except OSError as exc:
-        raise RunError(f"writing {path}: {exc.strerror or exc}") from None
+        raise RunError(f"writing {path}: {os_error_text(exc)}") from None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from taguru_eval.artifact.abstention import refusal_frames_from_block
 from taguru_eval.artifact.layout import case_layout, column_paths, get_path
 from taguru_eval.catalog import CATALOG, MUST_REFUSE_CATALOG, Catalog
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
-from taguru_eval.errors import InputError
+from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.score.abstention import offered
 from taguru_eval.score.aggregate import Scores
 from taguru_eval.tables.flatten import build_tables
@@ -74,7 +74,7 @@ def read_artifact(path: str | Path) -> dict[str, Any]:
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
-        raise InputError(f"cannot read {shown}: {exc.strerror or exc}", path=shown) from None
+        raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
     except UnicodeDecodeError as exc:
         raise InputError(f"cannot read {shown}: invalid UTF-8 ({exc.reason})", path=shown) from None
     return parse_artifact(text, shown)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, TextIO
 
+from taguru_eval._base.text import one_line
 from taguru_eval.cli.flags import scan_flags
 from taguru_eval.compare import compare
 from taguru_eval.compare.report import write_atomically
@@ -187,10 +188,10 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         return EXIT_INPUT
     # Warnings go out before the write, so they show even if writing fails.
     for warning in comparison.warnings:
-        err_stream.write(f"{PREFIX}{warning}\n")
+        err_stream.write(f"{PREFIX}{one_line(warning)}\n")
     if comparison.abstention is not None:
         for warning in comparison.abstention.warnings:
-            err_stream.write(f"{PREFIX}abstention: {warning}\n")
+            err_stream.write(f"{PREFIX}{one_line(f'abstention: {warning}')}\n")
     err_stream.flush()
     tested: Significance | None = None
     if args.tests:

@@ -84,10 +84,12 @@ def scan_flags(
         if arg in ("--help", "-h"):
             return None
         if arg in value_flags:
-            if arg in found.values:
-                raise UsageError(f"{arg} given twice")
+            # taguru looks for the value first: a trailing flag needs its value
+            # even when an earlier one was given.
             if index + 1 >= len(argv):
                 raise UsageError(value_flags[arg])
+            if arg in found.values:
+                raise UsageError(f"{arg} given twice")
             found.values[arg] = argv[index + 1]
             index += 2
             continue

@@ -185,6 +185,8 @@ environment:
   TAGURU_API_TOKENS    TAGURU_API_TOKENS); never written anywhere
   GITHUB_STEP_SUMMARY  when set, the Markdown summary is appended to this
                        file (GitHub Actions' job summary)
+  HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY (or lower case)
+                       proxies, as taguru's own client reads them
 
 exit codes:
   0  run completed (and every threshold passed); also --help

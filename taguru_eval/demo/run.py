@@ -17,7 +17,7 @@ from typing import Any
 from taguru_eval.api import Run
 from taguru_eval.demo.data import DEMO_CONTEXT, demo_data_dir
 from taguru_eval.demo.history import demo_history
-from taguru_eval.errors import EXIT_OK, EXIT_RUN_FAILED, RunError
+from taguru_eval.errors import EXIT_OK, EXIT_RUN_FAILED, RunError, os_error_text
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.pipeline import RunResult, execute
@@ -66,7 +66,7 @@ def run_demo(out_dir: Path) -> int:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RunError(f"demo: cannot create {out_dir}: {exc.strerror or exc}") from None
+        raise RunError(f"demo: cannot create {out_dir}: {os_error_text(exc)}") from None
     console = Console()
     with running_server(data) as url, running_server(data, vector_lane=True) as vector_url:
         console.err(f"taguru_eval demo: reference server with data/{DEMO_CONTEXT} at {url}")

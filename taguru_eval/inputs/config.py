@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from taguru_eval._base.text import split_lines, trim
+from taguru_eval._base.text import one_line, split_lines, trim
 from taguru_eval.errors import InputError, os_error_text
 
 DEFAULT_ADDR: Final = "127.0.0.1:8248"
@@ -37,6 +37,75 @@ MSG_CREDENTIALS: Final = (
     "set TAGURU_API_TOKEN (or TAGURU_API_TOKENS) instead"
 )
 MSG_UNPARSEABLE: Final = "the --url value could not be parsed as a URL"
+
+# Every variable the taguru server reads (its config.rs KNOWN_KEYS, 0.9.x): a
+# ``TAGURU_*`` key in a config file that is not one of these earns taguru's
+# "typo?" warning.
+KNOWN_KEYS: Final = frozenset(
+    {
+        "TAGURU_ADDR",
+        "TAGURU_DATA_DIR",
+        "TAGURU_CACHE_BYTES",
+        "TAGURU_RETRIEVAL_CACHE_BYTES",
+        "TAGURU_SEMANTIC_CACHE_THRESHOLD",
+        "TAGURU_FLUSH_SECS",
+        "TAGURU_WAL",
+        "TAGURU_WAL_MAX_BYTES",
+        "TAGURU_PASSAGES_WAL_MAX_BYTES",
+        "TAGURU_REPLICATE_URL",
+        "TAGURU_REPLICATE_INTERVAL_MS",
+        "TAGURU_TAKEOVER",
+        "TAGURU_REPLICA",
+        "TAGURU_WRITER_URL",
+        "TAGURU_ROUTE_MAP",
+        "TAGURU_API_TOKEN",
+        "TAGURU_API_TOKENS",
+        "TAGURU_KEY_SCOPES",
+        "TAGURU_PUBLIC_URL",
+        "TAGURU_MAX_BODY_BYTES",
+        "TAGURU_MCP_MAX_RESULT_BYTES",
+        "TAGURU_REQUEST_TIMEOUT_SECS",
+        "TAGURU_RATE_LIMIT_PER_MIN",
+        "TAGURU_AUTH_FAIL_LIMIT_PER_MIN",
+        "TAGURU_MAX_CONCURRENT_REQUESTS",
+        "TAGURU_MAX_CONCURRENT_HEAVY_OPS",
+        "TAGURU_AUTO_COMPACT",
+        "TAGURU_AUTO_COMPACT_RATIO",
+        "TAGURU_CONTEXT_QUOTAS",
+        "TAGURU_CROSS_SEARCH_CONCURRENCY",
+        "TAGURU_EMBED_URL",
+        "TAGURU_EMBED_MODEL",
+        "TAGURU_EMBED_API_KEY",
+        "TAGURU_EMBED_TIMEOUT_SECS",
+        "TAGURU_EMBED_AUTO",
+        "TAGURU_EMBED_PARALLEL",
+        "TAGURU_EMBED_PASSAGES",
+        "TAGURU_PASSAGE_VECTOR_LIMIT",
+        "TAGURU_SEMANTIC_FLOOR",
+        "TAGURU_RERANK_URL",
+        "TAGURU_RERANK_MODEL",
+        "TAGURU_RERANK_API_KEY",
+        "TAGURU_RERANK_TIMEOUT_SECS",
+        "TAGURU_EXTRACT_URL",
+        "TAGURU_EXTRACT_MODEL",
+        "TAGURU_EXTRACT_API_KEY",
+        "TAGURU_EXTRACT_TIMEOUT_SECS",
+        "TAGURU_EXTRACT_PARALLEL",
+        "TAGURU_EXTRACT_FACT_BUDGET",
+        "TAGURU_EXTRACT_MAX_ATTEMPTS",
+        "TAGURU_EXTRACT_CORRECTIVE_CONTEXT_BYTES",
+        "TAGURU_EXTRACT_STRUCTURED_OUTPUT",
+        "TAGURU_EXTRACT_MAX_OUTPUT_TOKENS",
+        "TAGURU_EXTRACT_LOSSY",
+        "TAGURU_EXTRACT_DIAGNOSTICS",
+        "TAGURU_EXTRACT_DIAGNOSTICS_RAW_BYTES",
+        "TAGURU_EXTRACT_SCHEMA",
+        "TAGURU_LOG_FORMAT",
+        "TAGURU_LOG_SEARCHES",
+        "TAGURU_METRICS_PER_CONTEXT",
+        "TAGURU_CONFIG",
+    }
+)
 
 Warn = Callable[[str], None]
 
@@ -108,18 +177,25 @@ def parse_config_file(path: str) -> list[tuple[int, str, str]]:
 def apply_config_file(path: str, env: Mapping[str, str], warn: Warn = _stderr) -> dict[str, str]:
     """``env`` with the file's values added (EVALUATE.md §2.4 step 1).
 
-    A key already in ``env`` keeps its value (note on stderr); a key repeated
-    in the file takes its last value (note on stderr).
+    A ``TAGURU_*`` key taguru does not read is flagged as a possible typo, once
+    per line (note on stderr); a key already in ``env`` keeps its value (note
+    on stderr); a key repeated in the file takes its last value (note on
+    stderr). Keys are escaped so every note stays one line.
     """
     values: dict[str, str] = {}
     for _line, key, value in parse_config_file(path):
+        shown = one_line(key)
+        if key.startswith("TAGURU_") and key not in KNOWN_KEYS:
+            warn(f"taguru: config: {shown} is not a variable taguru reads (typo?)")
         if key in values:
-            warn(f"taguru: config: {key} appears more than once in the file; the last value wins")
+            warn(f"taguru: config: {shown} appears more than once in the file; the last value wins")
         values[key] = value
     merged = dict(env)
     for key, value in values.items():
         if key in env:
-            warn(f"taguru: config: {key} set in the environment; the file value is ignored")
+            warn(
+                f"taguru: config: {one_line(key)} set in the environment; the file value is ignored"
+            )
         else:
             merged[key] = value
     return merged
@@ -290,6 +366,21 @@ def resolve_base_url(url_flag: str | None, env: Mapping[str, str]) -> str:
 
 
 # --------------------------------------------------------------------------- token
+
+
+def resolve_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
+    """Every token the environment configures: ``TAGURU_API_TOKEN`` and each
+    ``name:token`` entry of ``TAGURU_API_TOKENS`` (trimmed, empty ones dropped).
+
+    Only one of them is ever sent, but a server may echo any of them, so all
+    of them are redacted from server text.
+    """
+    tokens = [trim(env.get(TOKEN_ENV, ""))]
+    for entry in env.get(TOKENS_ENV, "").split(","):
+        _name, colon, token = trim(entry).partition(":")
+        if colon:
+            tokens.append(trim(token))
+    return tuple(dict.fromkeys(token for token in tokens if token))
 
 
 def resolve_token(env: Mapping[str, str]) -> str | None:

@@ -15,11 +15,19 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from taguru_eval._base.text import one_line
 from taguru_eval.catalog import ABSTENTION_METRICS, CATALOG_KEYS
 from taguru_eval.errors import PREFIX
-from taguru_eval.inputs.config import effective_env, mask_url, resolve_base_url, resolve_token
+from taguru_eval.inputs.config import (
+    effective_env,
+    mask_url,
+    resolve_base_url,
+    resolve_secrets,
+    resolve_token,
+)
 from taguru_eval.inputs.dataset import EvalSet, load_eval, validate_limits
 from taguru_eval.inputs.must_refuse import MustRefuseSet, load_must_refuse
+from taguru_eval.inputs.proxy import ProxyConfig, proxy_config
 from taguru_eval.inputs.thresholds import Thresholds, load_thresholds
 from taguru_eval.options import RunOptions
 
@@ -36,8 +44,10 @@ class PreparedRun:
     """A run whose inputs are all valid; nothing here has touched the network.
 
     ``warnings`` are the texts (without the ``taguru: evaluate: `` prefix) that
-    go into the artifact's ``warnings`` list. ``token`` is excluded from
-    ``repr`` so it cannot leak into a log line.
+    go into the artifact's ``warnings`` list. ``token`` (the one sent) and
+    ``secrets`` (every configured token, redacted from whatever the server
+    says) are excluded from ``repr`` so they cannot leak into a log line.
+    ``proxies`` are the proxy settings of the environment (after ``--config``).
     """
 
     options: RunOptions
@@ -48,6 +58,8 @@ class PreparedRun:
     warnings: tuple[str, ...] = ()
     must_refuse: MustRefuseSet | None = None
     token: str | None = field(default=None, repr=False)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    proxies: ProxyConfig = field(default_factory=ProxyConfig)
 
 
 def _stderr(line: str) -> None:
@@ -97,12 +109,12 @@ def prepare_run(
     environment: Mapping[str, str] = os.environ if env is None else env
     eval_set = load_eval(options.eval_path)
     for warning in eval_set.warnings:
-        stderr(f"{PREFIX}{warning}")
+        stderr(one_line(f"{PREFIX}{warning}"))
     validate_limits(eval_set)
     warnings: list[str] = []
     if options.assembly:
         for warning in assembly_warnings(eval_set):
-            stderr(f"{PREFIX}{warning}")
+            stderr(one_line(f"{PREFIX}{warning}"))
             warnings.append(warning)
     must_refuse = (
         None
@@ -125,4 +137,6 @@ def prepare_run(
         warnings=tuple(warnings),
         must_refuse=must_refuse,
         token=resolve_token(resolved_env),
+        secrets=resolve_secrets(resolved_env),
+        proxies=proxy_config(resolved_env),
     )

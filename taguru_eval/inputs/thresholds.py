@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -340,25 +339,4 @@ def _sorted(bounds: Mapping[str, Bound]) -> dict[str, Bound]:
 
 
 def _error(message: str, path: str, *, field: str | None = None) -> InputError:
-    return InputError(one_line(message), path=path, field=field)
-
-
-def one_line(text: str) -> str:
-    """Escape control, line-separator and surrogate characters (Rust ``escape_debug`` style).
-
-    A metric name or key may legally contain a newline; the message must still
-    be one printable stderr line. Ordinary text, non-ASCII included, is untouched.
-    """
-    if all(unicodedata.category(ch) not in _ESCAPED_CATEGORIES for ch in text):
-        return text
-    return "".join(_escape(ch) for ch in text)
-
-
-_ESCAPED_CATEGORIES: Final = frozenset({"Cc", "Zl", "Zp", "Cs"})
-_SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(ch: str) -> str:
-    if unicodedata.category(ch) not in _ESCAPED_CATEGORIES:
-        return ch
-    return _SHORT_ESCAPES.get(ch, f"\\u{{{ord(ch):x}}}")
+    return InputError(message, path=path, field=field)

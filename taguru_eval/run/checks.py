@@ -7,7 +7,7 @@ the outcome. The scorer reads the recorded checks; it never sees text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from taguru_eval._base import jsonstrict as js
@@ -78,6 +78,7 @@ def citation_check(
     served: bool,
     response: Mapping[str, Any],
     latency_ms: int,
+    redact: Callable[[str], str] = str,
 ) -> CitationCheck:
     """The CitationCheck of one ``POST /citations`` exchange.
 
@@ -85,14 +86,16 @@ def citation_check(
     ``{"status": STATUS_OR_None, "code": CODE_OR_None, "message": TEXT}`` for a
     failure (status ``None`` = transport failure; ``message`` is the client's
     full failure text, truncated here). A 404's code is kept; any other
-    failure's code is dropped.
+    failure's code is dropped. ``redact`` (the client's) is applied to a
+    parse-failure message built here from the server's payload, before it is
+    truncated.
     """
     status = response.get("status")
     if status == 200 and "body" in response:
         try:
             text, section = read_citation(response["body"])
         except js.JsonShapeError as exc:
-            message, code = f"citation response did not parse: {exc.detail}", None
+            message, code = redact(f"citation response did not parse: {exc.detail}"), None
         else:
             checked = section_check(section_expected_present, section_expected, section)
             if quote is None:

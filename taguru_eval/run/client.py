@@ -1,10 +1,25 @@
 """The HTTP client of run mode: one shared ``httpx.AsyncClient`` per run.
 
 Everything taguru's own client does to a request and to a failure is pinned
-here once (EVALUATE.md §0.4, HTTP.md §2): per-segment percent-encoding, the
-bearer header, the 35 s / 4 s timeouts, the 256 MiB body cap, no retries,
-envelope unwrapping and the exact failure-message shapes that end up in the
-artifact. The client knows nothing about cases or metrics.
+here once (EVALUATE.md §0.4, HTTP.md §2, ERRATA (13b)): per-segment
+percent-encoding, the bearer header, the 35 s / 4 s timeouts, the 256 MiB body
+cap, no retries, proxies from the environment, up to 10 redirects with the
+``Authorization`` header dropped on every one, envelope unwrapping and the
+exact failure-message shapes that end up in the artifact. The client knows
+nothing about cases or metrics.
+
+Server text enters the program here and nowhere else, so this is where it is
+made safe: every body has the configured tokens replaced before it is
+decoded (:meth:`Redactor.body`), and every failure message additionally has
+``Bearer``/``Basic`` credentials and URL userinfo replaced
+(:meth:`TaguruClient.redact`), before any artifact, table, report or stderr
+line can see it.
+
+Memory is bounded per call and across calls: a body is streamed and refused
+the moment it passes the cap (or, once past :data:`SMALL_BODY_BYTES`,
+announces more with ``Content-Length``), and only one body at a time may grow
+past :data:`SMALL_BODY_BYTES`, so at ``--concurrency N`` the buffered bodies
+stay under ``N × SMALL_BODY_BYTES + BODY_CAP_BYTES``.
 
 Transport: ``httpx-aiohttp``'s ``AiohttpTransport`` by default, chosen by
 measurement (``benchmarks/throughput.py``: a 2,000-case run against a 50 ms
@@ -21,21 +36,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal
-from urllib.parse import quote, urlsplit, urlunsplit
+from typing import Final, Literal
+from urllib.parse import quote, urlsplit
 
 import httpx
 
-from taguru_eval._base.text import trim
+from taguru_eval._base import jsonstrict
+from taguru_eval._base.redact import Redactor
+from taguru_eval._base.text import encodable, one_line, trim
 from taguru_eval.errors import PREFIX
+from taguru_eval.inputs.proxy import SUPPORTED_PROXY_SCHEMES, ProxyConfig
 
 REQUEST_TIMEOUT_S = 35.0
 PROBE_TIMEOUT_S = 4.0
 BODY_CAP_BYTES = 256 * 1024 * 1024
+# Bodies up to this size are read side by side; a larger one waits for the one
+# large-body slot, so concurrency multiplies only this, never the cap.
+SMALL_BODY_BYTES = 2 * 1024 * 1024
+# ureq's defaults: follow up to 10 redirects, the 11th is an error.
+MAX_REDIRECTS: Final = 10
+# Methods ureq will not resend on a 307/308 (it never replays a request body).
+_BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Request headers that never follow a redirect (ureq-proto's list, plus the ones
+# httpx recomputes for the new target).
+_DROPPED_ON_REDIRECT: Final = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "content-length", "host"}
+)
 # The taguru version this client claims to speak for the version-skew probe
 # (EVALUATE.md §2.6 leaves the choice to the port; the contract is 0.9.3's).
 CLAIMED_TAGURU_VERSION = "0.9.3"
@@ -46,6 +77,12 @@ CLAIMED_TAGURU_VERSION = "0.9.3"
 _SEGMENT_SAFE = "!$&'()*+,;=:@-._~"
 # application/x-www-form-urlencoded byte set (what `url`'s query_pairs emits).
 _FORM_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789*-._")
+# What the `url` crate percent-encodes in a special URL's query and fragment
+# (WHATWG special-query and fragment sets), besides C0 controls, space and non-ASCII.
+_QUERY_ESCAPED = frozenset(b"\"#<>'")
+_FRAGMENT_ESCAPED = frozenset(b'"<>`')
+# A JSON \u escape of a UTF-16 surrogate; only then can a parsed string hold a lone one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 TransportName = Literal["aiohttp", "httpx"]
 _URL_CACHE_SIZE = 256
@@ -102,16 +139,21 @@ def _reject_constant(name: str) -> object:
 
 
 def parse_json(text: str) -> object:
-    """Parse a response body: no NaN/Infinity literals, a repeated key keeps its
-    last value (EVALUATE.md §0.1); raises ``ValueError``.
+    """Parse a response body: no NaN/Infinity literals, no lone surrogate escape,
+    a repeated key keeps its last value (EVALUATE.md §0.1); raises ``ValueError``.
 
     Plain ``json.loads`` on purpose: this runs once per call on the hot path,
     and the lanes type every value they read with ``jsonstrict`` afterwards.
+    serde refuses a lone ``\\ud800`` escape, so taguru records such a body as
+    "not a taguru response"; strings are only walked when the text holds a
+    surrogate escape at all.
     """
     try:
         value: object = json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
         raise ValueError("recursion limit exceeded") from None
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+        jsonstrict.reject_lone_surrogates(value)
     return value
 
 
@@ -137,11 +179,37 @@ def encode_form(pairs: Sequence[tuple[str, str]]) -> str:
     return "&".join(f"{one(k)}={one(v)}" for k, v in pairs)
 
 
+def _percent_encode(text: str, escaped: frozenset[int]) -> str:
+    """``text`` with C0 controls, space, DEL, non-ASCII and ``escaped`` percent-encoded."""
+    out: list[str] = []
+    for byte in text.encode("utf-8"):
+        if byte <= 0x20 or byte >= 0x7F or byte in escaped:
+            out.append(f"%{byte:02X}")
+        else:
+            out.append(chr(byte))
+    return "".join(out)
+
+
 def build_url(base_url: str, segments: Sequence[str], query: Sequence[tuple[str, str]] = ()) -> str:
-    """The full request URL: base, then each segment encoded, then the query."""
+    """The full request URL, built as taguru's ``url`` crate builds it.
+
+    The base path takes each segment encoded (a bare ``/`` path takes the
+    first one without a second slash); a query the base URL carries is kept
+    and the form-encoded pairs are appended after it with ``&``; a fragment
+    is kept (it names the URL in messages, and is never sent).
+    """
     parts = urlsplit(base_url)
-    path = parts.path.rstrip("/") + "".join("/" + encode_segment(s) for s in segments)
-    return urlunsplit((parts.scheme, parts.netloc, path, encode_form(query), ""))
+    path = "" if parts.path == "/" else parts.path
+    path += "".join("/" + encode_segment(s) for s in segments)
+    url = f"{parts.scheme}://{parts.netloc}{path}"
+    before_fragment, hashmark, _ = base_url.partition("#")
+    pairs = encode_form(query)
+    if "?" in before_fragment or pairs:
+        kept = _percent_encode(parts.query, _QUERY_ESCAPED)
+        url += "?" + "&".join(piece for piece in (kept, pairs) if piece)
+    if hashmark:
+        url += "#" + _percent_encode(parts.fragment, _FRAGMENT_ESCAPED)
+    return url
 
 
 def bearer_headers(token: str | None) -> dict[str, str]:
@@ -168,20 +236,60 @@ def _elapsed_ms(started_ns: int) -> int:
     return max(0, (time.monotonic_ns() - started_ns) // 1_000_000)
 
 
-def make_transport(name: TransportName, max_connections: int) -> httpx.AsyncBaseTransport:
-    """The transport named ``name``, sized for ``max_connections`` in flight."""
+def make_transport(
+    name: TransportName, max_connections: int, proxy: str | None = None
+) -> httpx.AsyncBaseTransport:
+    """The transport named ``name``, sized for ``max_connections`` in flight,
+    sending every request through ``proxy`` when one is given."""
     limits = httpx.Limits(
         max_connections=max_connections,
         max_keepalive_connections=max_connections,
     )
+    via = None if proxy is None else httpx.Proxy(proxy)
     if name == "aiohttp":
         try:
             from httpx_aiohttp import AiohttpTransport
         except ImportError:  # an install without the dependency still runs, just slower
             pass
         else:
-            return AiohttpTransport(limits=limits, trust_env=False)
-    return httpx.AsyncHTTPTransport(limits=limits, trust_env=False, retries=0)
+            return AiohttpTransport(limits=limits, trust_env=False, proxy=via)
+    return httpx.AsyncHTTPTransport(limits=limits, trust_env=False, retries=0, proxy=via)
+
+
+class _ProxyRouter(httpx.AsyncBaseTransport):
+    """Sends each request directly or through the proxy its URL calls for.
+
+    One inner transport (and pool) per route, made on first use. The choice is
+    made per request, so a redirect to another host or scheme is routed by its
+    own URL, as ureq does.
+    """
+
+    def __init__(
+        self, proxies: ProxyConfig, factory: Callable[[str | None], httpx.AsyncBaseTransport]
+    ) -> None:
+        self._proxies = proxies
+        self._factory = factory
+        self._routes: dict[str | None, httpx.AsyncBaseTransport] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        if ":" in host:  # an IPv6 literal is matched in its bracketed URL form
+            host = f"[{host}]"
+        proxy = self._proxies.proxy_for(request.url.scheme, host)
+        if proxy is not None:
+            scheme = proxy.partition("://")[0]
+            if scheme not in SUPPORTED_PROXY_SCHEMES:
+                raise httpx.ProxyError(
+                    f"proxy scheme '{scheme}' is not supported (only http:// and https:// proxies)"
+                )
+        transport = self._routes.get(proxy)
+        if transport is None:
+            transport = self._routes[proxy] = self._factory(proxy)
+        return await transport.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for transport in self._routes.values():
+            await transport.aclose()
 
 
 class _NoCookies(httpx.Cookies):
@@ -211,10 +319,43 @@ class _CookielessClient(httpx.AsyncClient):
         del cookies
 
 
+class _BodyGate:
+    """One slot for a body larger than :data:`SMALL_BODY_BYTES` (per client)."""
+
+    def __init__(self) -> None:
+        self._slot = asyncio.Lock()
+
+    def ticket(self) -> _Ticket:
+        return _Ticket(self._slot)
+
+
+class _Ticket:
+    """One call's claim on the large-body slot: taken while reading, released by
+    the caller once the body is decoded and parsed (or the call failed)."""
+
+    __slots__ = ("_slot", "held")
+
+    def __init__(self, slot: asyncio.Lock) -> None:
+        self._slot = slot
+        self.held = False
+
+    async def acquire(self) -> None:
+        await self._slot.acquire()
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._slot.release()
+
+
 class TaguruClient:
     """One run's HTTP client. Use as ``async with TaguruClient(...) as client``.
 
     No call is ever retried; a ``Retry-After`` header only lands in the message.
+    ``secrets`` are the tokens to redact from server text (the sent ``token`` is
+    always among them); ``proxies`` route requests as taguru's client would
+    (ignored when a ``transport`` is injected).
     """
 
     def __init__(
@@ -226,12 +367,27 @@ class TaguruClient:
         transport_name: TransportName = "aiohttp",
         max_connections: int = 8,
         timeout_s: float = REQUEST_TIMEOUT_S,
+        secrets: Iterable[str] = (),
+        proxies: ProxyConfig | None = None,
     ) -> None:
         self.base_url = base_url
         self._timeout_s = timeout_s
         self._url_cache: dict[str, httpx.URL] = {}
         self._built_urls: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], str] = {}
-        chosen = transport or make_transport(transport_name, max(1, max_connections))
+        self._redactor = Redactor((token, *secrets))
+        self._bodies = _BodyGate()
+        connections = max(1, max_connections)
+        chosen: httpx.AsyncBaseTransport
+        if transport is not None:
+            chosen = transport
+        elif proxies is not None and proxies.active:
+            chosen = _ProxyRouter(
+                proxies, lambda proxy: make_transport(transport_name, connections, proxy)
+            )
+        else:
+            chosen = make_transport(transport_name, connections)
+        # A client-level header costs nothing per request; _redirected removes it
+        # from every redirect, as ureq does.
         self._http = _CookielessClient(
             transport=chosen,
             headers=bearer_headers(token),
@@ -254,6 +410,22 @@ class TaguruClient:
     async def aclose(self) -> None:
         """Close the pool (idempotent)."""
         await self._http.aclose()
+
+    def redact(self, text: str) -> str:
+        """Server text made safe to store and show: tokens, ``Bearer``/``Basic``
+        credentials and URL userinfo replaced, lone surrogates spelled out."""
+        return encodable(self._redactor.message(text))
+
+    def _failure(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        latency_ms: int = 0,
+    ) -> CallFailure:
+        """A :class:`CallFailure` whose message has been through :meth:`redact`."""
+        return CallFailure(self.redact(message), status=status, code=code, latency_ms=latency_ms)
 
     def _parsed(self, url: str) -> httpx.URL:
         """``httpx.URL(url)``, parsed once per distinct URL (a run repeats a handful)."""
@@ -295,24 +467,36 @@ class TaguruClient:
         """
         url = self.url(segments)
         started = time.monotonic_ns()
-        status, data, headers = await self._exchange("GET", url, None, timeout_s, started)
-        text = self._decode(url, data, started)
-        if status != 200:
-            raise _status_failure(url, status, text, headers, _elapsed_ms(started))
+        ticket = self._bodies.ticket()
+        try:
+            status, data, headers = await self._exchange(
+                "GET", url, None, timeout_s, started, ticket
+            )
+            text = self._decode(url, data, started)
+            del data
+            if status != 200:
+                raise self._status_failure(url, status, text, headers, _elapsed_ms(started))
+        finally:
+            ticket.release()
         return RawReply(status=status, text=text, latency_ms=_elapsed_ms(started), url=url)
 
     async def _enveloped(self, method: str, url: str, body: Mapping[str, object] | None) -> Reply:
         started = time.monotonic_ns()
-        status, data, headers = await self._exchange(method, url, body, None, started)
-        text = self._decode(url, data, started)
-        if status != 200:
-            raise _status_failure(url, status, text, headers, _elapsed_ms(started))
+        ticket = self._bodies.ticket()
         try:
-            document = parse_json(text)
-        except ValueError:
-            document = None
+            status, data, headers = await self._exchange(method, url, body, None, started, ticket)
+            text = self._decode(url, data, started)
+            del data
+            if status != 200:
+                raise self._status_failure(url, status, text, headers, _elapsed_ms(started))
+            try:
+                document = parse_json(text)
+            except ValueError:
+                document = None
+        finally:
+            ticket.release()
         if not isinstance(document, dict) or "result" not in document:
-            raise CallFailure(
+            raise self._failure(
                 f"{url}: not a taguru response: {trim(text)}",
                 status=status,
                 latency_ms=_elapsed_ms(started),
@@ -320,14 +504,16 @@ class TaguruClient:
         payload: object = document["result"]
         return Reply(payload=payload, status=status, latency_ms=_elapsed_ms(started), url=url)
 
-    def _decode(self, url: str, data: bytes, started: int) -> str:
+    def _decode(self, url: str, data: bytearray, started: int) -> str:
+        """The body as text, with every configured token already replaced."""
         try:
-            return data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise CallFailure(
+            raise self._failure(
                 f"{url}: unreadable response: {_error_text(exc)}",
                 latency_ms=_elapsed_ms(started),
             ) from None
+        return self._redactor.body(text)
 
     async def _exchange(
         self,
@@ -336,12 +522,14 @@ class TaguruClient:
         body: Mapping[str, object] | None,
         timeout_s: float | None,
         started: int,
-    ) -> tuple[int, bytes, httpx.Headers]:
-        """Send one request and read its whole body, within one overall deadline.
+        ticket: _Ticket,
+    ) -> tuple[int, bytearray, httpx.Headers]:
+        """Send one request (following redirects) and read its whole body, within
+        one overall deadline.
 
         httpx's own timeouts are per phase; the reference has one deadline for
-        connect + send + receive, so the whole exchange runs under
-        ``asyncio.timeout``.
+        connect + send + receive (redirects included), so the whole exchange
+        runs under ``asyncio.timeout``.
         """
         limit = self._timeout_s if timeout_s is None else timeout_s
         content: bytes | None = None
@@ -354,23 +542,15 @@ class TaguruClient:
                 method, self._parsed(url), content=content, headers=headers, timeout=limit
             )
         except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-            raise CallFailure(f"{url}: {_error_text(exc, url)}", latency_ms=0) from None
+            raise self._failure(f"{url}: {_error_text(exc, url)}", latency_ms=0) from None
         response: httpx.Response | None = None
         try:
             async with asyncio.timeout(limit):
-                # The transport is the boundary: whatever it raises (httpx's own
-                # errors, or an unmapped aiohttp ClientResponseError for a
-                # malformed response) is this call's failure, never a crash.
+                response = await self._send_following(request, url, limit, started)
                 try:
-                    response = await self._http.send(request, stream=True)
+                    data = await _read_capped(response, ticket)
                 except Exception as exc:
-                    raise CallFailure(
-                        f"{url}: {_error_text(exc, url)}", latency_ms=_elapsed_ms(started)
-                    ) from None
-                try:
-                    data = await _read_capped(response)
-                except Exception as exc:
-                    raise CallFailure(
+                    raise self._failure(
                         f"{url}: unreadable response: {_error_text(exc)}",
                         status=response.status_code,
                         latency_ms=_elapsed_ms(started),
@@ -380,50 +560,142 @@ class TaguruClient:
                         await response.aclose()
         except TimeoutError:
             what = "unreadable response: " if response is not None else ""
-            raise CallFailure(
+            raise self._failure(
                 f"{url}: {what}timed out after {limit:g} s",
                 latency_ms=_elapsed_ms(started),
             ) from None
         return response.status_code, data, response.headers
+
+    async def _send_following(
+        self, request: httpx.Request, url: str, limit: float, started: int
+    ) -> httpx.Response:
+        """Send ``request``, following up to :data:`MAX_REDIRECTS` redirects as ureq does.
+
+        Any 3xx but 304 is a redirect. Failures name ``url``, the URL the
+        caller asked for, whichever hop failed.
+        """
+        for hops in range(MAX_REDIRECTS + 1):
+            # The transport is the boundary: whatever it raises (httpx's own
+            # errors, or an unmapped aiohttp ClientResponseError for a
+            # malformed response) is this call's failure, never a crash.
+            try:
+                response = await self._http.send(request, stream=True)
+            except Exception as exc:
+                raise self._failure(
+                    f"{url}: {_error_text(exc, url)}", latency_ms=_elapsed_ms(started)
+                ) from None
+            if not _is_redirect(response.status_code):
+                return response
+            with contextlib.suppress(Exception):
+                await response.aclose()
+            if hops == MAX_REDIRECTS:
+                break
+            request = self._redirected(request, response, url, limit, started)
+        raise self._failure(f"{url}: too many redirects", latency_ms=_elapsed_ms(started))
+
+    def _redirected(
+        self,
+        request: httpx.Request,
+        response: httpx.Response,
+        url: str,
+        limit: float,
+        started: int,
+    ) -> httpx.Request:
+        """The request a redirect calls for: ureq's method rules, no credentials."""
+        locations = response.headers.get_list("location")
+        if not locations:
+            raise self._failure(
+                f"{url}: protocol: missing a location header", latency_ms=_elapsed_ms(started)
+            )
+        location = locations[-1]
+        try:
+            target = request.url.join(location)
+        except (httpx.InvalidURL, ValueError):
+            raise self._failure(
+                f"{url}: protocol: location header is malformed: {location}",
+                latency_ms=_elapsed_ms(started),
+            ) from None
+        method = request.method
+        if response.status_code in (307, 308):
+            if method in _BODY_METHODS:  # ureq never resends a body
+                raise self._failure(f"{url}: redirect failed", latency_ms=_elapsed_ms(started))
+        elif method not in ("GET", "HEAD"):
+            method = "GET"
+        headers = [
+            (name, value)
+            for name, value in request.headers.multi_items()
+            if name.lower() not in _DROPPED_ON_REDIRECT
+        ]
+        content = request.content if method == request.method else None
+        try:
+            redirected = self._http.build_request(
+                method, target, content=content, headers=headers, timeout=limit
+            )
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            raise self._failure(
+                f"{url}: {_error_text(exc, url)}", latency_ms=_elapsed_ms(started)
+            ) from None
+        # build_request adds the client's own headers back: the token stays behind.
+        redirected.headers.pop("authorization", None)
+        return redirected
+
+    def _status_failure(
+        self, url: str, status: int, text: str, headers: httpx.Headers, latency_ms: int
+    ) -> CallFailure:
+        """``{url} answered {status}: {text}`` (+ Retry-After), keeping a 404's code."""
+        try:
+            document = parse_json(text)
+        except ValueError:
+            document = None
+        message = trim(text)
+        code: str | None = None
+        if isinstance(document, dict):
+            error = document.get("error")
+            if isinstance(error, str):
+                message = error
+            raw_code = document.get("code")
+            if status == 404 and isinstance(raw_code, str):
+                code = raw_code
+        rendered = f"{url} answered {status}: {message}"
+        retry_after = headers.get("retry-after")
+        if retry_after is not None:
+            rendered += f" (Retry-After: {retry_after})"
+        return self._failure(rendered, status=status, code=code, latency_ms=latency_ms)
+
+
+def _is_redirect(status: int) -> bool:
+    """A status ureq follows: any 3xx except 304 (which has no Location)."""
+    return 300 <= status < 400 and status != 304
 
 
 class _BodyTooLarge(httpx.HTTPError):
     pass
 
 
-async def _read_capped(response: httpx.Response) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
+def _too_large() -> _BodyTooLarge:
+    return _BodyTooLarge(f"the body exceeds the {BODY_CAP_BYTES // (1024 * 1024)} MiB cap")
+
+
+async def _read_capped(response: httpx.Response, ticket: _Ticket) -> bytearray:
+    """The whole body, refused as soon as it is known to pass :data:`BODY_CAP_BYTES`.
+
+    A body that grows past :data:`SMALL_BODY_BYTES` is refused there if its
+    ``Content-Length`` announces more than the cap, and otherwise waits for the
+    client's one large-body slot (``ticket``) before it may grow further.
+    Small bodies (every body of a real run) never look at their headers.
+    """
+    data = bytearray()
     async for chunk in response.aiter_bytes():
-        size += len(chunk)
+        size = len(data) + len(chunk)
         if size > BODY_CAP_BYTES:
-            raise _BodyTooLarge(f"the body exceeds the {BODY_CAP_BYTES // (1024 * 1024)} MiB cap")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _status_failure(
-    url: str, status: int, text: str, headers: httpx.Headers, latency_ms: int
-) -> CallFailure:
-    """``{url} answered {status}: {text}`` (+ Retry-After), keeping a 404's code."""
-    try:
-        document = parse_json(text)
-    except ValueError:
-        document = None
-    message = trim(text)
-    code: str | None = None
-    if isinstance(document, dict):
-        error = document.get("error")
-        if isinstance(error, str):
-            message = error
-        raw_code = document.get("code")
-        if status == 404 and isinstance(raw_code, str):
-            code = raw_code
-    rendered = f"{url} answered {status}: {message}"
-    retry_after = headers.get("retry-after")
-    if retry_after is not None:
-        rendered += f" (Retry-After: {retry_after})"
-    return CallFailure(rendered, status=status, code=code, latency_ms=latency_ms)
+            raise _too_large()
+        if size > SMALL_BODY_BYTES and not ticket.held:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > BODY_CAP_BYTES:
+                raise _too_large()
+            await ticket.acquire()
+        data += chunk
+    return data
 
 
 def skew_warning(body: str, base_url: str, cli_version: str = CLAIMED_TAGURU_VERSION) -> str | None:
@@ -466,9 +738,14 @@ def _major_minor(version: str) -> tuple[int, int] | None:
 
 
 async def probe_version(client: TaguruClient) -> str | None:
-    """Best-effort ``GET /health`` with the 4 s timeout; the warning line or None."""
+    """Best-effort ``GET /health`` with the 4 s timeout; the warning line or None.
+
+    The line quotes the server's version string, so it is redacted and escaped
+    to one line like any other server text.
+    """
     try:
         reply = await client.get_bare(["health"], timeout_s=PROBE_TIMEOUT_S)
     except CallFailure:
         return None
-    return skew_warning(reply.text, client.base_url)
+    warning = skew_warning(reply.text, client.base_url)
+    return None if warning is None else one_line(client.redact(warning))

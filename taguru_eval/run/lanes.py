@@ -11,7 +11,7 @@ Nothing here computes a metric: the scorer reads the :class:`LaneOutput`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -200,6 +200,8 @@ async def passage_lane(
         )
         failed = PassageOutcome(outcome="failed", message=str(exc), latency_ms=reply.latency_ms)
         return failed, None
+    if plan is not None:
+        _redact_reasons(plan, client.redact)
     usage: BudgetUsage | None = None
     if budget is not None:
         served, usage = apply_budget(context, served, budget)
@@ -234,6 +236,14 @@ def extract_served_hits(payload: object) -> tuple[Plan | None, list[MeasuredHit]
         return _typed_page(payload)
     except js.JsonShapeError:
         return None, _fallback_hits(payload)
+
+
+def _redact_reasons(plan: Plan, redact: Callable[[str], str]) -> None:
+    """A lane plan's ``reason`` is server prose kept in the artifact: redact it in place."""
+    for lane_plan in (plan["lanes"]["bm25"], plan["lanes"]["vector"]):
+        reason = lane_plan.get("reason")
+        if reason is not None:
+            lane_plan["reason"] = redact(reason)
 
 
 def locator(hit: MeasuredHit) -> HitLocator:
@@ -346,15 +356,16 @@ def _read_typed_hit(value: object, path: js.JsonPath) -> MeasuredHit:
     # `text` must be there for the typed shape (§3.4); only a budget measures it.
     text = js.read_str(_require(obj, "text", path), (*path, "text"))
     lanes: dict[str, LaneScore] = {}
-    # An absent `lanes` object reads as no lane evidence (serde default).
-    raw_lanes = obj.get("lanes")
-    if raw_lanes is not None:
-        lanes_path = (*path, "lanes")
-        lanes_obj = js.read_object(raw_lanes, lanes_path)
-        for lane in ("bm25", "vector"):
-            raw = lanes_obj.get(lane)
-            if raw is not None:
-                lanes[lane] = _read_lane_score(raw, (*lanes_path, lane))
+    # `lanes` is required and must be an object (taguru's PassageHit has no serde
+    # default there): one hit without it sends the whole page to the fallback,
+    # which keeps no plan and no lane evidence for any hit (§3.4). Inside it a
+    # lane may be absent or null.
+    lanes_path = (*path, "lanes")
+    lanes_obj = js.read_object(_require(obj, "lanes", path), lanes_path)
+    for lane in ("bm25", "vector"):
+        raw = lanes_obj.get(lane)
+        if raw is not None:
+            lanes[lane] = _read_lane_score(raw, (*lanes_path, lane))
     return MeasuredHit(source=source, paragraph=paragraph, score=score, text=text, lanes=lanes)
 
 
@@ -476,7 +487,7 @@ async def resolve_call(
         return reply, _read_candidates(reply.payload)
     except js.JsonShapeError as exc:
         parse_failure = CallFailure(
-            f"{route} response did not parse: {exc.detail}",
+            client.redact(f"{route} response did not parse: {exc.detail}"),
             status=reply.status,
             latency_ms=reply.latency_ms,
         )
@@ -689,7 +700,7 @@ async def _query(
             exc
             if isinstance(exc, CallFailure)
             else CallFailure(
-                f"query response did not parse: {exc.detail}",
+                client.redact(f"query response did not parse: {exc.detail}"),
                 status=reply.status,
                 latency_ms=reply.latency_ms,
             )
@@ -765,6 +776,7 @@ async def _check_citation(
         served=(expected.source, expected.paragraph) in served,
         response=response,
         latency_ms=latency,
+        redact=client.redact,
     )
     recorder.add(
         lane="citation",

@@ -2,7 +2,15 @@
 
 Health, the first context read, the embedding identity, the source walk and
 the expected-source check, in the reference's order; a failure becomes the
-exit code the spec gives it."""
+exit code the spec gives it.
+
+The source walk is the run's one paginated read. taguru walks until an empty
+page; a server that never sends one would grow the walk without end, so it
+stops with exit 1 at :data:`MAX_SOURCE_PAGES` pages, :data:`MAX_SOURCE_NAMES`
+names or :data:`MAX_SOURCE_NAME_BYTES` bytes of names, whichever comes first
+(each far above any real corpus: taguru pages 1,000 names at a time).
+Server text that ends up in a message or the artifact goes through the
+client's redaction first."""
 
 from __future__ import annotations
 
@@ -10,11 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from taguru_eval._base import jsonstrict as js
+from taguru_eval._base.text import one_line
 from taguru_eval.errors import (
     EXIT_INPUT,
     EXIT_RUN_FAILED,
     PREFIX,
-    InputError,
+    LinesError,
     RunError,
     TaguruEvalError,
 )
@@ -23,6 +32,9 @@ from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.run.client import CallFailure, TaguruClient
 
 SOURCES_PAGE_LIMIT = 1000
+MAX_SOURCE_PAGES = 10_000
+MAX_SOURCE_NAMES = 1_000_000
+MAX_SOURCE_NAME_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +116,9 @@ async def read_context(client: TaguruClient, context: str) -> ContextEntry:
     try:
         return read_context_entry(reply.payload)
     except js.JsonShapeError as exc:
-        raise RunError(f"{context}: unreadable context entry: {exc.detail}") from None
+        raise RunError(
+            f"{context}: unreadable context entry: {client.redact(exc.detail)}"
+        ) from None
 
 
 async def read_context_after(client: TaguruClient, context: str) -> ContextEntry:
@@ -118,7 +132,9 @@ async def read_context_after(client: TaguruClient, context: str) -> ContextEntry
     try:
         return read_context_entry(reply.payload)
     except js.JsonShapeError as exc:
-        raise RunError(f"{context}: unreadable context entry after the run: {exc.detail}") from None
+        raise RunError(
+            f"{context}: unreadable context entry after the run: {client.redact(exc.detail)}"
+        ) from None
 
 
 async def read_embeddings(
@@ -130,13 +146,20 @@ async def read_embeddings(
         reply = await client.get(["contexts", context, "embeddings"])
     except CallFailure as failure:
         stderr(
-            f"{PREFIX}{context}: could not read embedding status (recording none): "
-            f"{failure.message}"
+            one_line(
+                f"{PREFIX}{context}: could not read embedding status (recording none): "
+                f"{failure.message}"
+            )
         )
         return None, None
     payload = reply.payload
     model = payload.get("provider_model") if isinstance(payload, dict) else None
-    return {"provider_model": model if isinstance(model, str) else None}, passage_sidecar(payload)
+    redacted = client.redact(model) if isinstance(model, str) else None
+    sidecar = passage_sidecar(payload)
+    if sidecar is not None and sidecar.model is not None:
+        # Compared with the (redacted) provider model, so redacted the same way.
+        sidecar = PassageSidecar(model=client.redact(sidecar.model), rows=sidecar.rows)
+    return {"provider_model": redacted}, sidecar
 
 
 def passage_sidecar(payload: object) -> PassageSidecar | None:
@@ -154,10 +177,16 @@ def passage_sidecar(payload: object) -> PassageSidecar | None:
 
 
 async def walk_sources(client: TaguruClient, context: str) -> frozenset[str]:
-    """§3.1.4: keyset-walk ``GET …/sources`` until an empty page; failures → exit 1."""
+    """§3.1.4: keyset-walk ``GET …/sources`` until an empty page; failures → exit 1.
+
+    Bounded: past :data:`MAX_SOURCE_PAGES` pages, :data:`MAX_SOURCE_NAMES`
+    names or :data:`MAX_SOURCE_NAME_BYTES` bytes of names the walk stops with
+    exit 1 (a server whose pages keep advancing forever).
+    """
     names: set[str] = set()
+    name_bytes = 0
     cursor: str | None = None
-    while True:
+    for _page_number in range(MAX_SOURCE_PAGES):
         query = [("limit", str(SOURCES_PAGE_LIMIT))]
         if cursor is not None:
             query.append(("after", cursor))
@@ -174,9 +203,24 @@ async def walk_sources(client: TaguruClient, context: str) -> frozenset[str]:
         if not page:
             return frozenset(names)
         if cursor is not None and page[0] <= cursor:
-            raise RunError(f"{context}: the server's sources page did not advance past '{cursor}'")
+            raise RunError(
+                f"{context}: the server's sources page did not advance past "
+                f"'{client.redact(cursor)}'"
+            )
         names.update(page)
+        name_bytes += sum(len(name.encode("utf-8")) for name in page)
+        if len(names) > MAX_SOURCE_NAMES or name_bytes > MAX_SOURCE_NAME_BYTES:
+            raise RunError(_walk_too_long(context, f"{len(names):,} names"))
         cursor = page[-1]
+    raise RunError(_walk_too_long(context, f"{MAX_SOURCE_PAGES:,} pages"))
+
+
+def _walk_too_long(context: str, reached: str) -> str:
+    return (
+        f"{context}: the sources listing passed {reached} without an empty page — the walk "
+        f"stops at {MAX_SOURCE_PAGES:,} pages, {MAX_SOURCE_NAMES:,} names or "
+        f"{MAX_SOURCE_NAME_BYTES // (1024 * 1024)} MiB of names"
+    )
 
 
 def check_expected_sources(eval_set: EvalSet, context: str, sources: frozenset[str]) -> None:
@@ -191,7 +235,7 @@ def check_expected_sources(eval_set: EvalSet, context: str, sources: frozenset[s
     if lines:
         # The CLI prints a message that already starts with "taguru: " verbatim,
         # so every offending entry keeps its own prefixed line.
-        raise InputError("\n".join(lines))
+        raise LinesError(lines)
 
 
 async def preflight(

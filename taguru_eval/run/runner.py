@@ -77,6 +77,8 @@ async def network_phase(
         prepared.token,
         transport=transport,
         max_connections=max(1, options.concurrency),
+        secrets=prepared.secrets,
+        proxies=prepared.proxies,
     ) as client:
         warning = await probe_version(client)
         if warning is not None:

@@ -1,0 +1,239 @@
+"""Hand-written servers on loopback for faults the reference server cannot produce.
+
+:class:`ScriptedServer` answers every HTTP/1.1 request with whatever its
+handler returns (an echoing server, an endless source listing, a redirector);
+:class:`ForwardProxy` is a minimal forward proxy (absolute-form requests and
+``CONNECT`` tunnels) that records what went through it. Both run their own
+event loop on a background thread, so the code under test can be the real
+CLI with its real transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+
+@dataclass
+class Request:
+    """One request as the server read it."""
+
+    method: str
+    target: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.target).path
+
+    @property
+    def query(self) -> dict[str, str]:
+        return dict(parse_qsl(urlsplit(self.target).query, keep_blank_values=True))
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of_json(cls, status: int, document: object, **headers: str) -> Response:
+        body = json.dumps(document, ensure_ascii=False).encode("utf-8")
+        return cls(status, body, {"Content-Type": "application/json", **headers})
+
+    @classmethod
+    def of_text(cls, status: int, text: str, **headers: str) -> Response:
+        return cls(status, text.encode("utf-8"), {"Content-Type": "text/plain", **headers})
+
+
+def envelope(result: object) -> Response:
+    return Response.of_json(200, {"result": result, "status": "ok", "time": 0.0})
+
+
+def context_entry(name: str) -> dict[str, Any]:
+    """A ``DirectoryEntry`` the preflight accepts (revision 1/1/0, last write 1)."""
+    return {
+        "name": name,
+        "description": "",
+        "pinned": False,
+        "loaded": True,
+        "stats": {},
+        "usage": {"last_write_epoch": 1},
+        "revision": {"graph": 1, "passages": 1, "config": 0},
+    }
+
+
+_REASONS = {200: "OK", 301: "Moved", 302: "Found", 303: "See Other", 307: "Temporary Redirect"}
+
+
+async def _read_request(reader: asyncio.StreamReader) -> Request | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _version = lines[0].split(" ", 2)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
+    body = await reader.readexactly(length) if length else b""
+    return Request(method, target, headers, body)
+
+
+def _encode_response(response: Response) -> bytes:
+    reason = _REASONS.get(response.status, "Status")
+    head = [f"HTTP/1.1 {response.status} {reason}", f"Content-Length: {len(response.body)}"]
+    head.extend(f"{name}: {value}" for name, value in response.headers.items())
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + response.body
+
+
+Connection = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class _ThreadedServer:
+    """An asyncio server on 127.0.0.1:<ephemeral> run on a background thread;
+    ``connection`` serves one accepted connection."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.port = 0
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        server = await asyncio.start_server(self._guarded, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        async with server:
+            await self._stopped.wait()
+
+    async def _guarded(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            await self._connection(reader, writer)
+        with contextlib.suppress(Exception):
+            writer.close()
+
+    def _run(self) -> None:
+        asyncio.run(self._serve())
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("loopback server did not start")
+        return self.url
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._loop is not None and self._stopped is not None:
+            self._loop.call_soon_threadsafe(self._stopped.set)
+        self._thread.join(10)
+
+
+class ScriptedServer(_ThreadedServer):
+    """Answers each request with ``handler(request)``; keeps connections alive
+    unless the request asks to close."""
+
+    def __init__(self, handler: Callable[[Request], Response]) -> None:
+        super().__init__(self.handle)
+        self.handler = handler
+        self.requests: list[Request] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            request = await _read_request(reader)
+            if request is None:
+                return
+            self.requests.append(request)
+            response = self.handler(request)
+            closing = request.headers.get("connection", "").lower() == "close"
+            if closing:
+                response.headers["Connection"] = "close"
+            writer.write(_encode_response(response))
+            await writer.drain()
+            if closing:
+                return
+
+
+class ForwardProxy(_ThreadedServer):
+    """A forward proxy: absolute-form requests are relayed, ``CONNECT`` is tunnelled.
+
+    ``seen`` records each request line (``GET http://…`` or ``CONNECT host:port``)
+    and whether it carried an ``Authorization`` header.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(self.handle)
+        self.seen: list[tuple[str, str]] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            request = await _read_request(reader)
+            if request is None:
+                return
+            self.seen.append((request.method, request.target))
+            if request.method == "CONNECT":
+                await self._tunnel(request, reader, writer)
+                return
+            await self._relay(request, writer)
+
+    async def _relay(self, request: Request, writer: asyncio.StreamWriter) -> None:
+        parts = urlsplit(request.target)
+        upstream_reader, upstream_writer = await asyncio.open_connection(
+            parts.hostname, parts.port or 80
+        )
+        origin_form = parts.path + (f"?{parts.query}" if parts.query else "")
+        headers = {k: v for k, v in request.headers.items() if k not in ("connection",)}
+        headers["connection"] = "close"
+        head = [f"{request.method} {origin_form} HTTP/1.1"]
+        head.extend(f"{name}: {value}" for name, value in headers.items())
+        upstream_writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + request.body)
+        await upstream_writer.drain()
+        answer = await upstream_reader.read()  # the upstream closes after one response
+        upstream_writer.close()
+        writer.write(answer)
+        await writer.drain()
+
+    async def _tunnel(
+        self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        host, _, port = request.target.rpartition(":")
+        upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await writer.drain()
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError):
+                while chunk := await source.read(65536):
+                    sink.write(chunk)
+                    await sink.drain()
+            with contextlib.suppress(Exception):
+                sink.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
