@@ -37,7 +37,6 @@ throughput of each tool's own implementation on the same data.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -46,6 +45,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from child import print_result, reset_peak, run_child, status_kib
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -330,24 +331,6 @@ def _means(tool: str, result: Any, inputs: Any) -> dict[str, float]:
 # ---------------------------------------------------------------------------
 
 
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return -1
-
-
-def _reset_peak() -> bool:
-    # Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
-    try:
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")
-    except OSError:
-        return False
-    return True
-
-
 def child(tool: str, cases: int, repeats: int) -> None:
     builders: dict[str, Callable[[dict[str, Any]], Any]] = {
         "ours": build_ours,
@@ -363,8 +346,8 @@ def child(tool: str, cases: int, repeats: int) -> None:
     started = time.perf_counter()
     inputs = builders[tool](synthetic_arrays(cases))
     build_seconds = time.perf_counter() - started
-    resident_before = _status_kib("VmRSS")
-    peak_reset = _reset_peak()
+    resident_before = status_kib("VmRSS")
+    peak_reset = reset_peak()
     seconds: list[float] = []
     cpu_seconds: list[float] = []
     result: Any = None
@@ -374,19 +357,19 @@ def child(tool: str, cases: int, repeats: int) -> None:
         result = scorers[tool](inputs)
         seconds.append(time.perf_counter() - started)
         cpu_seconds.append(time.process_time() - cpu_started)
-    report = {
+    values = {
         "tool": tool,
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
         "build_seconds": build_seconds,
         "resident_before_kib": resident_before,
-        "peak_kib": _status_kib("VmHWM"),
+        "peak_kib": status_kib("VmHWM"),
         "peak_reset": peak_reset,
         "means": _means(tool, result, inputs),
     }
     if tool == "ours":
-        report["distributions"] = result[1].to_dicts()
-    print("RESULT " + json.dumps(report))
+        values["distributions"] = result[1].to_dicts()
+    print_result(values)
 
 
 # ---------------------------------------------------------------------------
@@ -407,23 +390,7 @@ def _available(tool: str) -> str | None:
 
 
 def _run_child(tool: str, cases: int, repeats: int) -> dict[str, Any] | str:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        tool,
-        "--cases",
-        str(cases),
-        "--repeats",
-        str(repeats),
-    ]
-    completed = subprocess.run(command, capture_output=True, text=True, check=False)
-    for line in completed.stdout.splitlines():
-        if line.startswith("RESULT "):
-            report: dict[str, Any] = json.loads(line[len("RESULT ") :])
-            return report
-    tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
-    return f"child exited {completed.returncode}: " + " | ".join(tail)
+    return run_child(__file__, [tool, "--cases", str(cases), "--repeats", str(repeats)])
 
 
 def _mib(kib: int) -> str:

@@ -8,19 +8,28 @@ a synthetic 2,000-case eval set:
 * throughput: passage calls per second at ``--concurrency 64`` against the
   ideal 64 / 0.050 s = 1,280 calls/s (target: at least 80 %);
 * latency fidelity: p50 of ``latency.passage_ms`` at concurrency 64 vs 1
-  (target: within 20 %).
+  (target: within 20 %);
+* the ``--assembly`` lane: the same 2,000 cases as evidence calls (the stub
+  answers ``POST …/evidence`` with a small, well-formed package) against the
+  baseline search calls, and against search calls whose answer is padded to the
+  evidence answer's size, all with the aiohttp transport and interleaved run
+  by run (target: the same share of the ideal rate — handling a package must
+  add nothing beside the HTTP exchange). Each mode also reports the client's
+  own CPU time per case, and the answer handling is timed in-process.
 
 Both transports are measured side by side (httpx's own pool and
 httpx-aiohttp), each figure the median of ``--repeats`` runs. The stub stops
 with the script (and by itself after ``--stub-lifetime`` seconds).
 
     python benchmarks/throughput.py [--cases 2000] [--concurrency 64] [--repeats 3]
+                                    [--transports httpx,aiohttp] [--modes baseline,assembly,padded]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import io
 import json
 import multiprocessing
@@ -28,30 +37,27 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 DELAY_S = 0.050
 CONTEXT = "bench"
+PADDED = "bench-padded"
+"""A context whose search answers are padded to the evidence answer's size."""
+
+MODES = {
+    "baseline": (CONTEXT, False),
+    "assembly": (CONTEXT, True),
+    "padded": (PADDED, False),
+}
+"""Measured mode -> (context, --assembly): ``padded`` is the baseline lane with a
+search answer as large as the evidence answer (an ignored ``padding`` key)."""
 
 
-def _stub_main(port_queue: Any, lifetime_s: float) -> None:
-    """The stub server process: every route answers after DELAY_S."""
-    from aiohttp import web
-
-    entry = {
-        "name": CONTEXT,
-        "description": "",
-        "pinned": False,
-        "loaded": True,
-        "dice_floor": None,
-        "semantic_floor": None,
-        "stats": {},
-        "usage": {"last_write_epoch": 0},
-        "revision": {"graph": 1, "passages": 1, "config": 0},
-        "schema_mode": None,
-    }
-    page = {
+def _search_page() -> dict[str, Any]:
+    """The stub's ``sources/search`` payload: one hit."""
+    return {
         "plan": {
             "contexts": [
                 {
@@ -74,8 +80,80 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         ],
     }
 
-    def ok(result: object) -> bytes:
-        return json.dumps({"result": result, "status": "ok", "time": 0.0}).encode()
+
+def _evidence_package() -> dict[str, Any]:
+    """The stub's evidence payload: the same hit as one passage item, under the default budget."""
+    passage_item = {
+        "candidate_id": f"passage\u0000{CONTEXT}\u0000doc.md\u00000",
+        "kind": "passage",
+        "fused_rank": 1,
+        "lane_ranks": [{"lane": "passage_bm25", "rank": 1}],
+        "citation_refs": [],
+        "bytes": 214,
+        "estimated_tokens": 54,
+        "passage": _search_page()["hits"][0],
+    }
+    return {
+        "items": [passage_item],
+        "citations": [],
+        "budget": {
+            "items_used": 1,
+            "bytes_used": 218,
+            "tokens_used": 55,
+            "limits": {"max_items": 40, "max_bytes": 65536, "max_tokens": 4000},
+        },
+        "omitted": [],
+        "omitted_total": 0,
+        "omitted_by_reason": {},
+        "plan": {
+            "lanes": {
+                "resolve": {"ran": True},
+                "query": {"ran": False, "reason": "no 'labels' given"},
+                "activate": {"ran": False, "reason": "no anchors resolved from 'origins'"},
+                "passages": {"ran": True},
+                "communities": {"ran": False, "reason": "include_communities was false"},
+                "citations": {"ran": True},
+            },
+            "selection": {
+                "dedup_dropped": 0,
+                "contradiction_groups": 0,
+                "diversity_tier_width": 10,
+            },
+            "reranker": {"configured": False, "ran": False},
+        },
+    }
+
+
+def _envelope(result: object) -> bytes:
+    return json.dumps({"result": result, "status": "ok", "time": 0.0}).encode()
+
+
+def _padded_search_page() -> dict[str, Any]:
+    """The search page with an ignored key making its answer the evidence answer's size."""
+    missing = len(_envelope(_evidence_package())) - len(_envelope(_search_page()))
+    return {**_search_page(), "padding": "." * (missing - len(', "padding": ""'))}
+
+
+def _stub_main(port_queue: Any, lifetime_s: float) -> None:
+    """The stub server process: every route answers after DELAY_S."""
+    from aiohttp import web
+
+    entry = {
+        "name": CONTEXT,
+        "description": "",
+        "pinned": False,
+        "loaded": True,
+        "dice_floor": None,
+        "semantic_floor": None,
+        "stats": {},
+        "usage": {"last_write_epoch": 0},
+        "revision": {"graph": 1, "passages": 1, "config": 0},
+        "schema_mode": None,
+    }
+    page = _search_page()
+    package = _evidence_package()
+
+    ok = _envelope
 
     bodies = {
         "entry": ok(entry),
@@ -83,6 +161,8 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         "sources_first": ok({"total": 1, "sources": ["doc.md"], "entries": []}),
         "sources_end": ok({"total": 1, "sources": [], "entries": []}),
         "search": ok(page),
+        "search_padded": ok(_padded_search_page()),
+        "evidence": ok(package),
         "empty": ok([]),
     }
 
@@ -91,8 +171,10 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         path = request.path
         if path == "/health":
             body = b'{"status":"ok","version":"0.9.3"}'
+        elif path.endswith("/evidence"):
+            body = bodies["evidence"]
         elif path.endswith("/sources/search"):
-            body = bodies["search"]
+            body = bodies["search_padded" if f"/{PADDED}/" in path else "search"]
         elif path.endswith("/sources"):
             body = bodies["sources_end" if "after" in request.query else "sources_first"]
         elif path.endswith("/embeddings"):
@@ -134,10 +216,29 @@ def _write_eval(directory: Path, cases: int) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Measured:
+    """One run: passage-lane calls per second, p50 passage latency (ms), and the
+    client's own CPU time per case (µs; the stub's CPU is not counted)."""
+
+    rate: float
+    p50_ms: float
+    cpu_us: float
+
+
 def _measure(
-    eval_path: Path, port: int, concurrency: int, transport_name: str
-) -> tuple[float, float]:
-    """(passage calls per second, p50 passage latency in ms) of one run."""
+    eval_path: Path,
+    port: int,
+    concurrency: int,
+    transport_name: str,
+    assembly: bool = False,
+    context: str = CONTEXT,
+) -> Measured:
+    """One network phase over ``eval_path``.
+
+    With ``assembly`` the passage lane is the evidence call and its latency
+    the evidence call's (``latency.passage_ms`` under ``--assembly``).
+    """
     from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
     from taguru_eval.run.client import make_transport
@@ -146,19 +247,104 @@ def _measure(
 
     options = RunOptions(
         eval_path=str(eval_path),
-        context=CONTEXT,
+        context=context,
         url=f"http://127.0.0.1:{port}",
         concurrency=concurrency,
+        assembly=assembly,
         no_store=True,
     )
     prepared = prepare_run(options, {})
     console = Console(stdout=io.StringIO(), stderr=io.StringIO())
     transport = make_transport(transport_name, concurrency)  # type: ignore[arg-type]
+    gc.collect()  # every run starts without the previous run's garbage
+    cpu = time.process_time()
     phase = asyncio.run(network_phase(prepared, console=console, transport=transport))
-    seconds = phase.cases_elapsed_s
+    cpu = time.process_time() - cpu
+    cases = len(phase.outputs)
     latencies = sorted(output["passage"]["latency_ms"] for output in phase.outputs)
     rank = (50 * len(latencies) + 99) // 100
-    return len(phase.outputs) / seconds, float(latencies[max(rank, 1) - 1])
+    return Measured(
+        rate=cases / phase.cases_elapsed_s,
+        p50_ms=float(latencies[max(rank, 1) - 1]),
+        cpu_us=cpu / cases * 1e6,
+    )
+
+
+def _decode_costs(repeats: int) -> tuple[float, float]:
+    """Client-side handling of one answer body once received, in µs (medians):
+    the search page (envelope, typed hits, locators) and the evidence package
+    (envelope, package, scoring hits, evidence block and rows), timed alternately."""
+    import timeit
+
+    from taguru_eval.options import resolve_budget
+    from taguru_eval.run.client import parse_json
+    from taguru_eval.run.evidence import (
+        decode_package,
+        evidence_block,
+        evidence_rows,
+        hits_from_items,
+    )
+    from taguru_eval.run.lanes import extract_hits
+
+    search = json.dumps({"result": _search_page(), "status": "ok", "time": 0.0})
+    evidence = json.dumps({"result": _evidence_package(), "status": "ok", "time": 0.0})
+    budget = resolve_budget(None, None, None)
+
+    def baseline() -> None:
+        extract_hits(parse_json(search)["result"])  # type: ignore[index]
+
+    def assembly() -> None:
+        package = decode_package(parse_json(evidence)["result"], budget)  # type: ignore[index]
+        hits_from_items(package.items, 10)
+        evidence_block(package, 1)
+        evidence_rows(package)
+
+    number = 2000
+    times: dict[str, list[float]] = {"baseline": [], "assembly": []}
+    for _ in range(repeats * 5):
+        for name, handle in (("baseline", baseline), ("assembly", assembly)):
+            times[name].append(timeit.timeit(handle, number=number) / number * 1e6)
+    return statistics.median(times["baseline"]), statistics.median(times["assembly"])
+
+
+def _compare_modes(
+    eval_path: Path, port: int, concurrency: int, repeats: int, modes: list[str], ideal: float
+) -> None:
+    """The modes' runs interleaved (aiohttp transport), medians side by side."""
+    runs: dict[str, list[Measured]] = {mode: [] for mode in modes}
+    for repeat in range(repeats):
+        # One order, then the reverse: a machine whose load drifts favours no mode.
+        for mode in modes if repeat % 2 == 0 else modes[::-1]:
+            context, assembly = MODES[mode]
+            runs[mode].append(_measure(eval_path, port, concurrency, "aiohttp", assembly, context))
+
+    def median(mode: str, field: str) -> float:
+        return statistics.median(getattr(run, field) for run in runs[mode])
+
+    sizes = {
+        "baseline": len(_envelope(_search_page())),
+        "assembly": len(_envelope(_evidence_package())),
+        "padded": len(_envelope(_padded_search_page())),
+    }
+    print("modes, aiohttp transport (answer size; calls/s; p50 latency.passage_ms; client CPU):")
+    for mode in modes:
+        rate = median(mode, "rate")
+        print(
+            f"  {mode:9s} {sizes[mode]:5,d} B  {rate:6,.0f} calls/s = {rate / ideal:5.1%} of ideal"
+            f"  p50 {median(mode, 'p50_ms'):3.0f} ms  {median(mode, 'cpu_us'):4.0f} µs/case"
+        )
+    for base in ("baseline", "padded"):
+        if base in runs and "assembly" in runs:
+            rate = median("assembly", "rate") / median(base, "rate")
+            cpu = median("assembly", "cpu_us") / median(base, "cpu_us")
+            print(f"  assembly / {base}: call rate {rate:.3f}, client CPU per case {cpu:.3f}")
+    if "baseline" in runs and "assembly" in runs:
+        search, evidence = _decode_costs(repeats)
+        print(
+            f"  answer handling per case (in-process, no network): search page {search:.1f} µs, "
+            f"evidence package {evidence:.1f} µs"
+        )
+    sys.stdout.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sequential-cases", type=int, default=200)
     parser.add_argument("--stub-lifetime", type=float, default=900.0)
     parser.add_argument("--transports", default="httpx,aiohttp")
+    parser.add_argument("--modes", default="baseline,assembly,padded")
     args = parser.parse_args(argv)
 
     context = multiprocessing.get_context("spawn")
@@ -188,15 +375,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"--concurrency {args.concurrency} (ideal {ideal:,.0f} calls/s); "
                 f"median of {args.repeats} runs"
             )
-            for name in args.transports.split(","):
+            for name in [name for name in args.transports.split(",") if name]:
                 rates: list[float] = []
                 p50_parallel: list[float] = []
                 p50_sequential: list[float] = []
                 for _ in range(args.repeats):
-                    rate, p50 = _measure(big, port, args.concurrency, name)
-                    rates.append(rate)
-                    p50_parallel.append(p50)
-                    p50_sequential.append(_measure(small, port, 1, name)[1])
+                    parallel = _measure(big, port, args.concurrency, name)
+                    rates.append(parallel.rate)
+                    p50_parallel.append(parallel.p50_ms)
+                    p50_sequential.append(_measure(small, port, 1, name).p50_ms)
                 rate = statistics.median(rates)
                 par = statistics.median(p50_parallel)
                 seq = statistics.median(p50_sequential)
@@ -206,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{seq:.0f} ms at 1 = {par / seq - 1:+.1%}"
                 )
                 sys.stdout.flush()
+            modes = [mode for mode in args.modes.split(",") if mode]
+            if modes:
+                _compare_modes(big, port, args.concurrency, args.repeats, modes, ideal)
     finally:
         stub.terminate()
         stub.join(timeout=10)

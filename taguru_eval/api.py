@@ -115,6 +115,11 @@ def run(
     config: str | None = None,
     out: str | os.PathLike[str] = DEFAULT_OUT,
     thresholds: str | os.PathLike[str] | None = None,
+    assembly: bool = False,
+    max_items: int | None = None,
+    max_bytes: int | None = None,
+    max_tokens: int | None = None,
+    rerank: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     store: str | os.PathLike[str] | None = None,
     no_store: bool = False,
@@ -137,9 +142,20 @@ def run(
     ``Run.output``. ``progress`` is off by default (a notebook stays quiet):
     ``True`` shows the CLI's display on stderr (a bar on a terminal, a line
     every few seconds elsewhere), or pass any ``(done, total)`` callable.
+    ``assembly``, ``max_*`` and ``rerank`` are ``--assembly``, ``--max-*`` and
+    ``--rerank``.
     """
     if concurrency < 1:
         raise InputError("concurrency must be a positive integer")
+    for name, value in (
+        ("max_items", max_items),
+        ("max_bytes", max_bytes),
+        ("max_tokens", max_tokens),
+    ):
+        if value is not None and value < 1:
+            raise InputError(f"{name} must be a positive integer")
+    if rerank is not None and not assembly:
+        raise InputError("rerank requires assembly")
     if refusal_rule is not None and must_refuse is None:
         raise UsageError("--refusal-rule requires --must-refuse")
     if refusal_rule is not None and refusal_rule not in REFUSAL_RULES:
@@ -151,6 +167,11 @@ def run(
         config=config,
         out=os.fspath(out),
         thresholds=None if thresholds is None else os.fspath(thresholds),
+        assembly=assembly,
+        max_items=max_items,
+        max_bytes=max_bytes,
+        max_tokens=max_tokens,
+        rerank=rerank,
         concurrency=concurrency,
         must_refuse=None if must_refuse is None else os.fspath(must_refuse),
         refusal_rule="any" if refusal_rule == "any" else "semantic",

@@ -16,12 +16,8 @@ from typing import Any
 import httpx
 
 from taguru_eval.artifact.abstention import VectorFacts, abstention_block, answerability_entries
-from taguru_eval.artifact.build import RunContext, build_artifact, dumps, write_json_atomic
-from taguru_eval.errors import (
-    EXIT_OK,
-    PREFIX,
-    InputError,
-)
+from taguru_eval.artifact.build import RunContext, build_artifact, write_json_atomic
+from taguru_eval.errors import EXIT_OK, PREFIX
 from taguru_eval.gate import (
     REPORT_ONLY_NOTICE,
     GateReport,
@@ -37,11 +33,6 @@ from taguru_eval.summary import must_refuse_lines, must_refuse_stderr_lines, sum
 from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.schemas import RunTables
 from taguru_eval.tables.shapes import LaneOutput
-
-ASSEMBLY_UNAVAILABLE = (
-    "--assembly is not available in this build yet: run without it for the baseline "
-    "passage lane (POST /contexts/{name}/sources/search)"
-)
 
 REPORT_ONLY_LINE = f"{PREFIX}{REPORT_ONLY_NOTICE}"
 
@@ -131,9 +122,6 @@ async def execute_async(
 ) -> RunResult:
     """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
     console = console or Console()
-    if prepared.options.assembly:
-        # Refused before any network call (exit 2) rather than silently running baseline.
-        raise InputError(ASSEMBLY_UNAVAILABLE)
     phase = await network_phase(prepared, console=console, transport=transport, progress=progress)
     return finish_run(prepared, phase, console)
 
@@ -192,12 +180,13 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     store_dir = resolve_store_dir(prepared)
     if store_dir is not None:
         frames = {**tables.frames(), **scores.frames()}
+        # The stored evaluation.json is a copy of the file just written, not a second encoding.
         store_path = write_run(
             store_dir,
             options.context,
             run_id,
             frames,
-            dumps(doc),
+            Path(options.out),
             origin=RunOrigin("run"),
             catalog=scores.catalog,
         )

@@ -104,16 +104,18 @@ def write_run(
     context: str,
     run_id: str,
     frames: Mapping[str, pl.DataFrame],
-    artifact_text: str,
+    artifact: str | Path,
     *,
     origin: RunOrigin,
     catalog: Catalog = CATALOG,
 ) -> Path:
-    """Write one run's tables, its evaluation.json text and its origin; returns
-    the run directory.
+    """Write one run's tables, its evaluation.json and its origin; returns the
+    run directory.
 
-    Each frame is cast to its table's schema (:data:`TABLES`; the ``cases``
-    columns of ``catalog``), so every run's files share one schema. Failure →
+    ``artifact`` is the evaluation.json text, or the ``Path`` of an
+    evaluation.json already written (a run's ``--out``), whose bytes are copied
+    as they are. Each frame is cast to its table's schema (:data:`TABLES`; the
+    ``cases`` columns of ``catalog``), so every run's files share one schema. Failure →
     :class:`RunError`.
     """
     unknown = sorted(set(frames) - set(TABLE))
@@ -126,7 +128,7 @@ def write_run(
         for spec in table_specs(catalog):
             if spec.name in frames:
                 _write_table(staging / spec.file_name, frames[spec.name], spec.schema)
-        _write_text(staging / ARTIFACT_NAME, artifact_text)
+        _write_artifact(staging / ARTIFACT_NAME, artifact)
         _write_text(staging / ORIGIN_NAME, json.dumps(origin.to_json(), ensure_ascii=False))
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(staging, target)
@@ -139,6 +141,15 @@ def write_run(
             shutil.rmtree(staging, ignore_errors=True)
         _remove_if_empty(Path(store_dir) / STAGING_DIR)
     return target
+
+
+def _write_artifact(path: Path, artifact: str | Path) -> None:
+    if isinstance(artifact, Path):
+        shutil.copyfile(artifact, path)  # the kernel's copy where it has one
+        with path.open("rb") as handle:
+            os.fsync(handle.fileno())
+        return
+    _write_text(path, artifact)
 
 
 def _write_text(path: Path, text: str) -> None:

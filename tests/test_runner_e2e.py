@@ -17,6 +17,7 @@ import httpx
 import polars as pl
 import pytest
 from conftest import DATA
+from run_support import CONTEXT_ENTRY, ok, strip_latency, write_eval, write_files
 
 from taguru_eval.cli.main import main
 from taguru_eval.inputs.prepare import prepare_run
@@ -107,21 +108,9 @@ FIXTURE_CASES = [
 ]
 
 
-def write_eval(path: Path, cases: list[dict[str, Any]], name: str = "fixture") -> Path:
-    lines = [json.dumps({"taguru_eval": 1, "name": name}, ensure_ascii=False)]
-    lines.extend(json.dumps(case, ensure_ascii=False) for case in cases)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("corpus")
-    for relative, text in FILES.items():
-        target = root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    return root
+    return write_files(tmp_path_factory.mktemp("corpus"), FILES)
 
 
 @pytest.fixture(scope="module")
@@ -647,18 +636,6 @@ def library_run(
     return result, stdout.getvalue(), stderr.getvalue()
 
 
-def strip_latency(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: (None if k.startswith("latency.") else strip_latency(v))
-            for k, v in value.items()
-            if k != "latency_ms"
-        }
-    if isinstance(value, list):
-        return [strip_latency(v) for v in value]
-    return value
-
-
 def sake_paragraphs() -> list[str]:
     texts: list[str] = []
     for path in sorted((DATA / "sake").rglob("*.md")):
@@ -776,19 +753,6 @@ def test_interrupt_leaves_no_partial_file(server: str, tmp_path: Path) -> None:
 
 
 def fake_server(overrides: dict[str, Callable[[httpx.Request], httpx.Response]]) -> Any:
-    entry = {
-        "name": "x",
-        "description": "",
-        "pinned": False,
-        "loaded": True,
-        "stats": {},
-        "usage": {"last_write_epoch": 7},
-        "revision": {"graph": 1, "passages": 2, "config": 0},
-    }
-
-    def ok(result: object) -> httpx.Response:
-        return httpx.Response(200, json={"result": result, "status": "ok", "time": 0.0})
-
     def handler(request: httpx.Request) -> httpx.Response:
         path = request.url.path
         for suffix, answer in overrides.items():
@@ -803,7 +767,7 @@ def fake_server(overrides: dict[str, Callable[[httpx.Request], httpx.Response]])
             return ok({"total": 1, "sources": [] if after else ["a.md"], "entries": []})
         if path.endswith("/sources/search"):
             return ok({"hits": [{"source": "a.md", "paragraph": 0}]})
-        return ok(entry)
+        return ok(CONTEXT_ENTRY)
 
     return httpx.MockTransport(handler)
 
@@ -1097,26 +1061,3 @@ def test_a_budget_that_admits_nothing(
         "omitted_total": 1,
     }
     assert block["recall"]["recall_at_k"] == 0.0
-
-
-def test_assembly_is_refused_before_the_network(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    eval_path = write_eval(tmp_path / "eval.jsonl", [SMOKE])
-    code, _, err = run_cli(
-        capsys,
-        [
-            "--eval",
-            str(eval_path),
-            "--context",
-            "sake",
-            "--url",
-            "http://127.0.0.1:1",
-            "--out",
-            str(tmp_path / "e.json"),
-            "--assembly",
-        ],
-    )
-    assert code == 2
-    assert "--assembly is not available in this build yet" in err
-    assert "not reachable" not in err

@@ -7,13 +7,15 @@ whitespace or line breaks), so these helpers pin the reference's rules once.
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Final
+from typing import Final, Literal
+
+import msgspec
+import polars as pl
 
 # Unicode White_Space, which is what Rust's str::trim removes (EVALUATE.md §0.2).
 WHITE_SPACE = (
@@ -216,61 +218,149 @@ def _ryu_layout(text: str, min_point: int, max_point: int) -> str:
     return f"{sign}{digits[0]}.{digits[1:]}e{point - 1}"
 
 
-def dumps_json(value: object, indent: int | None = None) -> str:
+def dumps_json(value: object, indent: Literal[2] | None = None) -> str:
     """JSON text as serde_json writes it: raw UTF-8, ryu float spelling.
 
     ``indent=None`` is ``to_string`` (compact: the server's bodies, and the
     text taguru's budget accounting measures, HTTP.md §8.2, so it must be
-    byte-exact); an ``indent`` is ``to_string_pretty`` (``": "``, empty
+    byte-exact); ``indent=2`` is ``to_string_pretty`` (``": "``, empty
     containers as ``{}``/``[]``, no trailing newline: evaluation.json). ``F32``
     values are spelled as binary32, every other float as an f64.
+
+    A lone surrogate (say from an undecodable path argument) cannot be UTF-8;
+    it is kept as is in the text, so whoever encodes the text reports it.
     """
-    parts: list[str] = []
-    _encode(value, parts, indent, 0)
-    return "".join(parts)
+    try:
+        return _encode(value, indent).decode("utf-8")
+    except UnicodeEncodeError:
+        return _dumps_with_surrogates(value, indent)
 
 
-def _encode(value: object, out: list[str], indent: int | None, level: int) -> None:
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, str):
-        # serde_json escapes as Python does with ensure_ascii=False (lower-case \u00xx).
-        out.append(json.dumps(value, ensure_ascii=False))
-    elif isinstance(value, F32):
-        out.append(json_f32(value))
-    elif isinstance(value, float):
-        out.append(json_f64(value))
-    elif isinstance(value, int):
-        out.append(str(int(value)))
+def encode_json(value: object, indent: Literal[2] | None = None) -> bytes:
+    """``dumps_json(value, indent).encode("utf-8")``, errors included, without the text.
+
+    A lone surrogate raises the ``UnicodeEncodeError`` that encoding the text
+    raises (its position counted in the whole text); a value JSON cannot hold
+    raises ``TypeError``.
+    """
+    try:
+        return _encode(value, indent)
+    except UnicodeEncodeError:
+        return _dumps_with_surrogates(value, indent).encode("utf-8")
+
+
+def _encode(value: object, indent: Literal[2] | None) -> bytes:
+    """The JSON bytes at C speed.
+
+    msgspec writes the structure (key order as built, strings escaped as
+    serde_json escapes them, f64 values in ryu's spelling); every ``F32`` is
+    left as a one-byte slot and all of them are spelled afterwards in one
+    vectorized pass; ``msgspec.json.format`` gives the pretty layout.
+    """
+    binary32: list[float] = []
+
+    def hook(item: object) -> object:
+        if type(item) is F32:
+            binary32.append(item)
+            return _BINARY32_SLOT
+        return _json_ready(item)
+
+    data = msgspec.json.Encoder(enc_hook=hook).encode(value)
+    if binary32:
+        data = _fill_slots(data, spell_f32_values(binary32))
+    return data if indent is None else msgspec.json.format(data, indent=indent)
+
+
+# A raw NUL never appears in msgspec's output (strings escape it as \u0000),
+# so each one marks where an F32 goes.
+_SLOT_BYTE = b"\x00"
+_BINARY32_SLOT = msgspec.Raw(_SLOT_BYTE)
+
+
+def spell_f32_values(values: Sequence[float]) -> list[bytes]:
+    """:func:`json_f32` of every value at once (Polars' shortest binary32 digits).
+
+    Polars prints a Float32 with the same shortest round-trip digits and the
+    same plain/exponent windows as serde_json, only with ``e+`` for a
+    positive exponent; non-finite values are ``null``.
+    """
+    column = pl.Series(values, dtype=pl.Float32)
+    spelled = pl.select(
+        pl.when(column.is_finite())
+        .then(column.cast(pl.String).str.replace("e+", "e", literal=True))
+        .otherwise(pl.lit("null"))
+        .cast(pl.Binary)
+    ).to_series()
+    return spelled.to_list()
+
+
+def _fill_slots(data: bytes, spelled: list[bytes]) -> bytes:
+    pieces = data.split(_SLOT_BYTE)
+    if len(pieces) != len(spelled) + 1:  # pragma: no cover - msgspec escapes every NUL
+        raise ValueError("binary32 slots and values disagree")
+    joined: list[bytes] = [b""] * (2 * len(spelled) + 1)
+    joined[0::2] = pieces
+    joined[1::2] = spelled
+    return b"".join(joined)
+
+
+def _json_ready(value: object) -> object:
+    """What msgspec cannot write itself, as the old recursive writer wrote it."""
+    if isinstance(value, float):
+        return msgspec.Raw(json_f64(value).encode("ascii"))
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, Mapping):
+        return dict(value.items())
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def _dumps_with_surrogates(value: object, indent: Literal[2] | None) -> str:
+    """The text of a document holding lone surrogates, each written raw.
+
+    Every surrogate is swapped for a stand-in from a block of private-use code
+    points the document does not use, the document encoded, and the stand-ins
+    swapped back: JSON escaping leaves both kinds of code point alone.
+    """
+    texts: list[str] = []
+    _collect_strings(value, texts)
+    used = set("".join(texts))
+    for base in range(0xF0000, 0x10F800, _SURROGATE_COUNT):
+        if not any(chr(code) in used for code in range(base, base + _SURROGATE_COUNT)):
+            break
+    else:  # pragma: no cover - a document would need every private-use code point
+        raise ValueError("no free private-use block for the lone surrogates")
+    there = {0xD800 + offset: base + offset for offset in range(_SURROGATE_COUNT)}
+    back = {stand_in: surrogate for surrogate, stand_in in there.items()}
+    stood_in = _map_strings(value, lambda text: text.translate(there))
+    return _encode(stood_in, indent).decode("utf-8").translate(back)
+
+
+_SURROGATE_COUNT = 0xE000 - 0xD800
+
+
+def _collect_strings(value: object, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
     elif isinstance(value, Mapping):
-        _encode_container("{", "}", list(value.items()), out, indent, level)
+        for key, item in value.items():
+            _collect_strings(key, out)
+            _collect_strings(item, out)
     elif isinstance(value, list | tuple):
-        _encode_container("[", "]", list(value), out, indent, level)
-    else:
-        raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+        for item in value:
+            _collect_strings(item, out)
 
 
-def _encode_container(
-    opening: str, closing: str, items: list[Any], out: list[str], indent: int | None, level: int
-) -> None:
-    if not items:
-        out.append(opening + closing)
-        return
-    keyed = opening == "{"
-    separator = "," if indent is None else ",\n" + " " * (indent * (level + 1))
-    out.append(opening if indent is None else opening + "\n" + " " * (indent * (level + 1)))
-    for position, item in enumerate(items):
-        if position:
-            out.append(separator)
-        if keyed:
-            key, item = item
-            if not isinstance(key, str):
-                raise TypeError(f"object key {key!r} is not a string")
-            out.append(json.dumps(key, ensure_ascii=False))
-            out.append(":" if indent is None else ": ")
-        _encode(item, out, indent, level + 1)
-    out.append(closing if indent is None else "\n" + " " * (indent * level) + closing)
+def _map_strings(value: object, change: Callable[[str], str]) -> object:
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, Mapping):
+        return {
+            change(key) if isinstance(key, str) else key: _map_strings(item, change)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_map_strings(item, change) for item in value]
+    return value

@@ -38,7 +38,8 @@ from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.read import read_artifact
 from taguru_eval.catalog import CATALOG, scalar_expr
 from taguru_eval.compare import Comparison, compare
-from taguru_eval.compare.load import read_view
+from taguru_eval.compare.classify import budget_text
+from taguru_eval.compare.load import Budget, read_view
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.store import RunOrigin, read_origin
@@ -178,6 +179,8 @@ def summary_section(
         ("eval set", f"{evalset.get('name') or ''} ({evalset.get('path')})"),
         ("cases", evalset.get("cases")),
         ("mode", inputs.get("mode")),
+        ("budget", budget_text(_budget_of(inputs))),
+        ("rerank", inputs.get("rerank")),
         ("server", inputs.get("url")),
         ("corpus revision before", _revision(corpus.get("revision_before"))),
         ("corpus revision after", _revision(corpus.get("revision_after"))),
@@ -187,6 +190,17 @@ def summary_section(
         ("stored", origin.description if origin is not None else "not in a run store"),
     ]
     return f'<section id="summary"><h2>Run summary</h2>{pairs_html(pairs)}</section>'
+
+
+def _budget_of(inputs: Mapping[str, Any]) -> Budget | None:
+    """``inputs.budget`` as compare reads it: the three limits, or None."""
+    budget = inputs.get("budget")
+    if not isinstance(budget, Mapping):
+        return None
+    items, size, tokens = (budget.get(key) for key in ("max_items", "max_bytes", "max_tokens"))
+    if not (isinstance(items, int) and isinstance(size, int) and isinstance(tokens, int)):
+        return None
+    return items, size, tokens
 
 
 def gate_section(document: Mapping[str, Any]) -> str:
@@ -448,8 +462,16 @@ def compare_section(
     warnings = "".join(f"<li>{html.escape(w)}</li>" for w in comparison.warnings)
     warning_html = f'<ul class="warnings">{warnings}</ul>' if warnings else ""
     pairs = [(kind, counts.get(kind, 0)) for kind in charts.COMPARE_KINDS]
+    sides = pl.DataFrame(
+        {
+            "side": ["BASE", "RUN"],
+            "mode": [comparison.base.mode, comparison.head.mode],
+            "budget": [budget_text(comparison.base.budget), budget_text(comparison.head.budget)],
+        }
+    )
     return (
         f'<section id="compare"><h2>Compare with {html.escape(str(base))}</h2>'
+        f"{table_html(sides, caption='mode and budget of each side')}"
         f"{pairs_html(pairs)}{warning_html}{chart}"
         f"{_reader_view(comparison, head_tags)}</section>"
     )

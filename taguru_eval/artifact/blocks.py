@@ -184,3 +184,53 @@ def budget_block(budget: Mapping[str, Any]) -> dict[str, Any]:
         },
         "omitted_total": budget["omitted_total"],
     }
+
+
+def _evidence_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "candidate_id": item["candidate_id"],
+        "kind": item["kind"],
+        "fused_rank": item["fused_rank"],
+    }
+    if item.get("source") is not None:
+        out["source"] = item["source"]
+        out["paragraph"] = item["paragraph"]
+    out["citation_refs"] = [
+        {"source": ref["source"], "paragraph": ref["paragraph"]}
+        for ref in item.get("citation_refs") or []
+    ]
+    return out
+
+
+def _reranker(reranker: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"configured": reranker["configured"], "ran": reranker["ran"]}
+    for key in ("model", "reason"):
+        if reranker.get(key) is not None:
+            out[key] = reranker[key]
+    return out
+
+
+def evidence_block(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """§7.4: ``{outcome: assembled, latency_ms, items, omitted_by_reason?, selection,
+    reranker}`` (items without payloads or lane ranks) or ``{outcome: failed, message,
+    latency_ms}``."""
+    if evidence["outcome"] != "assembled":
+        return {
+            "outcome": evidence["outcome"],
+            "message": evidence.get("message", ""),
+            "latency_ms": evidence["latency_ms"],
+        }
+    out: dict[str, Any] = {
+        "outcome": "assembled",
+        "latency_ms": evidence["latency_ms"],
+        "items": [_evidence_item(item) for item in evidence.get("items") or []],
+    }
+    if evidence.get("omitted_by_reason"):
+        out["omitted_by_reason"] = dict(evidence["omitted_by_reason"])
+    selection = evidence["selection"]
+    out["selection"] = {
+        key: selection[key]
+        for key in ("dedup_dropped", "contradiction_groups", "diversity_tier_width")
+    }
+    out["reranker"] = _reranker(evidence["reranker"])
+    return out

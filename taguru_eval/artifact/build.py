@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from taguru_eval._base.files import write_bytes_atomic
-from taguru_eval._base.text import dumps_json
+from taguru_eval._base.text import dumps_json, encode_json
 from taguru_eval.artifact.layout import case_block, case_layout
 from taguru_eval.catalog import CATALOG, Catalog, MetricDefinition
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT, RESOLVE_LIMIT
@@ -40,10 +40,11 @@ def write_json_atomic(path: str | Path, doc: Any) -> None:
     Serialisation happens before any file is created, and a failed write
     removes its temp file, so a failure (or Ctrl-C) never leaves a partial
     file behind. Failure -> :class:`RunError` ``writing {path}: {error}``.
+    The bytes are :func:`dumps`'s text in UTF-8, encoded without the text.
     """
     target = Path(path)
     try:
-        payload = dumps(doc).encode("utf-8")
+        payload = encode_json(doc, indent=2)
     except (TypeError, ValueError) as exc:
         raise RunError(f"writing {path}: {exc}") from None
     try:

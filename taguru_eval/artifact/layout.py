@@ -21,6 +21,7 @@ import pyarrow as pa
 from taguru_eval.artifact.blocks import (
     budget_block,
     citation_check_block,
+    evidence_block,
     passage_block,
     structural_block,
 )
@@ -105,7 +106,7 @@ def case_layout(catalog: Catalog = CATALOG) -> tuple[Slot, ...]:
         ),
         CaseField("missed", ("missed",), pa.list_(pa.string())),
         CaseField("missed_truncated", ("missed_truncated",), pa.int64()),
-        FromLane(("evidence",), _optional("evidence", dict)),
+        FromLane(("evidence",), _optional("evidence", evidence_block)),
         metric["latency.evidence_ms"],
         FromLane(("budget",), _optional("budget", budget_block)),
         metric["budget.items_used"],

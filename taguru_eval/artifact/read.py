@@ -29,7 +29,7 @@ from taguru_eval.tables.schemas import (
     metrics_frame,
     polars_schema,
 )
-from taguru_eval.tables.shapes import CallRecord, LaneOutput
+from taguru_eval.tables.shapes import CallRecord, EvidenceRow, LaneOutput
 
 
 def _reject_constant(name: str) -> Any:
@@ -123,14 +123,16 @@ def calls_from_shapes(output: Mapping[str, Any], *, assembly: bool = False) -> l
 
     passage = output["passage"]
     if assembly:
+        # The evidence call's outcome is the evidence block's (assembled / failed).
+        evidence = output.get("evidence") or passage
         add(
             "evidence",
             contract.EVIDENCE,
             None,
             None,
-            passage["outcome"],
-            passage["latency_ms"],
-            passage.get("message"),
+            evidence["outcome"],
+            evidence["latency_ms"],
+            evidence.get("message"),
         )
     else:
         add(
@@ -208,6 +210,31 @@ def _check_lists(case: Mapping[str, Any], index: int) -> None:
         raise TypeError(f"cases[{index}].passage must be an object")
 
 
+def evidence_rows_from_block(evidence: Mapping[str, Any]) -> list[EvidenceRow]:
+    """The ``evidence_items`` rows an artifact's evidence block still holds: its
+    admitted items (the artifact keeps neither lane ranks nor omitted candidates)."""
+    if evidence.get("outcome") != "assembled":
+        return []
+    items = evidence.get("items") or []
+    if not isinstance(items, list) or not all(isinstance(item, Mapping) for item in items):
+        raise TypeError("evidence.items must be an array of objects")
+    return [
+        EvidenceRow(
+            candidate_id=item["candidate_id"],
+            kind=item["kind"],
+            admitted=True,
+            fused_rank=item["fused_rank"],
+            source=item.get("source"),
+            paragraph=item.get("paragraph"),
+            lane_ranks=None,
+            citation_refs=list(item.get("citation_refs") or []),
+            omitted_reason=None,
+            duplicate_of=None,
+        )
+        for item in items
+    ]
+
+
 def artifact_to_lane_outputs(doc: Mapping[str, Any]) -> list[LaneOutput]:
     """The lane outputs recorded in an artifact, in case order (calls rebuilt from shapes)."""
     assembly = (doc.get("inputs") or {}).get("mode") == "assembly"
@@ -227,6 +254,7 @@ def artifact_to_lane_outputs(doc: Mapping[str, Any]) -> list[LaneOutput]:
             output["structural"] = case["structural"]
         if case.get("evidence") is not None:
             output["evidence"] = case["evidence"]
+            output["evidence_rows"] = evidence_rows_from_block(case["evidence"])
         if case.get("budget") is not None:
             output["budget"] = case["budget"]
         output["calls"] = calls_from_shapes(output, assembly=assembly)

@@ -1,16 +1,21 @@
-"""``python -m taguru_eval demo [--out DIR] [--runs N]``: the bundled demo's command line."""
+"""``python -m taguru_eval demo``: the demo's command line (one run, N runs, or a mode pair)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
 from taguru_eval._base.extras import load_extra
+from taguru_eval.cli.run import parse_positive
 from taguru_eval.errors import EXIT_OK, UsageError
+from taguru_eval.options import resolve_budget
 
 DEMO_HELP = """\
 usage: python -m taguru_eval demo [--out DIR] [--runs N]
+       python -m taguru_eval demo --assembly [--out DIR] [--max-items N]
+                                  [--max-bytes N] [--max-tokens N]
 
 Starts the bundled reference server on an ephemeral loopback port with the
 demo corpus (data/sake), evaluates its eval.jsonl with its must-refuse file
@@ -28,7 +33,18 @@ store holds a history whose revisions and metrics really move. Each run's
 artifact is DIR/evaluation-<i>.json; the last one is also DIR/evaluation.json.
 The exit code is 0 when every run completed (gate verdicts are printed), 1 if
 one could not complete.
+
+--assembly runs the same cases twice at one budget, first with the baseline
+passage lane (search hits truncated client-side), then with --assembly (the
+server's evidence package), writes DIR/evaluation-baseline.json,
+DIR/evaluation-assembly.json and DIR/changes.jsonl (compare of the two), and
+prints every aggregate metric side by side. The budget is --max-items,
+--max-bytes and --max-tokens as in run mode; without any of them it is
+max_items 40, max_bytes 65536, max_tokens 1000. The exit code is 0 when both
+runs completed.
 """
+
+_BUDGET_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens")
 
 
 def _parse_runs(value: str) -> int:
@@ -38,15 +54,26 @@ def _parse_runs(value: str) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``python -m taguru_eval demo [--out DIR] [--runs N]``: serve data/sake, evaluate it."""
+    """``python -m taguru_eval demo``: serve data/sake, evaluate it (once, N times, or in pair)."""
     out_dir = Path("demo-out")
     runs = 1
+    assembly = False
+    budget: dict[str, int] = {}
     args = list(argv)
     while args:
         arg = args.pop(0)
         if arg in ("--help", "-h"):
             sys.stdout.write(DEMO_HELP)
             return EXIT_OK
+        if arg == "--assembly":
+            assembly = True
+            continue
+        if arg in _BUDGET_FLAGS:
+            value = parse_positive(args.pop(0)) if args else None
+            if value is None:
+                raise UsageError(f"demo: {arg} needs a positive integer")
+            budget[arg] = value
+            continue
         if arg in ("--out", "--runs") and not args:
             raise UsageError(
                 "demo: --out needs a directory" if arg == "--out" else "demo: --runs needs a value"
@@ -58,7 +85,16 @@ def main(argv: Sequence[str]) -> int:
             runs = _parse_runs(args.pop(0))
             continue
         raise UsageError(f"demo: unexpected argument '{arg}'")
+    if budget and not assembly:
+        raise UsageError(f"demo: {next(iter(budget))} requires --assembly")
+    if assembly and runs > 1:
+        raise UsageError("demo: --assembly and --runs cannot be combined")
     load_extra("server")
-    from taguru_eval.demo.run import run_demo, run_history
+    from taguru_eval.demo.run import PAIR_BUDGET, run_assembly_pair, run_demo, run_history
 
+    if assembly:
+        limits = (
+            resolve_budget(*(budget.get(flag) for flag in _BUDGET_FLAGS)) if budget else PAIR_BUDGET
+        )
+        return run_assembly_pair(out_dir, limits)
     return run_history(out_dir, runs) if runs > 1 else run_demo(out_dir)

@@ -138,12 +138,17 @@ run-mode flags:
                        token are resolved; default TAGURU_CONFIG
   --out FILE           artifact path (default evaluation.json)
   --thresholds FILE    gate the run: exit 3 when a bound is violated
-  --assembly           use POST /contexts/{name}/evidence as the passage lane
-                       (parsed and validated; not available in this build)
-  --max-items N        budget ceiling (default 40, at most 1000)
+  --assembly           use POST /contexts/{name}/evidence as the passage lane:
+                       the server assembles budgeted evidence (options.tags/
+                       since/until cannot be sent; a warning names each case)
+  --max-items N        budget ceiling (default 40, at most 1000); without
+                       --assembly the search hits are truncated client-side
+                       with the server's byte/token accounting
   --max-bytes N        budget ceiling (default 65536, at most 1048576)
   --max-tokens N       budget ceiling (default 4000)
-  --rerank MODEL       reranker model; only with --assembly
+  --rerank MODEL       ask the server's reranker for MODEL; only with
+                       --assembly; a reranker that cannot run is recorded as
+                       degraded, never a failure
   --concurrency N      cases in flight at once (default 8; 1 = sequential)
   --must-refuse FILE   must-refuse questions (their own file and stamp), probed
                        after the eval cases; adds the abstention.* and

@@ -14,7 +14,7 @@ from typing import Final
 import polars as pl
 
 from taguru_eval.compare.abstention import compare_abstention
-from taguru_eval.compare.load import MetricDecodeError, RunView, metric_scalar
+from taguru_eval.compare.load import Budget, MetricDecodeError, RunView, metric_scalar
 from taguru_eval.compare.model import (
     EPSILON,
     IMPROVED,
@@ -234,7 +234,7 @@ def mismatch_warnings(base: RunView, head: RunView) -> list[str]:
         warnings.append(f"taguru_evaluation stamp differs: BASE {base.stamp} vs HEAD {head.stamp}")
     if base.budget != head.budget:
         warnings.append(
-            f"budget differs: BASE {_budget_text(base)} vs HEAD {_budget_text(head)}"
+            f"budget differs: BASE {budget_text(base.budget)} vs HEAD {budget_text(head.budget)}"
             " — not an equal-budget comparison"
         )
     return warnings
@@ -245,8 +245,9 @@ def _digest_prefix(digest: str | None) -> str:
     return "none" if digest is None else digest[:12]
 
 
-def _budget_text(view: RunView) -> str:
-    if view.budget is None:
+def budget_text(budget: Budget | None) -> str:
+    """One side's ``inputs.budget`` as the budget warning words it (§6.7)."""
+    if budget is None:
         return "none (untruncated baseline)"
-    items, size, tokens = view.budget
+    items, size, tokens = budget
     return f"max_items={items} max_bytes={size} max_tokens={tokens}"

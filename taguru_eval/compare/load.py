@@ -28,6 +28,8 @@ from typing import Annotated, Any, Final
 import msgspec
 import polars as pl
 
+from taguru_eval._base.structs import validation_detail as _validation_detail
+from taguru_eval._base.structs import validation_parts as _validation_parts
 from taguru_eval._base.text import to_f32
 from taguru_eval.catalog import CATALOG, SCALAR_FIELD, Catalog
 from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
@@ -64,6 +66,9 @@ class _MustRefuseInputs(msgspec.Struct):
 class _Inputs(msgspec.Struct):
     context: str = ""
     budget: _Budget | None = None
+    # Shown beside the budget, never compared: read as any JSON so a foreign
+    # value cannot make a file compare refuses (§6.2 does not read it).
+    mode: Any = None
     must_refuse: _MustRefuseInputs | None = None
 
 
@@ -270,6 +275,8 @@ class RunView:
     cases: pl.DataFrame
     duplicate_case_ids: tuple[str, ...]
     gate_passed: bool | None = None
+    mode: str | None = None
+    """``inputs.mode`` when it is a string (shown, never compared)."""
     """The side's recorded gate verdict (``thresholds.passed``); None when report-only."""
     abstention: AbstentionSide | None = None
     must_refuse_rule: str | None = None
@@ -435,6 +442,7 @@ def _run_view(
         cases=cases,
         duplicate_case_ids=duplicates,
         gate_passed=_gate_passed(view.thresholds),
+        mode=view.inputs.mode if isinstance(view.inputs.mode, str) else None,
         abstention=_abstention_side(view.abstention, must_refuse),
         must_refuse_rule=None if must_refuse is None else must_refuse.refusal_rule,
         must_refuse_sha256=None if must_refuse is None else must_refuse.sha256,
@@ -489,23 +497,7 @@ def _malformed(shown: str, detail: str, field: str | None = None) -> InputError:
     return InputError(f"{shown}: malformed evaluation.json: {detail}", path=shown, field=field)
 
 
-_AT_PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _AT_BYTE = re.compile(r"\(byte (?P<offset>\d+)\)$")
-
-
-def _validation_parts(exc: msgspec.ValidationError) -> tuple[str, str]:
-    """``Expected `int`, got `float` - at `$.cases[0].recall``` ->
-    ``("cases[0].recall", "expected `int`, got `float`")``."""
-    text = str(exc)
-    match = _AT_PATH.search(text)
-    if match is None:
-        return "", _lower_first(text)
-    return match.group("path").removeprefix("."), _lower_first(text[: match.start()])
-
-
-def _validation_detail(exc: msgspec.ValidationError) -> str:
-    path, message = _validation_parts(exc)
-    return f"{path}: {message}" if path else message
 
 
 def _syntax_detail(exc: msgspec.DecodeError, data: bytes) -> str:
@@ -517,10 +509,6 @@ def _syntax_detail(exc: msgspec.DecodeError, data: bytes) -> str:
     line = data.count(b"\n", 0, offset) + 1
     column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
     return f"{text[: match.start()].rstrip()} at line {line} column {column}"
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:]
 
 
 def _statistics(definitions: Mapping[str, msgspec.Raw], shown: str) -> dict[str, str]:

@@ -2,31 +2,66 @@
 
 :func:`run_demo` starts the bundled reference server on an ephemeral loopback
 port with ``data/`` (the ``sake`` context), evaluates ``data/sake/eval.jsonl``
-against ``data/sake/thresholds.json``, writes the artifacts, prints a summary
-table of the metrics and stops the server; :func:`run_history` makes a
-history of runs with corpus changes between them (:mod:`.history`).
+with its must-refuse file ``data/sake/must_refuse.jsonl`` against
+``data/sake/thresholds.json``, writes the artifacts, prints a summary table of
+the metrics, then shows the must-refuse verdicts under each rule — the
+default ``semantic`` rule on the server as shipped (no vector lane: the
+passage probes are honestly undetermined), ``--refusal-rule any``, and
+``semantic`` on the same corpus served with the opt-in toy vector lane — and
+stops the servers; :func:`run_assembly_pair` runs the
+same cases in baseline and ``--assembly`` mode at one budget and prints them
+side by side; :func:`run_history` makes a history of runs with corpus changes
+between them (:mod:`.history`).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+import polars as pl
 
 from taguru_eval.api import Run
+from taguru_eval.compare import compare
 from taguru_eval.demo.data import DEMO_CONTEXT, demo_data_dir
 from taguru_eval.demo.history import demo_history
-from taguru_eval.errors import EXIT_OK, EXIT_RUN_FAILED, RunError, os_error_text
-from taguru_eval.inputs.prepare import prepare_run
-from taguru_eval.options import RunOptions
+from taguru_eval.errors import EXIT_OK, EXIT_RUN_FAILED, PREFIX, RunError, os_error_text
+from taguru_eval.inputs.prepare import PreparedRun, prepare_run
+from taguru_eval.options import Budget, RunOptions
 from taguru_eval.pipeline import RunResult, execute
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console, case_progress
 from taguru_eval.summary import share_text
 
-MUST_REFUSE_FILE = "must_refuse.jsonl"
-MODES: tuple[tuple[str, str, bool], ...] = (
+
+@contextmanager
+def _demo_server(out_dir: Path, console: Console) -> Iterator[tuple[str, Path]]:
+    """Create ``out_dir``, serve ``data/`` on loopback; yields (URL, the sake folder)."""
+    data = demo_data_dir()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunError(f"demo: cannot create {out_dir}: {os_error_text(exc)}") from None
+    with running_server(data) as url:
+        console.err(f"taguru_eval demo: reference server with data/{DEMO_CONTEXT} at {url}")
+        yield url, data / DEMO_CONTEXT
+
+
+def _execute_with_progress(prepared: PreparedRun, console: Console) -> RunResult:
+    """One run with the command line's progress display on stderr."""
+    progress = case_progress(console.stderr)
+    try:
+        return execute(prepared, console=console, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+MUST_REFUSE_FILE: Final = "must_refuse.jsonl"
+MODES: Final[tuple[tuple[str, str, bool], ...]] = (
     ("semantic", "semantic", False),
     ("any", "any", False),
     ("semantic + toy vector lane", "semantic", True),
@@ -34,10 +69,15 @@ MODES: tuple[tuple[str, str, bool], ...] = (
 """The must-refuse walk-through: (column title, --refusal-rule, vector lane on)."""
 
 
-def _evaluate(
-    url: str, out: Path, console: Console, *, rule: str = "semantic", store: Path | None = None
+def _must_refuse_run(
+    url: str,
+    context_dir: Path,
+    out: Path,
+    console: Console,
+    *,
+    rule: str = "semantic",
+    store: Path | None = None,
 ) -> RunResult:
-    context_dir = demo_data_dir() / DEMO_CONTEXT
     options = RunOptions(
         eval_path=str(context_dir / "eval.jsonl"),
         context=DEMO_CONTEXT,
@@ -51,26 +91,20 @@ def _evaluate(
     )
     # An empty environment: a user's TAGURU_* settings must not reach the demo.
     prepared = prepare_run(options, {}, stderr=console.err)
-    progress = case_progress(console.stderr)
-    try:
-        return execute(prepared, console=console, progress=progress)
-    finally:
-        if progress is not None:
-            progress.close()
+    return _execute_with_progress(prepared, console)
 
 
 def run_demo(out_dir: Path) -> int:
     """Serve ``data/``, evaluate the sake context with its must-refuse file,
     print the metrics table and the must-refuse verdicts under each rule."""
-    data = demo_data_dir()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunError(f"demo: cannot create {out_dir}: {os_error_text(exc)}") from None
     console = Console()
-    with running_server(data) as url, running_server(data, vector_lane=True) as vector_url:
-        console.err(f"taguru_eval demo: reference server with data/{DEMO_CONTEXT} at {url}")
-        result = _evaluate(url, out_dir / "evaluation.json", console, store=out_dir / "runs")
+    with (
+        _demo_server(out_dir, console) as (url, context_dir),
+        running_server(demo_data_dir(), vector_lane=True) as vector_url,
+    ):
+        result = _must_refuse_run(
+            url, context_dir, out_dir / "evaluation.json", console, store=out_dir / "runs"
+        )
         console.out("")
         console.out(f"metrics of {len(result.lane_outputs)} case(s):")
         console.out(metrics_table(result.doc["metrics"], result.scores.catalog.statistics()))
@@ -81,28 +115,17 @@ def run_demo(out_dir: Path) -> int:
         for title, rule, vector in MODES[1:]:
             console.err(f"taguru_eval demo: the same must-refuse file — {title}")
             name = f"must-refuse-{title.replace(' + ', '-').replace(' ', '-')}.json"
-            walk.append(_evaluate(vector_url if vector else url, out_dir / name, quiet, rule=rule))
+            target = vector_url if vector else url
+            walk.append(_must_refuse_run(target, context_dir, out_dir / name, quiet, rule=rule))
     docs = [run.doc for run in walk]
     console.out(f"must-refuse verdicts (data/{DEMO_CONTEXT}/{MUST_REFUSE_FILE}):")
     console.out(verdict_table(docs))
     console.out("")
-    console.out(trade_off_lines(docs))
+    console.out(trade_off_table(docs))
     console.out("")
     console.out(f"artifacts: {result.out_path}  and  {result.store_path}")
     console.out(f"  (the other modes: {', '.join(str(run.out_path) for run in walk[1:])})")
     return result.exit_code
-
-
-def _rows_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  " + "  ".join(
-            cell.ljust(width) for cell, width in zip(cells, widths, strict=True)
-        )
-
-    rule = "  " + "-" * (sum(widths) + 2 * (len(widths) - 1))
-    return "\n".join([line(header).rstrip(), rule, *(line(row).rstrip() for row in rows)])
 
 
 def verdict_table(docs: Sequence[Mapping[str, Any]]) -> str:
@@ -117,14 +140,13 @@ def verdict_table(docs: Sequence[Mapping[str, Any]]) -> str:
             cells.append(verdict["verdict"] + (f" ({reason})" if reason else ""))
         rows.append(cells)
     header = ["case", "kind", *(title for title, _rule, _vector in MODES)]
-    return _rows_table(header, rows)
+    return _fixed_width(header, rows, left=len(header))
 
 
-def trade_off_lines(docs: Sequence[Mapping[str, Any]]) -> str:
+def trade_off_table(docs: Sequence[Mapping[str, Any]]) -> str:
     """ABSTENTION.md §3.11's trade-off pair per mode: what the rule refuses among
     must-refuse questions beside what it throws away among answerable ones."""
     header = ["mode", "passage refusal (must-refuse)", "false refusal (answerable)", "supported"]
-
     rows = [
         [
             title,
@@ -134,7 +156,83 @@ def trade_off_lines(docs: Sequence[Mapping[str, Any]]) -> str:
         ]
         for (title, _rule, _vector), doc in zip(MODES, docs, strict=True)
     ]
-    return _rows_table(header, rows)
+    return _fixed_width(header, rows, left=len(header))
+
+
+PAIR_BUDGET: Final = Budget(max_items=40, max_bytes=65_536, max_tokens=1_000)
+"""The demo pair's default budget: tight enough that both modes leave evidence out."""
+
+
+def run_assembly_pair(out_dir: Path, budget: Budget = PAIR_BUDGET) -> int:
+    """Serve ``data/``, evaluate the sake context in baseline and ``--assembly``
+    mode at one budget, compare them and print the side-by-side.
+
+    Writes ``evaluation-baseline.json``, ``evaluation-assembly.json``,
+    ``changes.jsonl`` and both runs under ``runs/`` in ``out_dir``. Returns 0
+    when both runs completed (neither is gated).
+    """
+    console = Console()
+    artifacts: dict[str, str] = {}
+    docs: dict[str, dict[str, Any]] = {}
+    with _demo_server(out_dir, console) as (url, context_dir):
+        for mode in ("baseline", "assembly"):
+            artifacts[mode] = str(out_dir / f"evaluation-{mode}.json")
+            options = RunOptions(
+                eval_path=str(context_dir / "eval.jsonl"),
+                context=DEMO_CONTEXT,
+                url=url,
+                out=artifacts[mode],
+                assembly=mode == "assembly",
+                max_items=budget.max_items,
+                max_bytes=budget.max_bytes,
+                max_tokens=budget.max_tokens,
+                store_dir=str(out_dir / "runs"),
+            )
+            console.out(f"== {mode}")
+            prepared = prepare_run(options, {}, stderr=console.err)
+            result = _execute_with_progress(prepared, console)
+            docs[mode] = result.doc
+    changes = out_dir / "changes.jsonl"
+    comparison = compare(
+        docs["baseline"],
+        docs["assembly"],
+        base_label=artifacts["baseline"],
+        head_label=artifacts["assembly"],
+    )
+    for warning in comparison.warnings:
+        console.err(f"{PREFIX}{warning}")
+    try:
+        comparison.write_changes(changes)
+    except OSError as exc:
+        raise RunError(f"writing {changes}: {exc.strerror or exc}") from None
+    limits = ", ".join(f"{key} {value}" for key, value in budget.to_json().items())
+    console.out("")
+    console.out(f"baseline vs --assembly at one budget ({limits}):")
+    console.out(side_by_side(comparison.metrics))
+    counts = comparison.counts
+    console.out("")
+    console.out(
+        f"cases under --assembly: {counts['improved']} improved, {counts['regressed']} "
+        f"regressed, {counts['unchanged']} unchanged (per case: {changes})"
+    )
+    console.out(
+        f"the same comparison again: python -m taguru_eval compare {artifacts['baseline']} "
+        f"{artifacts['assembly']} --out {changes}"
+    )
+    return EXIT_OK
+
+
+def side_by_side(metrics: pl.DataFrame) -> str:
+    """compare's aggregate entries as a table: metric, baseline, assembly, delta."""
+    rows = [
+        (name, _format_value(base), _format_value(head), _format_delta(delta))
+        for name, base, head, delta in metrics.select("metric", "base", "head", "delta").iter_rows()
+    ]
+    return _fixed_width(("metric", "baseline", "assembly", "delta"), rows, left=1)
+
+
+def _format_delta(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.3f}"
 
 
 def _format_value(value: object, integer: bool = False) -> str:
@@ -171,15 +269,19 @@ def metrics_table(metrics: Mapping[str, Mapping[str, Any]], statistics: Mapping[
                 *[_format_value(value) for value in rest],
             )
         )
+    return _fixed_width(header, rows, left=2)
+
+
+def _fixed_width(header: Sequence[str], rows: Sequence[Sequence[str]], left: int) -> str:
+    """Rows under a header and a rule; the first ``left`` columns left-aligned, the rest right."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        kind = cells[1].ljust(widths[1])
-        numbers = "  ".join(
-            cell.rjust(width) for cell, width in zip(cells[2:], widths[2:], strict=True)
+        text = "  ".join(
+            cell.ljust(width) if index < left else cell.rjust(width)
+            for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
         )
-        return f"  {first}  {kind}  {numbers}".rstrip()
+        return f"  {text}".rstrip()
 
     rule = "  " + "-" * (sum(widths) + 2 * (len(widths) - 1))
     return "\n".join([line(header), rule, *(line(row) for row in rows)])

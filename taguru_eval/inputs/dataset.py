@@ -13,190 +13,63 @@ reproduces the second mode the reference's loader has (§1.4, used by
 :func:`validate_limits` is §1.5 (``options.limit`` within 1..=1000), run by the
 caller after a successful load.
 
-The ``expected`` table
-----------------------
-:attr:`EvalSet.expected` is a Polars frame with one row per expected item, so
-that matching expectations to what the server returned is a join (its schema
-is :data:`taguru_eval.tables.schemas.EXPECTED`, keyed like the run tables):
-
-==================  ==========  ==========================================================
-column              dtype       meaning
-==================  ==========  ==========================================================
-case_id             String      the case's id (exactly as written)
-case_index          Int32       0-based position of the case in the file
-kind                String      ``source`` | ``concept`` | ``label`` | ``association`` |
-                                ``citation``
-entry_index         Int32       index of the declaring entry in its list
-                                (``expected_sources[i]``, ``expected_concepts[i]`` …)
-item_index          Int32       0-based row number within (case, kind)
-source              String      ``source`` and ``citation`` rows; else null
-paragraph           Int64       ``source`` rows: one listed paragraph, or null when the
-                                entry lists none (any paragraph of the source matches);
-                                ``citation`` rows: the cited paragraph; else null
-relevance           Int64       ``source`` rows only (0..=3); else null
-text                String      ``concept`` / ``label`` rows: the entry as written
-subject             String      ``association`` rows only
-label               String      ``association`` rows only
-object              String      ``association`` rows only
-section_declared    Boolean     ``citation`` rows: whether the ``section`` key was present
-section             String      ``citation`` rows: the declared section; null when absent
-                                *or* declared null — tell them apart with section_declared
-quote               String      ``citation`` rows: the declared quote, or null
-==================  ==========  ==========================================================
-
-An ``expected_sources`` entry with ``paragraphs: [2, 5]`` becomes two rows
-sharing one ``entry_index`` (recall counts one judged item per entry, §4.2, so
-scoring groups by ``entry_index``); a paragraph listed twice in one entry
-yields one row (matching is set membership, §4.1). Rows are ordered by case,
-then kind in the order above, then declaration order.
+Two readers, one answer: :func:`load_eval` and :func:`load_eval_text` first
+try :func:`load_eval_fast` (msgspec decodes a plainly well-formed file,
+:mod:`.dataset_fast`), and whatever it is not sure of goes through
+:func:`load_eval_strict`, the line-by-line reader that writes every error
+message. The loaded types and the ``expected`` table live in :mod:`.evalcase`.
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Literal, TypeVar
 
-import polars as pl
+import msgspec
 
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import display_f32, split_lines, trim
-from taguru_eval.contract import DEFAULT_LIMIT
-from taguru_eval.errors import InputError
-from taguru_eval.inputs.reading import read_utf8
-from taguru_eval.tables.schemas import EXPECTED
+from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.inputs.dataset_fast import decode_cases
+from taguru_eval.inputs.evalcase import (
+    ABSENT,
+    EXPECTED_KINDS,
+    Absent,
+    CaseOptions,
+    EvalCase,
+    EvalSet,
+    ExpectedAssociation,
+    ExpectedCitation,
+    ExpectedSource,
+    SectionExpectation,
+    expected_frame,
+)
+
+__all__ = [
+    "ABSENT",
+    "EXPECTED_KINDS",
+    "MAX_LIMIT",
+    "Absent",
+    "CaseOptions",
+    "EvalCase",
+    "EvalSet",
+    "ExpectedAssociation",
+    "ExpectedCitation",
+    "ExpectedSource",
+    "SectionExpectation",
+    "expected_frame",
+    "load_eval",
+    "load_eval_fast",
+    "load_eval_strict",
+    "load_eval_text",
+    "validate_limits",
+]
 
 MAX_LIMIT: Final = 1000
 EVAL_STAMP: Final = 1
 
 LoadMode = Literal["interpret", "carry_through"]
 T = TypeVar("T")
-
-
-class Absent(enum.Enum):
-    """Marker for "the key was not in the file" where ``null`` means something else."""
-
-    ABSENT = "absent"
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-
-ABSENT: Final = Absent.ABSENT
-"""An expected citation's ``section`` when the key is absent (do not check)."""
-
-SectionExpectation = str | None | Absent
-"""``ABSENT`` = not checked; ``None`` = outside every section; ``str`` = exactly this."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExpectedSource:
-    """One ``expected_sources`` entry; empty ``paragraphs`` = any paragraph."""
-
-    source: str
-    paragraphs: tuple[int, ...]
-    relevance: int
-
-
-@dataclass(frozen=True, slots=True)
-class ExpectedAssociation:
-    """One ``expected_associations`` entry."""
-
-    subject: str
-    label: str
-    object: str
-
-
-@dataclass(frozen=True, slots=True)
-class ExpectedCitation:
-    """One ``expected_citations`` entry (``section`` is three-valued)."""
-
-    source: str
-    paragraph: int
-    section: SectionExpectation = ABSENT
-    quote: str | None = None
-
-    @property
-    def section_declared(self) -> bool:
-        return self.section is not ABSENT
-
-
-@dataclass(frozen=True, slots=True)
-class CaseOptions:
-    """A case's ``options`` (``limit`` range-checked later by validate_limits)."""
-
-    limit: int | None = None
-    floor: float | None = None
-    tags: tuple[str, ...] = ()
-    since: int | None = None
-    until: int | None = None
-
-    @property
-    def effective_limit(self) -> int:
-        """``options.limit`` if present, else the default 10 (§1.5)."""
-        return DEFAULT_LIMIT if self.limit is None else self.limit
-
-
-@dataclass(frozen=True, slots=True)
-class EvalCase:
-    """One loaded case (EVALUATE.md §1.6); ``line`` is its 1-based file line."""
-
-    case_id: str
-    query: str
-    line: int
-    cues: tuple[str, ...] = ()
-    expected_sources: tuple[ExpectedSource, ...] = ()
-    expected_concepts: tuple[str, ...] = ()
-    expected_labels: tuple[str, ...] = ()
-    expected_associations: tuple[ExpectedAssociation, ...] = ()
-    expected_citations: tuple[ExpectedCitation, ...] = ()
-    options: CaseOptions = CaseOptions()
-
-    @property
-    def declares_source_expectation(self) -> bool:
-        """At least one expected source with relevance >= 1."""
-        return any(entry.relevance >= 1 for entry in self.expected_sources)
-
-    @property
-    def has_expectations(self) -> bool:
-        """Any expected_sources or expected_concepts entry (the reference's notion)."""
-        return bool(self.expected_sources or self.expected_concepts)
-
-    @property
-    def runs_structural_lane(self) -> bool:
-        return bool(self.expected_concepts or self.expected_labels or self.expected_associations)
-
-    @property
-    def runs_citation_lane(self) -> bool:
-        return bool(self.expected_citations)
-
-    @property
-    def effective_limit(self) -> int:
-        return self.options.effective_limit
-
-
-EXPECTED_KINDS: Final = ("source", "concept", "label", "association", "citation")
-
-
-@dataclass(frozen=True, eq=False)
-class EvalSet:
-    """A loaded eval.jsonl: header name, cases in file order, the expected table.
-
-    ``label`` is the ``--eval`` argument as given (``inputs.eval.path``);
-    ``name`` the header's name (``inputs.eval.name``). Compared by identity:
-    a DataFrame has no boolean equality.
-    """
-
-    label: str
-    name: str | None
-    cases: list[EvalCase]
-    expected: pl.DataFrame
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def case_ids(self) -> list[str]:
-        return [case.case_id for case in self.cases]
 
 
 # --------------------------------------------------------------------------- loading
@@ -212,8 +85,23 @@ def load_eval(
     """Load and validate ``path``; ``label`` (default: ``path`` as given) prefixes
     every message. ``consumer`` names the verb in the carry-through warning."""
     shown = str(path) if label is None else label
-    _raw, text = read_utf8(path, shown)
-    return load_eval_text(text, shown, mode=mode, consumer=consumer)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
+    if mode == "interpret" and (fast := load_eval_fast(raw, shown)) is not None:
+        return fast
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(
+            f"cannot read {shown}: stream did not contain valid UTF-8 "
+            f"(line {line}, byte {exc.start}: {exc.reason})",
+            path=shown,
+            line=line,
+        ) from None
+    return load_eval_strict(text, shown, mode=mode, consumer=consumer)
 
 
 def load_eval_text(
@@ -224,6 +112,54 @@ def load_eval_text(
     consumer: str = "taguru evaluate",
 ) -> EvalSet:
     """:func:`load_eval` on text already read (tests, stdin, in-memory data)."""
+    if mode == "interpret":
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: the strict path names its line
+            raw = b""
+        if raw and (fast := load_eval_fast(raw, label)) is not None:
+            return fast
+    return load_eval_strict(text, label, mode=mode, consumer=consumer)
+
+
+def load_eval_fast(raw: bytes, label: str) -> EvalSet | None:
+    """The fast path (:mod:`.dataset_fast`) for a well-formed file in interpret mode.
+
+    ``None`` means the file must go through :func:`load_eval_strict`.
+
+    The header is one line and read by the strict code itself; any problem
+    with it, as with any case line, leaves the whole file to the strict path,
+    which reports the first problem in file order.
+    """
+    lines = raw.split(b"\n")
+    header_index = next((i for i, line in enumerate(lines) if line and not line.isspace()), None)
+    if header_index is None:
+        return None
+    try:
+        header = trim(lines[header_index].decode("utf-8"))
+        name = _parse_header(js.loads(header), label, header_index + 1)
+    except (UnicodeDecodeError, js.JsonSyntaxError, InputError):
+        return None
+    decoded = decode_cases(lines, header_index + 1)
+    if decoded is None:
+        return None
+    cases, expected = decoded
+    return EvalSet(label=label, name=name, cases=cases, expected=expected)
+
+
+def load_eval_strict(
+    text: str,
+    label: str,
+    *,
+    mode: LoadMode = "interpret",
+    consumer: str = "taguru evaluate",
+) -> EvalSet:
+    """The strict reading of eval.jsonl text, line by line, step by step (§1.1–§1.4).
+
+    Every load of a file that is not plainly well-formed ends here, and so does
+    every error message; :func:`load_eval` and :func:`load_eval_text` try the
+    fast path first.
+    """
     name: str | None = None
     header_seen = False
     cases: list[EvalCase] = []
@@ -443,7 +379,7 @@ class _CaseLoader:
         tags = self._typed(in_case, options.get("tags"), "options.tags", js.read_str_array) or []
         since = self._typed(in_case, options.get("since"), "options.since", js.read_u64)
         until = self._typed(in_case, options.get("until"), "options.until", js.read_u64)
-        typed = replace(
+        typed = msgspec.structs.replace(
             case,
             expected_labels=tuple(labels),
             expected_associations=tuple(associations),
@@ -507,69 +443,3 @@ def _citation(value: object, path: js.JsonPath) -> ExpectedCitation:
         section=section,
         quote=js.read_optional(obj.get("quote"), (*path, "quote"), js.read_str),
     )
-
-
-# --------------------------------------------------------------------------- expected table
-
-
-def expected_frame(cases: list[EvalCase]) -> pl.DataFrame:
-    """The ``expected`` table of the module docstring for ``cases``."""
-    rows: dict[str, list[object]] = {name: [] for name in EXPECTED.names()}
-
-    def add(
-        case_index: int, case: EvalCase, kind: str, entry: int, item: int, **values: object
-    ) -> None:
-        rows["case_id"].append(case.case_id)
-        rows["case_index"].append(case_index)
-        rows["kind"].append(kind)
-        rows["entry_index"].append(entry)
-        rows["item_index"].append(item)
-        for name in EXPECTED.names()[5:]:
-            rows[name].append(values.get(name))
-
-    for case_index, case in enumerate(cases):
-        item = 0
-        for entry, source in enumerate(case.expected_sources):
-            paragraphs: list[int | None] = list(dict.fromkeys(source.paragraphs)) or [None]
-            for paragraph in paragraphs:
-                add(
-                    case_index,
-                    case,
-                    "source",
-                    entry,
-                    item,
-                    source=source.source,
-                    paragraph=paragraph,
-                    relevance=source.relevance,
-                )
-                item += 1
-        for entry, text in enumerate(case.expected_concepts):
-            add(case_index, case, "concept", entry, entry, text=text)
-        for entry, text in enumerate(case.expected_labels):
-            add(case_index, case, "label", entry, entry, text=text)
-        for entry, association in enumerate(case.expected_associations):
-            add(
-                case_index,
-                case,
-                "association",
-                entry,
-                entry,
-                subject=association.subject,
-                label=association.label,
-                object=association.object,
-            )
-        for entry, citation in enumerate(case.expected_citations):
-            section = citation.section
-            add(
-                case_index,
-                case,
-                "citation",
-                entry,
-                entry,
-                source=citation.source,
-                paragraph=citation.paragraph,
-                section_declared=citation.section_declared,
-                section=None if isinstance(section, Absent) else section,
-                quote=citation.quote,
-            )
-    return pl.DataFrame(rows, schema=EXPECTED)

@@ -24,6 +24,7 @@ from taguru_eval.options import Budget
 from taguru_eval.run.budget import MeasuredHit, truncate
 from taguru_eval.run.checks import citation_check, served_set
 from taguru_eval.run.client import CallFailure, Reply, TaguruClient
+from taguru_eval.run.evidence import Assembly, EvidenceResult, evidence_lane
 from taguru_eval.tables.shapes import (
     AssociationProbe,
     AssociationQuery,
@@ -103,13 +104,28 @@ async def run_case(
     case_index: int,
     case: EvalCase,
     budget: Budget | None = None,
+    assembly: Assembly | None = None,
 ) -> LaneOutput:
     """All lanes of one case, in the documented order; never raises for a lane failure.
 
-    ``budget`` (baseline runs given ``--max-*``) truncates the passage hits (§7.3).
+    ``budget`` (baseline runs given ``--max-*``) truncates the passage hits (§7.3);
+    ``assembly`` (``--assembly`` runs) replaces the passage lane with the evidence lane.
     """
     recorder = CallRecorder(case_index, case.case_id)
-    passage, usage = await passage_lane(client, context, case, recorder, budget)
+    evidence: EvidenceResult | None = None
+    if assembly is None:
+        passage, usage = await passage_lane(client, context, case, recorder, budget)
+    else:
+        evidence = await evidence_lane(client, context, case, assembly)
+        recorder.add(
+            lane="evidence",
+            endpoint=contract.EVIDENCE,
+            outcome=evidence.evidence["outcome"],
+            latency_ms=evidence.evidence["latency_ms"],
+            http_status=evidence.http_status,
+            error=evidence.message,
+        )
+        passage, usage = evidence.passage, evidence.budget
     structural = (
         await structural_lane(client, context, case, recorder)
         if case.runs_structural_lane
@@ -130,6 +146,9 @@ async def run_case(
     )
     if structural is not None:
         output["structural"] = structural
+    if evidence is not None:
+        output["evidence"] = evidence.evidence
+        output["evidence_rows"] = evidence.rows
     if usage is not None:
         output["budget"] = usage
     return output

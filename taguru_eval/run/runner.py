@@ -19,6 +19,7 @@ from taguru_eval.options import Budget
 from taguru_eval.run.bounded import in_order
 from taguru_eval.run.client import TaguruClient, probe_version
 from taguru_eval.run.console import Console, Progress
+from taguru_eval.run.evidence import Assembly
 from taguru_eval.run.lanes import run_case
 from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
 from taguru_eval.run.probes import run_probes
@@ -32,11 +33,16 @@ async def run_cases(
     concurrency: int,
     progress: Progress | None = None,
     budget: Budget | None = None,
+    assembly: Assembly | None = None,
 ) -> list[LaneOutput]:
-    """Every case's lanes, at most ``concurrency`` cases in flight, in case order."""
+    """Every case's lanes, at most ``concurrency`` cases in flight, in case order.
+
+    ``budget`` truncates baseline hits client-side; ``assembly`` switches every
+    case to the evidence lane (EVALUATE.md §7.1).
+    """
 
     async def lanes(index: int, case: EvalCase) -> LaneOutput:
-        return await run_case(client, context, index, case, budget)
+        return await run_case(client, context, index, case, budget, assembly)
 
     return await in_order(cases, lanes, concurrency, progress)
 
@@ -92,7 +98,8 @@ async def network_phase(
             prepared.eval_set.cases,
             options.concurrency,
             progress,
-            options.budget if options.budget_given else None,
+            options.budget if options.budget_given and not options.assembly else None,
+            Assembly(options.budget, options.rerank) if options.assembly else None,
         )
         cases_elapsed = time.monotonic() - clock
         refusal_outputs = (

@@ -16,6 +16,7 @@ from taguru_eval.tables.schemas import (
     CALLS,
     CASE_LANES,
     CITATION_CHECKS,
+    EVIDENCE_ITEMS,
     HITS,
     POPULATION_EVAL,
     POPULATION_MUST_REFUSE,
@@ -156,6 +157,23 @@ _EVIDENCE = pl.Struct(
     }
 )
 
+_LOCATOR = pl.Struct({"source": pl.String, "paragraph": pl.Int64})
+
+_EVIDENCE_ROW = pl.Struct(
+    {
+        "candidate_id": pl.String,
+        "kind": pl.String,
+        "admitted": pl.Boolean,
+        "fused_rank": pl.Int64,
+        "source": pl.String,
+        "paragraph": pl.Int64,
+        "lane_ranks": pl.List(pl.Struct({"lane": pl.String, "rank": pl.Int64})),
+        "citation_refs": pl.List(_LOCATOR),
+        "omitted_reason": pl.String,
+        "duplicate_of": pl.String,
+    }
+)
+
 _LANE_OUTPUT = pl.Schema(
     [
         ("case_index", pl.Int32()),
@@ -169,6 +187,7 @@ _LANE_OUTPUT = pl.Schema(
         ("checks", pl.List(_CHECK)),
         ("calls", pl.List(_CALL)),
         ("evidence", _EVIDENCE),
+        ("evidence_rows", pl.List(_EVIDENCE_ROW)),
         ("budget", _BUDGET),
     ]
 )
@@ -356,6 +375,12 @@ def build_tables(
         pl.col("quote").struct.field("matched").alias("quote_matched"),
     )
 
+    evidence_items = _explode_list(
+        nested.select(*keys, pl.col("evidence_rows").fill_null([]).alias("evidence_row")),
+        "evidence_row",
+        "item_index",
+    ).with_columns(pl.col("evidence_row").struct.unnest())
+
     call_rows = _call_rows(nested, keys).sort(["case_index", "seq"], maintain_order=True)
     refusal = _refusal_tables(refusal_outputs, keys)
     population = pl.lit(POPULATION_EVAL).alias("population")
@@ -374,6 +399,7 @@ def build_tables(
         probes=conform(probes, PROBES),
         attributions=conform(attributions, ATTRIBUTIONS),
         citation_checks=conform(citation_checks, CITATION_CHECKS),
+        evidence_items=conform(evidence_items, EVIDENCE_ITEMS),
         refusal_lanes=refusal["refusal_lanes"],
     )
 

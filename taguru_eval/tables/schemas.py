@@ -2,8 +2,9 @@
 
 Every HTTP call of a run is one row of ``calls``; what the calls returned lands
 in ``case_lanes`` (one row per case), ``hits``, ``resolutions``, ``probes``,
-``attributions`` and ``citation_checks``. The scorer adds ``cases`` (one row per
-case, every per-case metric a column) and ``metrics`` (one row per aggregate).
+``attributions``, ``citation_checks`` and, with ``--assembly``,
+``evidence_items``. The scorer adds ``cases`` (one row per case, every
+per-case metric a column) and ``metrics`` (one row per aggregate).
 With ``--must-refuse`` the probes' calls, hits and cue resolutions join the same
 three tables under ``population`` ``must_refuse``, ``refusal_lanes`` holds what
 each probe got and the scorer adds ``refusal_cases`` (the verdicts).
@@ -189,6 +190,33 @@ CITATION_CHECKS_SCHEMA = pa.schema(
         pa.field("code", pa.string()),
         pa.field("message", pa.string()),
         pa.field("latency_ms", pa.int64()),
+    ]
+)
+
+
+EVIDENCE_ITEMS_SCHEMA = pa.schema(
+    [
+        *_CASE,
+        pa.field("item_index", pa.int32()),  # admitted items first, then the listed omissions
+        pa.field("candidate_id", pa.string()),  # kind, NUL, canonical key (HTTP.md §6.9)
+        pa.field("kind", pa.string()),  # association | passage | community (open)
+        pa.field("admitted", pa.bool_()),
+        pa.field("fused_rank", pa.int64()),  # null for an omitted candidate
+        pa.field("source", pa.string()),  # the item's own locator; null for an association
+        pa.field("paragraph", pa.int64()),
+        # null when not recorded (a run read back from evaluation.json) or omitted
+        pa.field(
+            "lane_ranks",
+            pa.list_(pa.struct([pa.field("lane", pa.string()), pa.field("rank", pa.int64())])),
+        ),
+        pa.field(
+            "citation_refs",
+            pa.list_(
+                pa.struct([pa.field("source", pa.string()), pa.field("paragraph", pa.int64())])
+            ),
+        ),
+        pa.field("omitted_reason", pa.string()),  # null when admitted
+        pa.field("duplicate_of", pa.string()),
     ]
 )
 
@@ -380,6 +408,11 @@ TABLES: Final[tuple[TableSpec, ...]] = (
     TableSpec("probes", PROBES_SCHEMA, "one row per expected association"),
     TableSpec("attributions", ATTRIBUTIONS_SCHEMA, "one row per attribution of a query"),
     TableSpec("citation_checks", CITATION_CHECKS_SCHEMA, "one row per expected citation"),
+    TableSpec(
+        "evidence_items",
+        EVIDENCE_ITEMS_SCHEMA,
+        "one row per evidence candidate of an assembled case (admitted, or omitted and why)",
+    ),
     TableSpec("cases", CASES_SCHEMA, "one row per case, every per-case metric a column"),
     TableSpec("metrics", METRICS_SCHEMA, "one row per aggregate metric"),
     TableSpec(
@@ -412,6 +445,7 @@ RESOLUTIONS = TABLE["resolutions"].polars
 PROBES = TABLE["probes"].polars
 ATTRIBUTIONS = TABLE["attributions"].polars
 CITATION_CHECKS = TABLE["citation_checks"].polars
+EVIDENCE_ITEMS = TABLE["evidence_items"].polars
 CASES = TABLE["cases"].polars
 METRICS = TABLE["metrics"].polars
 REFUSAL_LANES = TABLE["refusal_lanes"].polars
@@ -445,6 +479,7 @@ class RunTables:
     probes: pl.DataFrame
     attributions: pl.DataFrame
     citation_checks: pl.DataFrame
+    evidence_items: pl.DataFrame
     refusal_lanes: pl.DataFrame
 
     def frames(self) -> dict[str, pl.DataFrame]:

@@ -6,7 +6,7 @@ conformance vectors go through the same table builder as a live run."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 
 class LaneScore(TypedDict):
@@ -148,6 +148,82 @@ class BudgetUsage(TypedDict):
     omitted_total: int
 
 
+class CitationRef(TypedDict):
+    """A ``(source, paragraph)`` an evidence item cites (no text)."""
+
+    source: str
+    paragraph: int
+
+
+class LaneRank(TypedDict):
+    """One retrieval lane's rank of an evidence item (``graph_activate``, ``passage_bm25``…)."""
+
+    lane: str
+    rank: int
+
+
+class EvidenceItem(TypedDict):
+    """An admitted item as the artifact lists it (§7.4): no payload, no lane ranks, no text.
+
+    ``source``/``paragraph`` are the item's own locator (a passage's, or a
+    community's as ``community:{id}``), absent for an association."""
+
+    candidate_id: str
+    kind: str
+    fused_rank: int
+    source: NotRequired[str]
+    paragraph: NotRequired[int]
+    citation_refs: list[CitationRef]
+
+
+class EvidenceSelection(TypedDict):
+    dedup_dropped: int
+    contradiction_groups: int
+    diversity_tier_width: int
+
+
+class RerankerPlan(TypedDict):
+    """``plan.reranker``: ``{configured, ran, model?, reason?}``."""
+
+    configured: bool
+    ran: bool
+    model: NotRequired[str]
+    reason: NotRequired[str]
+
+
+class EvidenceOutcome(TypedDict):
+    """The per-case ``evidence`` block (§7.4): assembled, or failed with a message."""
+
+    outcome: str  # "assembled" | "failed"
+    message: NotRequired[str]
+    latency_ms: int
+    items: NotRequired[list[EvidenceItem]]
+    omitted_by_reason: NotRequired[dict[str, int]]
+    selection: NotRequired[EvidenceSelection]
+    reranker: NotRequired[RerankerPlan]
+
+
+class EvidenceRow(TypedDict):
+    """One evidence candidate of an assembled case, as the ``evidence_items`` table holds it.
+
+    Admitted items in admission order, then the candidates the package lists
+    as omitted (``omitted_reason``; at most the 20 the server lists). A live
+    run knows each admitted item's lane ranks; a run read back from an
+    artifact does not (``lane_ranks`` None) and has no omitted rows.
+    """
+
+    candidate_id: str
+    kind: str
+    admitted: bool
+    fused_rank: int | None
+    source: str | None
+    paragraph: int | None
+    lane_ranks: list[LaneRank] | None
+    citation_refs: list[CitationRef] | None
+    omitted_reason: str | None
+    duplicate_of: str | None
+
+
 class CallRecord(TypedDict):
     """One HTTP call of a case (one row of ``calls``)."""
 
@@ -172,8 +248,9 @@ class LaneOutput(TypedDict):
     written from the lane output alone. ``tags`` is the case's
     ``options.tags``: the run store keeps it for per-tag slices, the artifact
     does not record it (absent in outputs read back from an artifact).
-    ``structural`` is absent when the lane did not run; ``evidence`` (opaque
-    §7.4 block) and ``budget`` only exist in assembly / budget-given runs.
+    ``structural`` is absent when the lane did not run; ``evidence`` (the §7.4
+    block) and ``evidence_rows`` (its candidates as table rows) only exist in
+    assembly runs, ``budget`` in assembly and budget-given runs.
     """
 
     case_index: int
@@ -186,7 +263,8 @@ class LaneOutput(TypedDict):
     structural: NotRequired[Structural]
     checks: list[CitationCheck]
     calls: list[CallRecord]
-    evidence: NotRequired[dict[str, Any]]
+    evidence: NotRequired[EvidenceOutcome]
+    evidence_rows: NotRequired[list[EvidenceRow]]
     budget: NotRequired[BudgetUsage]
 
 

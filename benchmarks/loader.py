@@ -1,0 +1,207 @@
+"""Benchmark loading eval.jsonl: the strict path against the msgspec fast path.
+
+Writes demo-shaped eval.jsonl files (``synthetic.write_eval``: the 16 cases
+of ``data/sake/eval.jsonl`` repeated under fresh ids, UTF-8) of each size in
+``--sizes`` (default 100,000 and 1,000,000 cases) and loads each one, in a
+fresh child process per path and size:
+
+* ``fast``: ``load_eval(path)``, the public loader, which takes the fast path
+  for a well-formed file (the child checks that it did);
+* ``strict``: ``load_eval_strict(text)`` on the file's text, the strict path
+  every malformed file (and carry-through mode) goes through;
+* ``before`` (only with ``--before DIR``): ``load_eval(path)`` from another
+  source tree, e.g. the commit before the fast path
+  (``git archive <commit> taguru_eval | tar -x -C DIR``).
+
+Each child warms up on the demo file, then times ``--repeats`` loads (median
+wall and CPU seconds); its peak resident set (VmHWM) is reset just before the
+first timed load, so "peak" is the high-water mark while loading and
+"loading +" is that peak minus the resident set just before. The children
+report the number of cases and expected rows and a hash of the expected
+table; all paths must agree.
+
+Targets (issue 15): the fast path at least 10x the strict path, and 100,000
+cases in at most 0.4 s.
+
+    .venv/bin/python benchmarks/loader.py [--sizes 100000,1000000] [--repeats 3]
+        [--before DIR] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from child import print_result, reset_peak, run_child, status_kib
+
+ROOT = Path(__file__).resolve().parents[1]
+PATHS = ("fast", "strict", "before")
+RATIO_TARGET = 10.0
+SECONDS_TARGET_100K = 0.4
+
+
+def child(path_name: str, eval_path: Path, repeats: int, tree: Path) -> None:
+    sys.path.insert(0, str(tree))
+    from taguru_eval.inputs import dataset
+
+    demo = ROOT / "data" / "sake" / "eval.jsonl"
+
+    def load() -> Any:
+        if path_name == "strict":
+            return dataset.load_eval_strict(eval_path.read_bytes().decode("utf-8"), "eval.jsonl")
+        return dataset.load_eval(eval_path, "eval.jsonl")
+
+    if path_name == "fast":
+        took_fast_path = dataset.load_eval_fast(demo.read_bytes(), "demo") is not None
+        if not took_fast_path:
+            raise SystemExit("the demo file did not take the fast path")
+    dataset.load_eval(demo)  # warm up: imports, first Polars calls
+    gc.collect()
+    resident_before = status_kib("VmRSS")
+    peak_reset = reset_peak()
+    seconds: list[float] = []
+    cpu_seconds: list[float] = []
+    loaded: Any = None
+    for _ in range(repeats):
+        loaded = None
+        gc.collect()
+        started, cpu_started = time.perf_counter(), time.process_time()
+        loaded = load()
+        seconds.append(time.perf_counter() - started)
+        cpu_seconds.append(time.process_time() - cpu_started)
+    expected = loaded.expected
+    values = {
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "resident_before_kib": resident_before,
+        "peak_kib": status_kib("VmHWM"),
+        "peak_reset": peak_reset,
+        "cases": len(loaded.cases),
+        "expected_rows": expected.height,
+        "expected_hash": int(expected.hash_rows(seed=15).sum()),
+    }
+    if path_name == "fast":
+        raw = eval_path.read_bytes()
+        values["fast_path_taken"] = dataset.load_eval_fast(raw, "eval.jsonl") is not None
+    print_result(values)
+
+
+def _run_child(path_name: str, eval_path: Path, repeats: int, tree: Path) -> dict[str, Any] | str:
+    arguments = [path_name, str(eval_path), "--repeats", str(repeats), "--tree", str(tree)]
+    return run_child(__file__, arguments)
+
+
+def _mib(kib: int) -> str:
+    return f"{kib / 1024:,.0f} MiB"
+
+
+def _measure(size: int, eval_path: Path, repeats: int, before: Path | None) -> bool:
+    megabytes = eval_path.stat().st_size / 1e6
+    loads = ", ".join(f"{load:.1f}" for load in os.getloadavg())
+    print(
+        f"\n{size:,} cases ({megabytes:,.1f} MB), {repeats} timed load(s) per path "
+        f"(load average {loads}):"
+    )
+    results: dict[str, dict[str, Any]] = {}
+    for path_name in PATHS:
+        if path_name == "before" and before is None:
+            continue
+        tree = before if path_name == "before" and before is not None else ROOT
+        result = _run_child(path_name, eval_path, repeats, tree)
+        if isinstance(result, str):
+            print(f"  {path_name:<7} {result}")
+            continue
+        results[path_name] = result
+        median = statistics.median(result["seconds"])
+        cpu = statistics.median(result["cpu_seconds"])
+        grown = result["peak_kib"] - result["resident_before_kib"]
+        print(
+            f"  {path_name:<7} median {median:7.3f} s (CPU {cpu:6.3f} s; runs "
+            f"{', '.join(f'{s:.3f}' for s in result['seconds'])}); "
+            f"{size / median:>10,.0f} cases/s, {megabytes / median:6.1f} MB/s; "
+            f"peak RSS {_mib(result['peak_kib'])} (loading + {_mib(grown)})"
+            + ("" if result["peak_reset"] else " [peak not reset]")
+        )
+    met = True
+    fast = results.get("fast")
+    if fast is None:
+        return False
+    if not fast.get("fast_path_taken"):
+        print("  the fast path did not answer for this file")
+        met = False
+    digests = {
+        name: (r["cases"], r["expected_rows"], r["expected_hash"]) for name, r in results.items()
+    }
+    if len(set(digests.values())) != 1:
+        print(f"  the paths disagree: {digests}")
+        met = False
+    else:
+        cases, rows, _digest = digests["fast"]
+        print(f"  all paths loaded {cases:,} cases and the same {rows:,}-row expected table")
+    fast_s = statistics.median(fast["seconds"])
+    for name in ("strict", "before"):
+        if name in results:
+            ratio = statistics.median(results[name]["seconds"]) / fast_s
+            cpu_ratio = statistics.median(results[name]["cpu_seconds"]) / statistics.median(
+                fast["cpu_seconds"]
+            )
+            ok = ratio >= RATIO_TARGET
+            met = met and (ok or name == "before")
+            print(
+                f"  fast vs {name}: {ratio:.1f}x wall, {cpu_ratio:.1f}x CPU"
+                + (
+                    f" — target >= {RATIO_TARGET:g}x: {'met' if ok else 'MISSED'}"
+                    if name == "strict"
+                    else ""
+                )
+            )
+    if size == 100_000:
+        ok = fast_s <= SECONDS_TARGET_100K
+        met = met and ok
+        verdict = "met" if ok else "MISSED"
+        print(f"  fast path {fast_s:.3f} s — target <= {SECONDS_TARGET_100K} s: {verdict}")
+    return met
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--before", type=Path, help="a source tree whose load_eval is timed as 'before'"
+    )
+    parser.add_argument("--keep", type=Path, help="write the eval files here and keep them")
+    parser.add_argument("--child", nargs=2, metavar=("PATH", "EVAL"), help=argparse.SUPPRESS)
+    parser.add_argument("--tree", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args.child[0], Path(args.child[1]), args.repeats, args.tree)
+        return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from synthetic import write_eval
+
+    work = args.keep or Path(tempfile.mkdtemp(prefix="loader-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    met = True
+    try:
+        for size in (int(text) for text in args.sizes.split(",")):
+            eval_path = work / f"eval-{size}.jsonl"
+            if not eval_path.exists():
+                write_eval(eval_path, size)
+            met = _measure(size, eval_path, args.repeats, args.before) and met
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

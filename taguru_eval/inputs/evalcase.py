@@ -1,0 +1,301 @@
+"""The loaded eval set: case types, the ``expected`` table built from them (EVALUATE.md §1.6).
+
+Both eval.jsonl loaders produce these types: the strict one builds them field
+by field, the fast one has msgspec decode case lines straight into the entry
+types (:class:`ExpectedSource`, :class:`ExpectedAssociation`,
+:class:`ExpectedCitation` are their own closed-object wire shapes), so the
+two paths cannot drift apart in what a loaded case is.
+
+The ``expected`` table
+----------------------
+:attr:`EvalSet.expected` is a Polars frame with one row per expected item, so
+that matching expectations to what the server returned is a join (its schema
+is :data:`taguru_eval.tables.schemas.EXPECTED`, keyed like the run tables):
+
+==================  ==========  ==========================================================
+column              dtype       meaning
+==================  ==========  ==========================================================
+case_id             String      the case's id (exactly as written)
+case_index          Int32       0-based position of the case in the file
+kind                String      ``source`` | ``concept`` | ``label`` | ``association`` |
+                                ``citation``
+entry_index         Int32       index of the declaring entry in its list
+                                (``expected_sources[i]``, ``expected_concepts[i]`` …)
+item_index          Int32       0-based row number within (case, kind)
+source              String      ``source`` and ``citation`` rows; else null
+paragraph           Int64       ``source`` rows: one listed paragraph, or null when the
+                                entry lists none (any paragraph of the source matches);
+                                ``citation`` rows: the cited paragraph; else null
+relevance           Int64       ``source`` rows only (0..=3); else null
+text                String      ``concept`` / ``label`` rows: the entry as written
+subject             String      ``association`` rows only
+label               String      ``association`` rows only
+object              String      ``association`` rows only
+section_declared    Boolean     ``citation`` rows: whether the ``section`` key was present
+section             String      ``citation`` rows: the declared section; null when absent
+                                *or* declared null — tell them apart with section_declared
+quote               String      ``citation`` rows: the declared quote, or null
+==================  ==========  ==========================================================
+
+An ``expected_sources`` entry with ``paragraphs: [2, 5]`` becomes two rows
+sharing one ``entry_index`` (recall counts one judged item per entry, §4.2, so
+scoring groups by ``entry_index``); a paragraph listed twice in one entry
+yields one row (matching is set membership, §4.1). Rows are ordered by case,
+then kind in the order above, then declaration order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
+from typing import Annotated, Any, Final, TypeVar
+
+import msgspec
+import polars as pl
+
+from taguru_eval._base.jsonstrict import U8_MAX, U32_MAX
+from taguru_eval.contract import DEFAULT_LIMIT
+from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
+
+U8 = Annotated[int, msgspec.Meta(ge=0, le=U8_MAX)]
+U32 = Annotated[int, msgspec.Meta(ge=0, le=U32_MAX)]
+
+Absent = msgspec.UnsetType
+"""The type of :data:`ABSENT` (``isinstance(section, Absent)``)."""
+
+ABSENT: Final = msgspec.UNSET
+"""An expected citation's ``section`` when the key is absent (do not check).
+
+msgspec's own "field not given" marker, so the fast loader keeps absent and
+``null`` apart while decoding."""
+
+SectionExpectation = str | None | Absent
+"""``ABSENT`` = not checked; ``None`` = outside every section; ``str`` = exactly this."""
+
+
+class ExpectedSource(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """One ``expected_sources`` entry; empty ``paragraphs`` = any paragraph."""
+
+    source: str
+    paragraphs: tuple[U32, ...] = ()
+    relevance: U8 = 1
+
+
+class ExpectedAssociation(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """One ``expected_associations`` entry."""
+
+    subject: str
+    label: str
+    object: str
+
+
+class ExpectedCitation(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """One ``expected_citations`` entry (``section`` is three-valued)."""
+
+    source: str
+    paragraph: U32
+    section: SectionExpectation = ABSENT
+    quote: str | None = None
+
+    @property
+    def section_declared(self) -> bool:
+        return self.section is not ABSENT
+
+
+class CaseOptions(msgspec.Struct, frozen=True, gc=False):
+    """A case's ``options`` (``limit`` range-checked later by validate_limits)."""
+
+    limit: int | None = None
+    floor: float | None = None
+    tags: tuple[str, ...] = ()
+    since: int | None = None
+    until: int | None = None
+
+    @property
+    def effective_limit(self) -> int:
+        """``options.limit`` if present, else the default 10 (§1.5)."""
+        return DEFAULT_LIMIT if self.limit is None else self.limit
+
+
+class EvalCase(msgspec.Struct, frozen=True, gc=False):
+    """One loaded case (EVALUATE.md §1.6); ``line`` is its 1-based file line."""
+
+    case_id: str
+    query: str
+    line: int
+    cues: tuple[str, ...] = ()
+    expected_sources: tuple[ExpectedSource, ...] = ()
+    expected_concepts: tuple[str, ...] = ()
+    expected_labels: tuple[str, ...] = ()
+    expected_associations: tuple[ExpectedAssociation, ...] = ()
+    expected_citations: tuple[ExpectedCitation, ...] = ()
+    options: CaseOptions = CaseOptions()
+
+    @property
+    def declares_source_expectation(self) -> bool:
+        """At least one expected source with relevance >= 1."""
+        return any(entry.relevance >= 1 for entry in self.expected_sources)
+
+    @property
+    def has_expectations(self) -> bool:
+        """Any expected_sources or expected_concepts entry (the reference's notion)."""
+        return bool(self.expected_sources or self.expected_concepts)
+
+    @property
+    def runs_structural_lane(self) -> bool:
+        return bool(self.expected_concepts or self.expected_labels or self.expected_associations)
+
+    @property
+    def runs_citation_lane(self) -> bool:
+        return bool(self.expected_citations)
+
+    @property
+    def effective_limit(self) -> int:
+        return self.options.effective_limit
+
+
+EXPECTED_KINDS: Final = ("source", "concept", "label", "association", "citation")
+
+
+@dataclass(frozen=True, eq=False)
+class EvalSet:
+    """A loaded eval.jsonl: header name, cases in file order, the expected table.
+
+    ``label`` is the ``--eval`` argument as given (``inputs.eval.path``);
+    ``name`` the header's name (``inputs.eval.name``). Compared by identity:
+    a DataFrame has no boolean equality.
+    """
+
+    label: str
+    name: str | None
+    cases: list[EvalCase]
+    expected: pl.DataFrame
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def case_ids(self) -> list[str]:
+        return [case.case_id for case in self.cases]
+
+
+# --------------------------------------------------------------------------- expected table
+
+Entry = TypeVar("Entry")
+
+
+def expected_frame(cases: Sequence[EvalCase]) -> pl.DataFrame:
+    """The ``expected`` table of the module docstring for loaded ``cases``.
+
+    Each kind's entries are gathered into columns (one C-level getter per
+    column, never a dict per row); Polars numbers and orders them.
+    """
+
+    def lists(name: str) -> list[Any]:
+        return list(map(attrgetter(name), cases))
+
+    entries = {
+        "source": _source_entries(lists("expected_sources")),
+        "concept": _text_entries(lists("expected_concepts")),
+        "label": _text_entries(lists("expected_labels")),
+        "association": _association_entries(lists("expected_associations")),
+        "citation": _citation_entries(lists("expected_citations")),
+    }
+    return _assemble(entries, pl.Series("case_id", lists("case_id"), dtype=pl.String))
+
+
+def _assemble(entries: dict[str, pl.DataFrame], case_ids: pl.Series) -> pl.DataFrame:
+    """The table from each kind's entry rows (``case_index``, ``entry_index``, values).
+
+    A source entry arrives as one row per listed paragraph (null when it
+    lists none) tagged with ``entry_row``; a paragraph listed twice in one
+    entry becomes one row and source rows are numbered per case. Rows are
+    ordered by case, then kind, then declaration.
+    """
+    parts = []
+    for rank, kind in enumerate(EXPECTED_KINDS):
+        frame = entries[kind].with_columns(
+            kind=pl.lit(kind, pl.String),
+            kind_rank=pl.lit(rank, pl.UInt8),
+            item_index=pl.col("entry_index"),
+        )
+        if kind == "source":
+            frame = frame.filter(pl.struct("entry_row", "paragraph").is_first_distinct())
+            position = pl.int_range(pl.len(), dtype=pl.UInt32)
+            first = pl.when(pl.col("case_index").is_first_distinct()).then(position)
+            frame = frame.with_columns(item_index=position - first.forward_fill())
+        parts.append(frame)
+    # Case first, then kind; a stable sort keeps declaration order within both.
+    order = pl.col("case_index").cast(pl.UInt64) * len(EXPECTED_KINDS) + pl.col("kind_rank")
+    frame = pl.concat(parts, how="diagonal_relaxed").sort(order, maintain_order=True)
+    frame = frame.with_columns(case_id=case_ids.gather(frame["case_index"]))
+    return frame.select(
+        pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype).alias(name)
+        for name, dtype in EXPECTED_SCHEMA.items()
+    )
+
+
+def _flatten(lists: Sequence[Sequence[Entry]]) -> tuple[pl.DataFrame, list[Entry]]:
+    """Every entry of every case's list: (case_index, entry_index) rows, and the entries."""
+    counts = pl.Series("count", list(map(len, lists)), dtype=pl.UInt32)
+    index = (
+        counts.to_frame()
+        .with_row_index("case_index")
+        .select(
+            pl.col("case_index").repeat_by("count").explode(),
+            pl.int_ranges(0, "count", dtype=pl.UInt32).explode().alias("entry_index"),
+        )
+        .drop_nulls()
+    )
+    return index, list(chain.from_iterable(lists))
+
+
+def _fields(entries: Sequence[object], names: tuple[str, ...]) -> list[list[Any]]:
+    """The columns ``names`` over ``entries``, each read by a C-level getter."""
+    return [list(map(attrgetter(name), entries)) for name in names]
+
+
+def _source_entries(lists: Sequence[Sequence[ExpectedSource]]) -> pl.DataFrame:
+    index, entries = _flatten(lists)
+    source, relevance, listed = _fields(entries, ("source", "relevance", "paragraphs"))
+    frame = index.with_columns(
+        entry_row=pl.int_range(pl.len(), dtype=pl.UInt32),
+        source=pl.Series(source, dtype=pl.String),
+        relevance=pl.Series(relevance, dtype=pl.UInt8),
+    )
+    # Entry i spans max(1, len(paragraphs)) rows.
+    spans = pl.Series(list(map(len, listed)), dtype=pl.UInt32).clip(lower_bound=1)
+    rows = frame.select(pl.all().repeat_by(spans).explode()) if len(frame) else frame
+    paragraph = [p for paragraphs in listed for p in (paragraphs or (None,))]
+    return rows.with_columns(paragraph=pl.Series(paragraph, dtype=pl.UInt32))
+
+
+def _text_entries(lists: Sequence[Sequence[str]]) -> pl.DataFrame:
+    index, texts = _flatten(lists)
+    return index.with_columns(text=pl.Series(texts, dtype=pl.String))
+
+
+_ASSOCIATION_PARTS: Final = ("subject", "label", "object")
+
+
+def _association_entries(lists: Sequence[Sequence[ExpectedAssociation]]) -> pl.DataFrame:
+    index, entries = _flatten(lists)
+    columns = _fields(entries, _ASSOCIATION_PARTS)
+    return index.with_columns(
+        pl.Series(part, values, dtype=pl.String)
+        for part, values in zip(_ASSOCIATION_PARTS, columns, strict=True)
+    )
+
+
+def _citation_entries(lists: Sequence[Sequence[ExpectedCitation]]) -> pl.DataFrame:
+    index, entries = _flatten(lists)
+    source, paragraph, section, quote = _fields(
+        entries, ("source", "paragraph", "section", "quote")
+    )
+    return index.with_columns(
+        source=pl.Series(source, dtype=pl.String),
+        paragraph=pl.Series(paragraph, dtype=pl.UInt32),
+        section_declared=pl.Series([s is not ABSENT for s in section], dtype=pl.Boolean),
+        section=pl.Series([None if s is ABSENT else s for s in section], dtype=pl.String),
+        quote=pl.Series(quote, dtype=pl.String),
+    )

@@ -1,0 +1,460 @@
+"""The evidence lane of ``--assembly``: request, strict decoding, hits (EVALUATE.md §7.2, §7.4).
+
+With ``--assembly`` a case's passage lane is one ``POST /contexts/{name}/evidence``
+instead of ``sources/search``. The body is the one taguru's client sends
+(``origins`` = cues or ``[query]``, ``text_fallback_query``, ``search_limit``,
+``semantic_floor``, the resolved ``budget`` and, with ``--rerank``, the
+model); ``tags``/``since``/``until`` cannot be sent.
+
+The answer is decoded as strictly as the reference decodes an
+``EvidencePackage`` (HTTP.md §6.9), by msgspec against structs typed as taguru
+types them: every item (with its payload), citation and omission, the budget
+usage, the six lane plans, selection and reranker must be well-formed;
+unknown keys are ignored and ``kind`` is an open vocabulary (an unknown kind
+is kept; like an association it has no locator of its own). A package whose
+``budget`` is not the budget that was sent, or whose usage exceeds it, is not
+the package that was asked for and fails the lane like a malformed one.
+
+From a package: the scoring hits (each item's own locator, then its
+``citation_refs``, first ``limit`` of them, score 0.0 and no lanes), the
+case's ``budget`` block, the artifact's ``evidence`` block (no payload, no
+text) and the ``evidence_items`` rows. A failed call or an unusable package
+makes both ``passage`` and ``evidence`` failed, with no budget and no rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import msgspec
+
+from taguru_eval._base import jsonstrict as js
+from taguru_eval._base.structs import validation_detail
+from taguru_eval._base.text import truncate_utf8
+from taguru_eval.inputs.dataset import EvalCase
+from taguru_eval.options import Budget
+from taguru_eval.run.client import CallFailure, TaguruClient
+from taguru_eval.tables.shapes import (
+    BudgetLimits,
+    BudgetUsage,
+    CitationRef,
+    EvidenceItem,
+    EvidenceOutcome,
+    EvidenceRow,
+    EvidenceSelection,
+    HitLocator,
+    LaneRank,
+    PassageOutcome,
+    RerankerPlan,
+)
+
+NO_PACKAGE = "response carries no recognizable evidence package ({detail})"
+"""The message of a package that cannot be used (EVALUATE.md §3.7; not truncated)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    """What every evidence call of an ``--assembly`` run sends besides the case:
+    the resolved budget (defaults 40/65536/4000 without ``--max-*``) and the
+    ``--rerank`` model."""
+
+    budget: Budget
+    rerank: str | None = None
+
+
+def evidence_body(case: EvalCase, assembly: Assembly) -> dict[str, object]:
+    """The request body (EVALUATE.md §7.2), keys in the order taguru's client sends them.
+
+    taguru builds it with ``serde_json::json!``, whose objects keep their keys
+    sorted; absent options are JSON ``null``.
+    """
+    budget = assembly.budget
+    body: dict[str, object] = {
+        "budget": {
+            "max_bytes": budget.max_bytes,
+            "max_items": budget.max_items,
+            "max_tokens": budget.max_tokens,
+        },
+        "origins": list(case.cues) if case.cues else [case.query],
+    }
+    if assembly.rerank is not None:
+        body["rerank"] = {"model": assembly.rerank}
+    body["search_limit"] = case.effective_limit
+    body["semantic_floor"] = case.options.floor
+    body["text_fallback_query"] = case.query
+    return body
+
+
+# --------------------------------------------------------------------------- the package
+
+# The structs hold strings, numbers and lists of structs only, so they can never
+# be part of a reference cycle: ``gc=False`` keeps them out of the collector's way.
+# taguru's usize fields, bounded by the run tables' int64 columns (a count beyond
+# 2^63-1 cannot be stored, and no server sends one).
+_USIZE = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+_U32 = Annotated[int, msgspec.Meta(ge=0, le=js.U32_MAX)]
+
+
+class _Ref(msgspec.Struct, frozen=True, gc=False):
+    source: str
+    paragraph: _U32
+
+
+class _LaneRank(msgspec.Struct, frozen=True, gc=False):
+    lane: str
+    rank: _USIZE
+
+
+class _LaneScore(msgspec.Struct, frozen=True, gc=False):
+    rank: _USIZE
+    score: float
+
+
+class _HitLanes(msgspec.Struct, frozen=True, gc=False):
+    bm25: _LaneScore | None = None
+    vector: _LaneScore | None = None
+
+
+class _PassageHit(msgspec.Struct, frozen=True, gc=False):
+    source: str
+    paragraph: _U32
+    score: float
+    text: str
+    lanes: _HitLanes | None = None
+
+
+class _CommunityHit(msgspec.Struct, frozen=True, gc=False):
+    community: str
+    score: float
+    text: str
+    paragraph: _U32
+
+
+class _Attribution(msgspec.Struct, frozen=True, gc=False):
+    source: str
+    weight: float
+    count: _USIZE
+    paragraph: _U32 | None = None
+    section: str | None = None
+
+
+class _Association(msgspec.Struct, frozen=True, gc=False):
+    subject: str
+    label: str
+    object: str
+    weight: float
+    count: _USIZE
+    attributions: list[_Attribution]
+
+
+class _Corroboration(msgspec.Struct, frozen=True, gc=False):
+    sources: list[str]
+    attributions: list[_Ref]
+
+
+class PackageItem(msgspec.Struct, frozen=True, gc=False):
+    """One admitted ``EvidenceItem``; only the locators outlive decoding."""
+
+    candidate_id: str
+    kind: str
+    fused_rank: _USIZE
+    lane_ranks: list[_LaneRank]
+    citation_refs: list[_Ref]
+    bytes: _USIZE
+    estimated_tokens: _USIZE
+    corroboration: _Corroboration | None = None
+    contradicts: list[str] = []
+    association: _Association | None = None
+    passage: _PassageHit | None = None
+    community: _CommunityHit | None = None
+
+    @property
+    def locator(self) -> tuple[str, int] | None:
+        """The item's own ``(source, paragraph)``, from its payload whatever its kind says."""
+        if self.passage is not None:
+            return self.passage.source, self.passage.paragraph
+        if self.community is not None:
+            return f"community:{self.community.community}", self.community.paragraph
+        return None
+
+
+class _Citation(msgspec.Struct, frozen=True, gc=False):
+    text: str
+    source: str
+    section: str | None = None
+
+
+class _CitationEntry(msgspec.Struct, frozen=True, gc=False):
+    source: str
+    paragraph: _U32
+    citation: _Citation
+
+
+class _Limits(msgspec.Struct, frozen=True, gc=False):
+    max_items: _USIZE
+    max_bytes: _USIZE
+    max_tokens: _USIZE
+
+
+class _Usage(msgspec.Struct, frozen=True, gc=False):
+    items_used: _USIZE
+    bytes_used: _USIZE
+    tokens_used: _USIZE
+    limits: _Limits
+
+
+class Omission(msgspec.Struct, frozen=True, gc=False):
+    candidate_id: str
+    kind: str
+    reason: str
+    duplicate_of: str | None = None
+
+
+class _LanePlan(msgspec.Struct, frozen=True, gc=False):
+    ran: bool
+    reason: str | None = None
+    floor: float | None = None
+
+
+class _Lanes(msgspec.Struct, frozen=True, gc=False):
+    resolve: _LanePlan
+    query: _LanePlan
+    activate: _LanePlan
+    passages: _LanePlan
+    communities: _LanePlan
+    citations: _LanePlan
+
+
+class _Selection(msgspec.Struct, frozen=True, gc=False):
+    dedup_dropped: _USIZE
+    contradiction_groups: _USIZE
+    diversity_tier_width: _USIZE
+
+
+class _Reranker(msgspec.Struct, frozen=True, gc=False):
+    configured: bool
+    ran: bool
+    model: str | None = None
+    reason: str | None = None
+
+
+class _Plan(msgspec.Struct, frozen=True, gc=False):
+    lanes: _Lanes
+    selection: _Selection
+    reranker: _Reranker
+
+
+class Package(msgspec.Struct, frozen=True, gc=False):
+    """An ``EvidencePackage`` (HTTP.md §6.9), every part typed as taguru types it."""
+
+    items: list[PackageItem]
+    citations: list[_CitationEntry]
+    budget: _Usage
+    omitted: list[Omission]
+    omitted_total: _USIZE
+    omitted_by_reason: dict[str, _USIZE]
+    plan: _Plan
+
+
+class PackageError(ValueError):
+    """An evidence answer evaluate cannot use; ``detail`` goes into :data:`NO_PACKAGE`."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _check_budget(usage: _Usage, items: int, requested: Budget) -> None:
+    """The package must have been assembled under the budget that was sent."""
+    limits = msgspec.structs.asdict(usage.limits)
+    wanted = requested.to_json()
+    if limits != wanted:
+        shown = ", ".join(f"{key} {value}" for key, value in wanted.items())
+        raise PackageError(f"budget.limits: not the requested budget ({shown})")
+    spent = {
+        "items_used": (usage.items_used, "max_items"),
+        "bytes_used": (usage.bytes_used, "max_bytes"),
+        "tokens_used": (usage.tokens_used, "max_tokens"),
+    }
+    for used, (value, limit) in spent.items():
+        if value > limits[limit]:
+            raise PackageError(
+                f"budget.{used}: {value} exceeds budget.limits.{limit} {limits[limit]}"
+            )
+    if usage.items_used != items:
+        raise PackageError(f"budget.items_used: {usage.items_used} but items holds {items}")
+
+
+def decode_package(payload: object, requested: Budget) -> Package:
+    """The package, or :class:`PackageError` naming the first problem.
+
+    Decoded with msgspec: the field-by-field readers the other lanes use cost
+    about ten times as much per package, which a run at high concurrency
+    would feel beside the HTTP exchange.
+    """
+    try:
+        package = msgspec.convert(payload, Package)
+    except msgspec.ValidationError as exc:
+        raise PackageError(validation_detail(exc)) from None
+    _check_budget(package.budget, len(package.items), requested)
+    return package
+
+
+def usage(package: Package) -> BudgetUsage:
+    """The case's ``budget`` block: the package's usage with its ``omitted_total``."""
+    used, limits = package.budget, package.budget.limits
+    return BudgetUsage(
+        items_used=used.items_used,
+        bytes_used=used.bytes_used,
+        tokens_used=used.tokens_used,
+        limits=BudgetLimits(
+            max_items=limits.max_items, max_bytes=limits.max_bytes, max_tokens=limits.max_tokens
+        ),
+        omitted_total=package.omitted_total,
+    )
+
+
+# --------------------------------------------------------------------------- what a case keeps
+
+
+def hits_from_items(items: list[PackageItem], limit: int) -> list[HitLocator]:
+    """The scoring hits: each item's own locator, then its ``citation_refs``; the
+    first ``limit`` (the case's limit, so both modes score over the same k)."""
+    locators: list[tuple[str, int]] = []
+    for item in items:
+        own = item.locator
+        if own is not None:
+            locators.append(own)
+        locators.extend((ref.source, ref.paragraph) for ref in item.citation_refs)
+        if len(locators) >= limit:
+            break
+    return [
+        HitLocator(source=source, paragraph=paragraph, score=0.0, lanes={})
+        for source, paragraph in locators[:limit]
+    ]
+
+
+def _refs(item: PackageItem) -> list[CitationRef]:
+    return [CitationRef(source=ref.source, paragraph=ref.paragraph) for ref in item.citation_refs]
+
+
+def _artifact_item(item: PackageItem) -> EvidenceItem:
+    """An admitted item as the artifact lists it (the writer orders the keys)."""
+    out = EvidenceItem(
+        candidate_id=item.candidate_id,
+        kind=item.kind,
+        fused_rank=item.fused_rank,
+        citation_refs=_refs(item),
+    )
+    own = item.locator
+    if own is not None:
+        out["source"], out["paragraph"] = own
+    return out
+
+
+def _reranker(plan: _Reranker) -> RerankerPlan:
+    reranker = RerankerPlan(configured=plan.configured, ran=plan.ran)
+    if plan.model is not None:
+        reranker["model"] = plan.model
+    if plan.reason is not None:
+        reranker["reason"] = plan.reason
+    return reranker
+
+
+def evidence_block(package: Package, latency_ms: int) -> EvidenceOutcome:
+    """The case's ``evidence`` block (§7.4): no payload, no lane ranks, no text."""
+    block = EvidenceOutcome(outcome="assembled", latency_ms=latency_ms)
+    block["items"] = [_artifact_item(item) for item in package.items]
+    if package.omitted_by_reason:
+        block["omitted_by_reason"] = dict(sorted(package.omitted_by_reason.items()))
+    selection = package.plan.selection
+    block["selection"] = EvidenceSelection(
+        dedup_dropped=selection.dedup_dropped,
+        contradiction_groups=selection.contradiction_groups,
+        diversity_tier_width=selection.diversity_tier_width,
+    )
+    block["reranker"] = _reranker(package.plan.reranker)
+    return block
+
+
+def evidence_rows(package: Package) -> list[EvidenceRow]:
+    """The ``evidence_items`` rows: admitted items, then the listed omissions."""
+    admitted = [
+        EvidenceRow(
+            candidate_id=item.candidate_id,
+            kind=item.kind,
+            admitted=True,
+            fused_rank=item.fused_rank,
+            source=None if item.locator is None else item.locator[0],
+            paragraph=None if item.locator is None else item.locator[1],
+            lane_ranks=[LaneRank(lane=rank.lane, rank=rank.rank) for rank in item.lane_ranks],
+            citation_refs=_refs(item),
+            omitted_reason=None,
+            duplicate_of=None,
+        )
+        for item in package.items
+    ]
+    omitted = [
+        EvidenceRow(
+            candidate_id=omission.candidate_id,
+            kind=omission.kind,
+            admitted=False,
+            fused_rank=None,
+            source=None,
+            paragraph=None,
+            lane_ranks=None,
+            citation_refs=None,
+            omitted_reason=omission.reason,
+            duplicate_of=omission.duplicate_of,
+        )
+        for omission in package.omitted
+    ]
+    return admitted + omitted
+
+
+@dataclass(frozen=True)
+class EvidenceResult:
+    """One case's evidence lane: what scoring reads and what the artifact and tables keep."""
+
+    passage: PassageOutcome
+    evidence: EvidenceOutcome
+    rows: list[EvidenceRow]
+    budget: BudgetUsage | None
+    http_status: int | None
+
+    @property
+    def message(self) -> str | None:
+        return self.evidence.get("message")
+
+
+def _failed(message: str, latency_ms: int, status: int | None) -> EvidenceResult:
+    return EvidenceResult(
+        passage=PassageOutcome(outcome="failed", message=message, latency_ms=latency_ms),
+        evidence=EvidenceOutcome(outcome="failed", message=message, latency_ms=latency_ms),
+        rows=[],
+        budget=None,
+        http_status=status,
+    )
+
+
+async def evidence_lane(
+    client: TaguruClient, context: str, case: EvalCase, assembly: Assembly
+) -> EvidenceResult:
+    """``POST …/evidence`` for one case; never raises for a server's answer."""
+    try:
+        reply = await client.post(["contexts", context, "evidence"], evidence_body(case, assembly))
+    except CallFailure as failure:
+        return _failed(truncate_utf8(failure.message), failure.latency_ms, failure.status)
+    try:
+        package = decode_package(reply.payload, assembly.budget)
+    except PackageError as exc:
+        return _failed(NO_PACKAGE.format(detail=exc.detail), reply.latency_ms, reply.status)
+    hits = hits_from_items(package.items, case.effective_limit)
+    return EvidenceResult(
+        passage=PassageOutcome(outcome="searched", hits=hits, latency_ms=reply.latency_ms),
+        evidence=evidence_block(package, reply.latency_ms),
+        rows=evidence_rows(package),
+        budget=usage(package),
+        http_status=reply.status,
+    )
