@@ -74,18 +74,28 @@ def run_context(
     )
 
 
+def vector_facts(phase: NetworkPhase) -> VectorFacts:
+    """The embedding identity and passage-vector sidecar the preflight read."""
+    embeddings = phase.preflight.embeddings
+    return VectorFacts(
+        embeddings_read=embeddings is not None,
+        provider_model=None if embeddings is None else embeddings["provider_model"],
+        passages=phase.preflight.passages,
+    )
+
+
 def abstention_extras(
     prepared: PreparedRun, phase: NetworkPhase, tables: RunTables, scores: Scores
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """With ``--must-refuse``: the top-level ``abstention`` block and each
     answerable case's ``answerability`` entry (ABSTENTION.md §3.8)."""
-    embeddings = phase.preflight.embeddings
-    vector = VectorFacts(
-        embeddings_read=embeddings is not None,
-        provider_model=None if embeddings is None else embeddings["provider_model"],
-        passages=phase.preflight.passages,
+    block = abstention_block(
+        prepared.options.refusal_rule,
+        tables,
+        scores.refusal_cases,
+        vector_facts(phase),
+        prepared.must_refuse_warnings,
     )
-    block = abstention_block(prepared.options.refusal_rule, tables, scores.refusal_cases, vector)
     return {"abstention": block}, answerability_entries(scores.cases)
 
 
@@ -141,6 +151,8 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
         tables,
         rerank_requested=options.rerank is not None,
         refusal_rule=options.refusal_rule if must_refuse else None,
+        # The evidence probe judges passage items only where vectors are ready.
+        vectors_ready=vector_facts(phase).passage_vectors == "ready" if options.assembly else None,
     )
     report: GateReport | None = None
     if prepared.thresholds is not None:

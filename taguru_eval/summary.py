@@ -115,7 +115,7 @@ def _budget_lines(prepared: PreparedRun, metrics: Mapping[str, Any]) -> list[str
 
 def _floors_text(floors: list[Any]) -> str:
     if not floors:
-        return "no vector floor (the vector lane did not run)"
+        return "no effective vector floor reported"
     spelled = ", ".join(f"{float(value):g}" for value in floors)
     return f"floor {spelled}" if len(floors) == 1 else f"floors {spelled}"
 
@@ -131,6 +131,14 @@ def _surfaced_detail(entry: Mapping[str, Any]) -> str:
         lanes = hit.get("lanes") or {}
         ranks = ", ".join(f"{lane} rank {lanes[lane]['rank']}" for lane in lanes)
         return f"passage: {hit['source']} paragraph {hit['paragraph']} ({ranks})"
+    evidence = entry.get("evidence") or {}
+    if evidence.get("verdict") == "surfaced":
+        top = evidence.get("top") or []
+        if not top:
+            return f"evidence: {evidence.get('omitted_total', 0)} candidate(s) hidden by the budget"
+        item = top[0]
+        where = f" {item['source']} paragraph {item['paragraph']}" if "source" in item else ""
+        return f"evidence: {item['kind']}{where} ({', '.join(item.get('lanes') or [])})"
     for cue in (entry.get("structural") or {}).get("cues") or []:
         candidates = cue.get("candidates") or []
         if candidates:

@@ -174,6 +174,7 @@ PINNED: dict[str, list[tuple[str, str]]] = {
         ("citation_refs", "list<item: struct<source: string, paragraph: int64>>"),
         ("omitted_reason", "string"),
         ("duplicate_of", "string"),
+        ("population", "string"),
     ],
     "cases": [
         ("run_id", "string"),
@@ -255,6 +256,8 @@ PINNED: dict[str, list[tuple[str, str]]] = {
         ("plan_filter_eligible_sources", "int64"),
         ("plan_filter_total_sources", "int64"),
         ("structural_ran", "bool"),
+        ("evidence_outcome", "string"),
+        ("omitted_total", "int64"),
     ],
     "refusal_cases": [
         ("run_id", "string"),

@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from must_refuse_support import EVAL, MUST_REFUSE, lease_data, write_jsonl
 
 import taguru_eval
 from taguru_eval.artifact.build import dumps
@@ -31,116 +32,16 @@ from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
 from taguru_eval.run.runner import network_phase
 
-CORPUS = {
-    "corpus/rent.md": (
-        "# Rent\n\nRent is due on the first day of each month.\n\n"
-        "A late rent payment incurs a fee of fifty dollars after five days.\n"
-    ),
-    "corpus/repairs.md": (
-        "---\ntags: repairs\n---\n# Repairs\n\n"
-        "The landlord repairs heating and plumbing within seven days of written notice.\n\n"
-        "Tenants may not paint the walls without written consent from the landlord.\n"
-    ),
-    "corpus/deposit.md": (
-        "# Security deposit\n\n"
-        "The security deposit is returned within thirty days after the lease ends.\n"
-    ),
-    "associations.jsonl": json.dumps(
-        {
-            "subject": "Landlord",
-            "label": "repairs",
-            "object": "Heating",
-            "weight": 1.0,
-            "source": "corpus/repairs.md",
-            "paragraph": 1,
-        }
-    )
-    + "\n",
-}
-
-EVAL = [
-    {
-        "case_id": "rent-due",
-        "query": "When is rent due each month?",
-        "expected_sources": [{"source": "corpus/rent.md", "paragraphs": [1], "relevance": 3}],
-    },
-    {
-        # Served by BM25 alone: the semantic rule abstains although the right
-        # paragraph is there (a false refusal with the expected source present).
-        "case_id": "late-fee",
-        "query": "How much is the fee?",
-        "expected_sources": [{"source": "corpus/rent.md", "paragraphs": [2], "relevance": 3}],
-    },
-    {
-        "case_id": "deposit-days",
-        "query": "When is the security deposit returned after the lease ends?",
-        "expected_sources": [{"source": "corpus/deposit.md", "paragraphs": [1], "relevance": 3}],
-    },
-    {"case_id": "no-expectation", "query": "heating"},
-]
-
-MUST_REFUSE = [
-    {
-        "case_id": "mr-volcano",
-        "query": "Which volcano erupted near Reykjavik in 2010?",
-        "kind": "out_of_corpus",
-        "why": "no term in common with the corpus",
-    },
-    {
-        "case_id": "mr-pets",
-        "query": "Are pets allowed in the garden?",
-        "cues": ["pet policy"],
-        "kind": "adjacent",
-        "why": "shares only 'the' with the corpus: BM25 serves it, the vector lane does not",
-    },
-    {
-        "case_id": "mr-insurance",
-        "query": "Does the landlord carry insurance?",
-        "cues": ["landlord insurance"],
-        "kind": "adjacent",
-    },
-    {
-        "case_id": "mr-tagged",
-        "query": "rent",
-        "options": {"tags": ["no-such-tag"]},
-    },
-]
-
-SURFACING = [
-    {
-        "case_id": "mr-deposit-refund",
-        "query": "When is the security deposit returned after the lease ends?",
-        "kind": "out_of_corpus",
-    }
-]
-
 GATE = {
     "taguru_evaluate_thresholds": 1,
     "aggregate": {"abstention.out_of_corpus.refusal_rate": {"min": 1.0}},
 }
 
 
-def _jsonl(path: Path, header: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    lines = [json.dumps(header), *(json.dumps(row, ensure_ascii=False) for row in rows)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return str(path)
-
-
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("must-refuse")
-    for context, meta in (("lease", {}), ("lease-vec", {"vector_lane": True})):
-        for relative, text in CORPUS.items():
-            target = root / "data" / context / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        (root / "data" / context / "context.json").write_text(
-            json.dumps({"description": context, **meta}), encoding="utf-8"
-        )
-    _jsonl(root / "eval.jsonl", {"taguru_eval": 1, "name": "lease"}, EVAL)
-    _jsonl(root / "mr.jsonl", {"taguru_eval_must_refuse": 1, "name": "lease mr"}, MUST_REFUSE)
-    _jsonl(root / "surfacing.jsonl", {"taguru_eval_must_refuse": 1}, SURFACING)
-    _jsonl(root / "clean.jsonl", {"taguru_eval_must_refuse": 1}, MUST_REFUSE[:1])
+    lease_data(root)
     (root / "gate.json").write_text(json.dumps(GATE), encoding="utf-8")
     return root
 
@@ -425,7 +326,7 @@ def test_bad_inputs_exit_2_before_any_network(
     work: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     nowhere = "http://127.0.0.1:9"  # a network call would be exit 1, not 2
-    clash = _jsonl(
+    clash = write_jsonl(
         tmp_path / "clash.jsonl",
         {"taguru_eval_must_refuse": 1},
         [{"case_id": "late-fee", "query": "q"}],

@@ -13,7 +13,10 @@ import pytest
 
 from taguru_eval.gate import evaluate_gate
 from taguru_eval.inputs.thresholds import Bound, Thresholds
+from taguru_eval.options import RefusalRule
 from taguru_eval.score.abstention import (
+    ProbeRule,
+    evidence_rule,
     membership,
     membership_metrics,
     passage_rule,
@@ -178,7 +181,7 @@ def test_case_verdicts_are_an_and_over_the_probes() -> None:
         # A surfacing passage probe wins over a failed cue.
         "vector-hit": [(None, "boom")],
     }
-    frame = refusal_cases(tables(cues=cues), "semantic")
+    frame = refusal_cases(tables(cues=cues), ProbeRule("semantic"))
     by_case = {row["case_id"]: row for row in frame.iter_rows(named=True)}
     assert (by_case["empty"]["verdict"], by_case["empty"]["surfaced_by"]) == (
         "surfaced",
@@ -225,7 +228,7 @@ def answerable(rows: list[tuple[str, str | None, bool | None, bool | None]]) -> 
 
 def test_every_metric_has_its_own_denominator() -> None:
     kinds = {"bm25-only": "adjacent", "vector-hit": "adjacent", "empty": "out_of_corpus"}
-    refusals = refusal_cases(tables(kinds=kinds), "semantic")
+    refusals = refusal_cases(tables(kinds=kinds), ProbeRule("semantic"))
     cases = answerable(
         [
             ("a", "surfaced", True, True),
@@ -265,7 +268,7 @@ def test_every_metric_has_its_own_denominator() -> None:
 
 
 def test_empty_populations_are_null_never_zero() -> None:
-    empty = refusal_cases(RunTables.from_frames("r", {}), "semantic")
+    empty = refusal_cases(RunTables.from_frames("r", {}), ProbeRule("semantic"))
     metrics = membership_metrics(membership(empty, answerable([])))
     assert metrics["abstention.false_answers"] == {"value": None, "n": 0}
     assert metrics["abstention.refusal_rate"] == {"value": None, "n": 0, "numerator": None}
@@ -302,3 +305,108 @@ def test_a_violated_bound_names_the_cases_behind_it(bound: Bound, expected: str)
     side = "min" if bound.min is not None else "max"
     threshold = bound.min if bound.min is not None else bound.max
     assert violation.reason == f"{1 / 13:.6f} {operator} {side} {threshold:.6f}{expected}"
+
+
+# case -> (evidence_outcome, omitted_total, admitted (kind, lanes) items, http_status)
+PACKAGES: dict[str, tuple[Any, ...]] = {
+    # max_items: 0 — 200, an empty package, every candidate counted as omitted.
+    "max-items-zero": ("assembled", 5, [], 200),
+    "empty-pool": ("assembled", 0, [], 200),
+    "bm25-passage": ("assembled", 0, [("passage", ["passage_bm25"])], 200),
+    "vector-passage": ("assembled", 0, [("passage", ["passage_fused"])], 200),
+    "association": ("assembled", 0, [("association", ["graph_activate"])], 200),
+    "broken": ("failed", None, [], 200),
+}
+
+
+def evidence_inputs() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    cases = list(PACKAGES)
+    outcomes = pl.DataFrame(
+        {
+            "case_index": list(range(len(cases))),
+            "evidence_outcome": [PACKAGES[case][0] for case in cases],
+            "omitted_total": [PACKAGES[case][1] for case in cases],
+        },
+        schema={"case_index": pl.Int32, "evidence_outcome": pl.String, "omitted_total": pl.Int64},
+    )
+    items = pl.DataFrame(
+        [
+            {
+                "case_index": index,
+                "kind": kind,
+                "admitted": True,
+                "lane_ranks": [{"lane": lane, "rank": 1} for lane in lanes],
+            }
+            for index, case in enumerate(cases)
+            for kind, lanes in PACKAGES[case][2]
+        ],
+        schema={
+            "case_index": pl.Int32,
+            "kind": pl.String,
+            "admitted": pl.Boolean,
+            "lane_ranks": pl.List(pl.Struct({"lane": pl.String, "rank": pl.Int64})),
+        },
+    )
+    calls = pl.DataFrame(
+        {
+            "case_index": list(range(len(cases))),
+            "lane": ["evidence"] * len(cases),
+            "http_status": [PACKAGES[case][3] for case in cases],
+        },
+        schema={"case_index": pl.Int32, "lane": pl.String, "http_status": pl.Int32},
+    )
+    return outcomes, items, calls
+
+
+@pytest.mark.parametrize(
+    ("rule", "ready", "expected"),
+    [
+        (
+            "semantic",
+            True,
+            {
+                "max-items-zero": ("undetermined", "budget_omitted"),
+                "empty-pool": ("abstained", None),
+                "bm25-passage": ("abstained", None),
+                "vector-passage": ("surfaced", "evidence_vector_passage"),
+                "association": ("surfaced", "evidence_graph_item"),
+                "broken": ("failed", "unparseable_response"),
+            },
+        ),
+        (
+            "semantic",
+            False,
+            {
+                "max-items-zero": ("undetermined", "passage_vectors_not_ready"),
+                "empty-pool": ("undetermined", "passage_vectors_not_ready"),
+                "bm25-passage": ("undetermined", "passage_vectors_not_ready"),
+                "vector-passage": ("surfaced", "evidence_vector_passage"),
+                "association": ("surfaced", "evidence_graph_item"),
+                "broken": ("failed", "unparseable_response"),
+            },
+        ),
+        (
+            "any",
+            True,
+            {
+                "max-items-zero": ("surfaced", "budget_hid"),
+                "empty-pool": ("abstained", None),
+                "bm25-passage": ("surfaced", "evidence_item"),
+                "vector-passage": ("surfaced", "evidence_item"),
+                "association": ("surfaced", "evidence_item"),
+                "broken": ("failed", "unparseable_response"),
+            },
+        ),
+    ],
+)
+def test_the_evidence_rule_and_max_items_zero(
+    rule: RefusalRule, ready: bool, expected: dict[str, tuple[str, str | None]]
+) -> None:
+    outcomes, items, calls = evidence_inputs()
+    frame = evidence_rule(outcomes, items, calls, rule, ready)
+    cases = list(PACKAGES)
+    got = {
+        cases[index]: (v, r)
+        for index, v, r in frame.select("case_index", "verdict", "reason").iter_rows()
+    }
+    assert got == expected

@@ -25,6 +25,7 @@ from taguru_eval._base.text import F32
 from taguru_eval.artifact.layout import get_path
 from taguru_eval.run.preflight import PassageSidecar
 from taguru_eval.score.abstention import (
+    PASSAGE_VECTORS_NOT_READY,
     SURFACED,
     UNDETERMINED,
     VECTOR_LANE_NOT_RUN,
@@ -145,9 +146,54 @@ def _passage_entry(lane: Mapping[str, Any], verdict: Mapping[str, Any], top: lis
     return entry
 
 
+def _top_items(items: pl.DataFrame) -> dict[int, list[dict[str, Any]]]:
+    """The first admitted items of each evidence probe: kind, locator, lanes."""
+    top: dict[int, list[dict[str, Any]]] = {}
+    admitted = items.filter(pl.col("admitted").fill_null(False)).sort("case_index", "item_index")
+    for row in admitted.iter_rows(named=True):
+        listed = top.setdefault(row["case_index"], [])
+        if len(listed) >= TOP_LIMIT:
+            continue
+        item: dict[str, Any] = {"kind": row["kind"]}
+        if row["source"] is not None:
+            item["source"] = row["source"]
+            item["paragraph"] = row["paragraph"]
+        item["lanes"] = [rank["lane"] for rank in row["lane_ranks"] or []]
+        listed.append(item)
+    return top
+
+
+def _evidence_entry(lane: Mapping[str, Any], verdict: Mapping[str, Any], top: list[Any]) -> Any:
+    if lane["evidence_outcome"] != "assembled":
+        return {
+            "outcome": lane["evidence_outcome"] or lane["passage_outcome"],
+            "verdict": verdict["passage_verdict"],
+            "reason": verdict["passage_reason"],
+            "message": lane["passage_message"] or "",
+            "latency_ms": lane["passage_latency_ms"],
+        }
+    omitted = lane["omitted_total"] or 0
+    entry: dict[str, Any] = {"outcome": "assembled", "verdict": verdict["passage_verdict"]}
+    if verdict["passage_reason"] is not None:
+        entry["reason"] = verdict["passage_reason"]
+    entry["limit"] = lane["limit"]
+    entry["items_admitted"] = verdict["hits_served"]
+    entry["vector_passages"] = verdict["vector_hits"]
+    entry["bm25_only_passages"] = verdict["bm25_only_hits"]
+    entry["omitted_total"] = omitted
+    entry["budget_hid"] = omitted > 0
+    entry["top"] = top
+    entry["top_truncated"] = max(verdict["hits_served"] - len(top), 0)
+    entry["latency_ms"] = lane["passage_latency_ms"]
+    return entry
+
+
 def abstention_cases(must_refuse: RunTables, refusals: pl.DataFrame) -> list[dict[str, Any]]:
-    """The block's ``cases``: one entry per must-refuse case, in file order."""
+    """The block's ``cases``: one entry per must-refuse case, in file order; the
+    passage probe's detail under ``passage``, or the evidence probe's under
+    ``evidence`` (``--assembly``)."""
     top = _top_hits(must_refuse.hits)
+    items = _top_items(must_refuse.evidence_items)
     cues = _cue_entries(must_refuse.resolutions)
     verdicts = {row["case_index"]: row for row in refusals.iter_rows(named=True)}
     entries: list[dict[str, Any]] = []
@@ -160,7 +206,10 @@ def abstention_cases(must_refuse: RunTables, refusals: pl.DataFrame) -> list[dic
         entry["verdict"] = verdict["verdict"]
         if verdict["reason"] is not None:
             entry["reason"] = verdict["reason"]
-        entry["passage"] = _passage_entry(lane, verdict, top.get(lane["case_index"], []))
+        if lane["evidence_outcome"] is None:
+            entry["passage"] = _passage_entry(lane, verdict, top.get(lane["case_index"], []))
+        else:
+            entry["evidence"] = _evidence_entry(lane, verdict, items.get(lane["case_index"], []))
         if verdict["structural_verdict"] is not None:
             structural: dict[str, Any] = {"verdict": verdict["structural_verdict"]}
             if verdict["structural_reason"] is not None:
@@ -171,6 +220,13 @@ def abstention_cases(must_refuse: RunTables, refusals: pl.DataFrame) -> list[dic
     return entries
 
 
+ASSEMBLY_CAVEAT: Final = (
+    "under --assembly the evidence probe cannot see a per-call query-embedding failure "
+    "(the package's passages plan carries no vector status): the gate is recommended in "
+    "baseline mode"
+)
+
+
 def abstention_warnings(
     rule: str,
     must_refuse: RunTables,
@@ -179,6 +235,15 @@ def abstention_warnings(
 ) -> list[str]:
     """The block's ``warnings`` (also printed on stderr): what limits the claim."""
     warnings: list[str] = []
+    if must_refuse.refusal_lanes.get_column("evidence_outcome").is_not_null().any():
+        warnings.append(ASSEMBLY_CAVEAT)
+        not_ready = refusals.filter(pl.col("passage_reason") == PASSAGE_VECTORS_NOT_READY)
+        if not_ready.height:
+            warnings.append(
+                "the embeddings status shows no ready passage vectors: "
+                f"{not_ready.height} evidence probe(s) cannot judge their passage items and "
+                "are undetermined"
+            )
     not_run = refusals.filter(pl.col("passage_reason") == VECTOR_LANE_NOT_RUN)
     if rule == "semantic" and not_run.height:
         reasons = (
@@ -211,18 +276,23 @@ def abstention_warnings(
 
 
 def abstention_block(
-    rule: str, tables: RunTables, refusals: pl.DataFrame, vector: VectorFacts
+    rule: str,
+    tables: RunTables,
+    refusals: pl.DataFrame,
+    vector: VectorFacts,
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The top-level ``abstention`` block (§3.8), keys in the spec's order.
 
     ``tables`` are the whole run's tables (both populations): the effective
-    floors are those of every passage lane of the run.
+    floors are those of every passage lane of the run. ``notes`` are warnings
+    found before the run (a must-refuse filter ``--assembly`` cannot send).
     """
     must_refuse = tables.of_population(POPULATION_MUST_REFUSE)
     floors = effective_floors(
         tables.of_population(POPULATION_EVAL).case_lanes, tables.refusal_lanes
     )
-    warnings = abstention_warnings(rule, must_refuse, refusals, floors)
+    warnings = [*notes, *abstention_warnings(rule, must_refuse, refusals, floors)]
     tally = dict.fromkeys(VERDICTS, 0)
     for verdict, count in refusals.group_by("verdict").len().iter_rows():
         tally[verdict] = count
@@ -273,7 +343,8 @@ def refusal_frames_from_block(
     lanes: list[dict[str, Any]] = []
     verdicts: list[dict[str, Any]] = []
     for index, entry in enumerate(entries):
-        passage = get_path(entry, "passage") or {}
+        evidence = get_path(entry, "evidence")
+        passage = evidence if isinstance(evidence, Mapping) else get_path(entry, "passage") or {}
         structural = get_path(entry, "structural")
         cues = list(get_path(structural, "cues") or [])
         lanes.append(
@@ -289,17 +360,19 @@ def refusal_frames_from_block(
                 "passage_outcome": passage.get("outcome"),
                 "passage_message": passage.get("message"),
                 "passage_latency_ms": passage.get("latency_ms"),
-                "hit_count": passage.get("hits_served"),
+                "hit_count": passage.get("hits_served", passage.get("items_admitted")),
                 "plan_vector_ran": passage.get("vector_ran"),
                 "plan_vector_reason": passage.get("vector_reason"),
                 "plan_vector_floor": passage.get("floor"),
                 "structural_ran": structural is not None,
+                "evidence_outcome": None if evidence is None else passage.get("outcome"),
+                "omitted_total": passage.get("omitted_total"),
             }
         )
         passage_verdict = passage.get("verdict")
         structural_verdict = get_path(structural, "verdict")
         surfaced_by = (
-            "passage"
+            ("passage" if evidence is None else "evidence")
             if passage_verdict == SURFACED
             else "structural"
             if structural_verdict == SURFACED
@@ -316,9 +389,9 @@ def refusal_frames_from_block(
                 "surfaced_by": surfaced_by,
                 "passage_verdict": passage_verdict,
                 "passage_reason": passage.get("reason"),
-                "hits_served": passage.get("hits_served"),
-                "vector_hits": passage.get("vector_hits"),
-                "bm25_only_hits": passage.get("bm25_only_hits"),
+                "hits_served": passage.get("hits_served", passage.get("items_admitted")),
+                "vector_hits": passage.get("vector_hits", passage.get("vector_passages")),
+                "bm25_only_hits": passage.get("bm25_only_hits", passage.get("bm25_only_passages")),
                 "structural_verdict": structural_verdict,
                 "structural_reason": get_path(structural, "reason"),
                 "cues_surfaced": sum(1 for cue in cues if get_path(cue, "candidates"))

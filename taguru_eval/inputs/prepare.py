@@ -44,7 +44,8 @@ class PreparedRun:
     """A run whose inputs are all valid; nothing here has touched the network.
 
     ``warnings`` are the texts (without the ``taguru: evaluate: `` prefix) that
-    go into the artifact's ``warnings`` list. ``token`` (the one sent) and
+    go into the artifact's ``warnings`` list; ``must_refuse_warnings`` those
+    that go into its ``abstention`` block. ``token`` (the one sent) and
     ``secrets`` (every configured token, redacted from whatever the server
     says) are excluded from ``repr`` so they cannot leak into a log line.
     ``proxies`` are the proxy settings of the environment (after ``--config``).
@@ -57,6 +58,7 @@ class PreparedRun:
     masked_url: str
     warnings: tuple[str, ...] = ()
     must_refuse: MustRefuseSet | None = None
+    must_refuse_warnings: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
     secrets: tuple[str, ...] = field(default=(), repr=False)
     proxies: ProxyConfig = field(default_factory=ProxyConfig)
@@ -66,10 +68,12 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def assembly_warnings(eval_set: EvalSet) -> list[str]:
-    """§2.3 step 4: one text per case whose tags/since/until ``--assembly`` cannot apply."""
+def assembly_warnings(eval_set: EvalSet | MustRefuseSet) -> list[str]:
+    """§2.3 step 4: one text per case whose tags/since/until ``--assembly`` cannot
+    apply (an eval case, or a must-refuse case: ABSTENTION.md §3.2)."""
+    prefix = "must-refuse " if isinstance(eval_set, MustRefuseSet) else ""
     return [
-        ASSEMBLY_FILTER_WARNING.format(case_id=case.case_id)
+        prefix + ASSEMBLY_FILTER_WARNING.format(case_id=case.case_id)
         for case in eval_set.cases
         if case.options.tags or case.options.since is not None or case.options.until is not None
     ]
@@ -121,6 +125,11 @@ def prepare_run(
         if options.must_refuse is None
         else load_must_refuse(options.must_refuse, eval_set.case_ids)
     )
+    must_refuse_warnings: list[str] = []
+    if must_refuse is not None and options.assembly:
+        for warning in assembly_warnings(must_refuse):
+            stderr(one_line(f"{PREFIX}{warning}"))
+            must_refuse_warnings.append(warning)
     thresholds = (
         None
         if options.thresholds is None
@@ -136,6 +145,7 @@ def prepare_run(
         masked_url=mask_url(base_url),
         warnings=tuple(warnings),
         must_refuse=must_refuse,
+        must_refuse_warnings=tuple(must_refuse_warnings),
         token=resolve_token(resolved_env),
         secrets=resolve_secrets(resolved_env),
         proxies=proxy_config(resolved_env),

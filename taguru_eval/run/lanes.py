@@ -117,14 +117,7 @@ async def run_case(
         passage, usage = await passage_lane(client, context, case, recorder, budget)
     else:
         evidence = await evidence_lane(client, context, case, assembly)
-        recorder.add(
-            lane="evidence",
-            endpoint=contract.EVIDENCE,
-            outcome=evidence.evidence["outcome"],
-            latency_ms=evidence.evidence["latency_ms"],
-            http_status=evidence.http_status,
-            error=evidence.message,
-        )
+        record_evidence_call(recorder, evidence)
         passage, usage = evidence.passage, evidence.budget
     structural = (
         await structural_lane(client, context, case, recorder)
@@ -152,6 +145,18 @@ async def run_case(
     if usage is not None:
         output["budget"] = usage
     return output
+
+
+def record_evidence_call(recorder: CallRecorder, evidence: EvidenceResult) -> None:
+    """The one ``calls`` row of an evidence lane call (eval case or must-refuse probe)."""
+    recorder.add(
+        lane="evidence",
+        endpoint=contract.EVIDENCE,
+        outcome=evidence.evidence["outcome"],
+        latency_ms=evidence.evidence["latency_ms"],
+        http_status=evidence.http_status,
+        error=evidence.message,
+    )
 
 
 # --------------------------------------------------------------------------- passage lane

@@ -110,7 +110,8 @@ async def network_phase(
                 options.context,
                 prepared.must_refuse.cases,
                 options.concurrency,
-                budget=options.budget if options.budget_given else None,
+                budget=options.budget if options.budget_given and not options.assembly else None,
+                assembly=Assembly(options.budget, options.rerank) if options.assembly else None,
             )
         )
         after = await read_context_after(client, options.context)

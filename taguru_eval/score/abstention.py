@@ -44,6 +44,17 @@ PASSAGE_VECTOR_HIT: Final = "passage_vector_hit"
 PASSAGE_HIT: Final = "passage_hit"
 STRUCTURAL_CANDIDATE: Final = "structural_candidate"
 RESOLVE_FAILED: Final = "resolve_failed"
+EVIDENCE_GRAPH_ITEM: Final = "evidence_graph_item"
+EVIDENCE_VECTOR_PASSAGE: Final = "evidence_vector_passage"
+EVIDENCE_ITEM: Final = "evidence_item"
+BUDGET_HID: Final = "budget_hid"
+BUDGET_OMITTED: Final = "budget_omitted"
+PASSAGE_VECTORS_NOT_READY: Final = "passage_vectors_not_ready"
+
+VECTOR_EVIDENCE_LANES: Final = ("passage_vector", "passage_fused")
+"""The lane taguru gives an evidence passage whose hit carries ``lanes.vector``
+(HTTP.md §6.9, §8.1): only vector, or both lanes."""
+GRAPH_ITEM_KINDS: Final = ("association", "community")
 
 MEMBERSHIP_SCHEMA: Final = {
     "metric": pl.String,
@@ -77,11 +88,7 @@ def passage_rule(
         pl.len().cast(pl.Int64).alias("hits_served"),
         pl.col("vector_rank").is_not_null().sum().cast(pl.Int64).alias("vector_hits"),
     )
-    passage_status = (
-        calls.filter(pl.col("lane") == "passage")
-        .group_by("case_index")
-        .agg(pl.col("http_status").last().alias("passage_http_status"))
-    )
+    passage_status = _call_status(calls, "passage")
     frame = (
         lanes.select(
             "case_index",
@@ -95,12 +102,7 @@ def passage_rule(
         .join(passage_status, on="case_index", how="left")
         .with_columns(pl.col("hits_served", "vector_hits").fill_null(0))
     )
-    status = pl.col("passage_http_status")
-    failed_reason = (
-        pl.when(status.is_between(200, 299))
-        .then(_text(UNPARSEABLE_RESPONSE))
-        .otherwise(_text(REQUEST_FAILED))
-    )
+    failed_reason = _failed_reason(pl.col("passage_http_status"))
     surfaces = pl.col("vector_hits") > 0 if rule == "semantic" else pl.col("hits_served") > 0
     surfaced_reason = PASSAGE_VECTOR_HIT if rule == "semantic" else PASSAGE_HIT
     vector_ran = pl.col("plan_vector_ran").fill_null(False)
@@ -131,6 +133,128 @@ def passage_rule(
         "vector_hits",
         (pl.col("hits_served") - pl.col("vector_hits")).alias("bm25_only_hits"),
     )
+
+
+def _call_status(calls: pl.DataFrame, lane: str) -> pl.DataFrame:
+    """``case_index`` -> the HTTP status of the case's ``lane`` call."""
+    return (
+        calls.filter(pl.col("lane") == lane)
+        .group_by("case_index")
+        .agg(pl.col("http_status").last().alias("passage_http_status"))
+    )
+
+
+def _failed_reason(status: pl.Expr) -> pl.Expr:
+    """A 2xx answer that could not be used, or a request that failed."""
+    return (
+        pl.when(status.is_between(200, 299))
+        .then(_text(UNPARSEABLE_RESPONSE))
+        .otherwise(_text(REQUEST_FAILED))
+    )
+
+
+def evidence_rule(
+    outcomes: pl.DataFrame,
+    items: pl.DataFrame,
+    calls: pl.DataFrame,
+    rule: RefusalRule,
+    vectors_ready: bool,
+) -> pl.DataFrame:
+    """The evidence-probe verdict of each row of ``outcomes`` (§3.5, ``--assembly``).
+
+    ``outcomes`` has ``case_index``, ``evidence_outcome`` and the package's
+    ``omitted_total``; ``items`` the same population's ``evidence_items``
+    rows; ``vectors_ready`` is whether the embeddings status showed ready
+    passage vectors. Under ``semantic`` an admitted association or community
+    item, or an admitted passage item with vector evidence, surfaces; a
+    package the budget cut (``omitted_total > 0``) or a server without ready
+    passage vectors cannot judge. Under ``any`` any admitted item surfaces, and
+    so does a budget that hid candidates (``budget_hid``): ``max_items: 0``
+    is never an abstention. Same columns as :func:`passage_rule`
+    (``hits_served`` counts admitted items).
+    """
+    admitted = items.filter(pl.col("admitted").fill_null(False))
+    vector_lane = (
+        pl.col("lane_ranks")
+        .list.eval(pl.element().struct.field("lane").is_in(VECTOR_EVIDENCE_LANES))
+        .list.any()
+        .fill_null(False)
+    )
+    passage = pl.col("kind") == "passage"
+    counts = admitted.group_by("case_index").agg(
+        pl.len().cast(pl.Int64).alias("hits_served"),
+        (passage & vector_lane).sum().cast(pl.Int64).alias("vector_hits"),
+        (passage & ~vector_lane).sum().cast(pl.Int64).alias("bm25_only_hits"),
+        pl.col("kind").is_in(GRAPH_ITEM_KINDS).sum().cast(pl.Int64).alias("graph_items"),
+    )
+    frame = (
+        outcomes.select("case_index", "evidence_outcome", "omitted_total")
+        .join(counts, on="case_index", how="left")
+        .join(_call_status(calls, "evidence"), on="case_index", how="left")
+        .with_columns(
+            pl.col("hits_served", "vector_hits", "bm25_only_hits", "graph_items").fill_null(0),
+            pl.col("omitted_total").fill_null(0),
+        )
+    )
+    omitted = pl.col("omitted_total") > 0
+    outcome: Any = pl.when(pl.col("evidence_outcome") != "assembled").then(
+        pl.struct(verdict=_text(FAILED), reason=_failed_reason(pl.col("passage_http_status")))
+    )
+    if rule == "semantic":
+        outcome = (
+            outcome.when(pl.col("graph_items") > 0)
+            .then(pl.struct(verdict=_text(SURFACED), reason=_text(EVIDENCE_GRAPH_ITEM)))
+            .when(pl.col("vector_hits") > 0)
+            .then(pl.struct(verdict=_text(SURFACED), reason=_text(EVIDENCE_VECTOR_PASSAGE)))
+            .when(pl.lit(not vectors_ready))
+            .then(pl.struct(verdict=_text(UNDETERMINED), reason=_text(PASSAGE_VECTORS_NOT_READY)))
+            .when(omitted)
+            .then(pl.struct(verdict=_text(UNDETERMINED), reason=_text(BUDGET_OMITTED)))
+        )
+    else:
+        outcome = (
+            outcome.when(pl.col("hits_served") > 0)
+            .then(pl.struct(verdict=_text(SURFACED), reason=_text(EVIDENCE_ITEM)))
+            .when(omitted)
+            .then(pl.struct(verdict=_text(SURFACED), reason=_text(BUDGET_HID)))
+        )
+    outcome = outcome.otherwise(pl.struct(verdict=_text(ABSTAINED), reason=_text(None)))
+    return frame.select(
+        "case_index",
+        outcome.struct.field("verdict").alias("verdict"),
+        outcome.struct.field("reason").alias("reason"),
+        "hits_served",
+        "vector_hits",
+        "bm25_only_hits",
+    )
+
+
+@dataclass(frozen=True)
+class ProbeRule:
+    """How a run's passage-side probes are judged: ``--refusal-rule``, and under
+    ``--assembly`` the evidence rule with the run's passage-vector readiness
+    (``vectors_ready`` None: baseline, the passage rule)."""
+
+    rule: RefusalRule
+    vectors_ready: bool | None = None
+
+    def judge(
+        self,
+        lanes: pl.DataFrame,
+        tables: RunTables,
+        *,
+        omitted_total: str = "omitted_total",
+    ) -> pl.DataFrame:
+        """The passage- or evidence-probe verdicts of ``lanes`` (one population's
+        lane table) over ``tables`` (the same population's rows)."""
+        if self.vectors_ready is None:
+            return passage_rule(lanes, tables.hits, tables.calls, self.rule)
+        outcomes = lanes.select(
+            "case_index", "evidence_outcome", pl.col(omitted_total).alias("omitted_total")
+        )
+        return evidence_rule(
+            outcomes, tables.evidence_items, tables.calls, self.rule, self.vectors_ready
+        )
 
 
 def structural_rule(lanes: pl.DataFrame, resolutions: pl.DataFrame) -> pl.DataFrame:
@@ -165,7 +289,7 @@ def structural_rule(lanes: pl.DataFrame, resolutions: pl.DataFrame) -> pl.DataFr
     )
 
 
-def refusal_cases(must_refuse: RunTables, rule: RefusalRule) -> pl.DataFrame:
+def refusal_cases(must_refuse: RunTables, rule: ProbeRule) -> pl.DataFrame:
     """The ``refusal_cases`` table: one row per must-refuse case with its verdicts.
 
     ``must_refuse`` holds the must-refuse population's rows
@@ -174,7 +298,8 @@ def refusal_cases(must_refuse: RunTables, rule: RefusalRule) -> pl.DataFrame:
     undetermined if any could not judge, else abstained.
     """
     lanes = must_refuse.refusal_lanes
-    passage = passage_rule(lanes, must_refuse.hits, must_refuse.calls, rule).rename(
+    probe = "passage" if rule.vectors_ready is None else "evidence"
+    passage = rule.judge(lanes, must_refuse).rename(
         {"verdict": "passage_verdict", "reason": "passage_reason"}
     )
     structural = structural_rule(lanes, must_refuse.resolutions)
@@ -186,7 +311,7 @@ def refusal_cases(must_refuse: RunTables, rule: RefusalRule) -> pl.DataFrame:
     p_verdict, s_verdict = pl.col("passage_verdict"), pl.col("structural_verdict")
     outcome = (
         pl.when(p_verdict == SURFACED)
-        .then(pl.struct(verdict=_text(SURFACED), reason="passage_reason", by=_text("passage")))
+        .then(pl.struct(verdict=_text(SURFACED), reason="passage_reason", by=_text(probe)))
         .when(s_verdict == SURFACED)
         .then(
             pl.struct(verdict=_text(SURFACED), reason="structural_reason", by=_text("structural"))
@@ -213,17 +338,18 @@ def offered(verdict: pl.Expr) -> pl.Expr:
     return pl.when(verdict.is_in(DETERMINATE)).then(verdict == SURFACED)
 
 
-def answerability(cases: pl.DataFrame, eval_tables: RunTables, rule: RefusalRule) -> pl.DataFrame:
+def answerability(cases: pl.DataFrame, eval_tables: RunTables, rule: ProbeRule) -> pl.DataFrame:
     """``cases`` with its answerability columns filled (§3.7).
 
     The answerable population is the recall population: a case with a recall
     block (a declared relevant source and a completed passage lane). Each gets
-    the passage rule over its own served hits; ``offered`` is "did not
+    the must-refuse probes' rule over its own served hits (under ``--assembly``
+    its own evidence package); ``offered`` is "did not
     abstain" for a determinate verdict (null otherwise) and ``supported`` is
     "the served hits matched an expected source".
     """
-    verdicts = passage_rule(
-        eval_tables.case_lanes, eval_tables.hits, eval_tables.calls, rule
+    verdicts = rule.judge(
+        eval_tables.case_lanes, eval_tables, omitted_total="budget_omitted_total"
     ).select(
         "case_index",
         pl.col("verdict").alias("_verdict"),

@@ -15,6 +15,7 @@ from taguru_eval.catalog import CATALOG, MUST_REFUSE_CATALOG, Catalog
 from taguru_eval.options import RefusalRule
 from taguru_eval.score.abstention import (
     MEMBERSHIP_SCHEMA,
+    ProbeRule,
     answerability,
     membership,
     membership_metrics,
@@ -205,20 +206,24 @@ def score_run(
     *,
     rerank_requested: bool = False,
     refusal_rule: RefusalRule | None = None,
+    vectors_ready: bool | None = None,
 ) -> Scores:
     """Score a run: the per-case frame plus every aggregate metric of the catalog.
 
     ``refusal_rule`` (a run given ``--must-refuse``) adds the must-refuse
     verdicts, the answerability columns of ``cases`` and the abstention and
     answerability metrics; the eval population is scored exactly as without it.
+    ``vectors_ready`` is for an ``--assembly`` run (None in baseline): whether
+    the embeddings status showed ready passage vectors (ABSTENTION.md §3.5).
     """
     eval_tables = tables.of_population(POPULATION_EVAL)
     cases = score_cases(eval_set, eval_tables)
     if refusal_rule is None:
         metrics = aggregate(cases, eval_tables, rerank_requested=rerank_requested)
         return Scores(cases, metrics, metrics_frame(metrics, tables.run_id))
-    cases = conform(answerability(cases, eval_tables, refusal_rule), CASES)
-    refusals = refusal_cases(tables.of_population(POPULATION_MUST_REFUSE), refusal_rule)
+    rule = ProbeRule(refusal_rule, vectors_ready)
+    cases = conform(answerability(cases, eval_tables, rule), CASES)
+    refusals = refusal_cases(tables.of_population(POPULATION_MUST_REFUSE), rule)
     members = membership(refusals, cases)
     metrics = aggregate(
         cases,

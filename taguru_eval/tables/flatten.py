@@ -217,6 +217,9 @@ _REFUSAL_OUTPUT = pl.Schema(
         ("passage", _PASSAGE),
         ("cue_probes", pl.List(_CUE_PROBE)),
         ("calls", pl.List(_CALL)),
+        ("evidence", _EVIDENCE),
+        ("evidence_rows", pl.List(_EVIDENCE_ROW)),
+        ("budget", _BUDGET),
     ]
 )
 
@@ -258,6 +261,15 @@ def _hit_rows(nested: pl.DataFrame, keys: list[pl.Expr]) -> pl.DataFrame:
         *keys, passage.struct.field("hits").fill_null([]).alias("hit")
     )
     return _flatten_hits(_explode_list(searched, "hit", "rank"))
+
+
+def _evidence_rows(nested: pl.DataFrame, keys: list[pl.Expr]) -> pl.DataFrame:
+    """One row per evidence candidate an assembled package listed."""
+    return _explode_list(
+        nested.select(*keys, pl.col("evidence_rows").fill_null([]).alias("evidence_row")),
+        "evidence_row",
+        "item_index",
+    ).with_columns(pl.col("evidence_row").struct.unnest())
 
 
 def _call_rows(nested: pl.DataFrame, keys: list[pl.Expr]) -> pl.DataFrame:
@@ -375,11 +387,7 @@ def build_tables(
         pl.col("quote").struct.field("matched").alias("quote_matched"),
     )
 
-    evidence_items = _explode_list(
-        nested.select(*keys, pl.col("evidence_rows").fill_null([]).alias("evidence_row")),
-        "evidence_row",
-        "item_index",
-    ).with_columns(pl.col("evidence_row").struct.unnest())
+    evidence_items = _evidence_rows(nested, keys)
 
     call_rows = _call_rows(nested, keys).sort(["case_index", "seq"], maintain_order=True)
     refusal = _refusal_tables(refusal_outputs, keys)
@@ -399,7 +407,7 @@ def build_tables(
         probes=conform(probes, PROBES),
         attributions=conform(attributions, ATTRIBUTIONS),
         citation_checks=conform(citation_checks, CITATION_CHECKS),
-        evidence_items=conform(evidence_items, EVIDENCE_ITEMS),
+        evidence_items=both(evidence_items, "evidence_items", EVIDENCE_ITEMS),
         refusal_lanes=refusal["refusal_lanes"],
     )
 
@@ -435,7 +443,8 @@ def _refusal_tables(
     refusal_outputs: Sequence[RefusalOutput], keys: list[pl.Expr]
 ) -> dict[str, pl.DataFrame]:
     """The must-refuse rows: ``refusal_lanes`` and the ``must_refuse`` rows of
-    ``calls``, ``hits`` and ``resolutions`` (conformed to their schemas)."""
+    ``calls``, ``hits``, ``resolutions`` and ``evidence_items`` (conformed to
+    their schemas)."""
     nested = _nested_frame(refusal_outputs, _REFUSAL_OUTPUT)
     population = pl.lit(POPULATION_MUST_REFUSE).alias("population")
     lanes = nested.select(
@@ -448,6 +457,8 @@ def _refusal_tables(
         pl.col("floor"),
         *_passage_columns(),
         (pl.col("cues").list.len().fill_null(0) > 0).alias("structural_ran"),
+        pl.col("evidence").struct.field("outcome").alias("evidence_outcome"),
+        pl.col("budget").struct.field("omitted_total").alias("omitted_total"),
     )
     cue_rows = _explode_list(
         nested.select(*keys, pl.col("cue_probes").fill_null([]).alias("cue_row")),
@@ -469,6 +480,9 @@ def _refusal_tables(
         "calls": conform(calls.with_columns(population), CALLS),
         "hits": conform(_hit_rows(nested, keys).with_columns(population), HITS),
         "resolutions": conform(resolutions.with_columns(population), RESOLUTIONS),
+        "evidence_items": conform(
+            _evidence_rows(nested, keys).with_columns(population), EVIDENCE_ITEMS
+        ),
     }
 
 

@@ -217,6 +217,7 @@ EVIDENCE_ITEMS_SCHEMA = pa.schema(
         ),
         pa.field("omitted_reason", pa.string()),  # null when admitted
         pa.field("duplicate_of", pa.string()),
+        _POPULATION,
     ]
 )
 
@@ -304,6 +305,10 @@ REFUSAL_LANES_SCHEMA = pa.schema(
         pa.field("hit_count", pa.int64()),
         *_PLAN_FIELDS,
         pa.field("structural_ran", pa.bool_()),
+        # The evidence probe (--assembly): assembled | failed, and the package's
+        # uncapped omitted_total; null in baseline mode.
+        pa.field("evidence_outcome", pa.string()),
+        pa.field("omitted_total", pa.int64()),
     ]
 )
 
@@ -313,7 +318,10 @@ REFUSAL_CASES_SCHEMA = pa.schema(
         pa.field("kind", pa.string()),
         pa.field("verdict", pa.string()),  # abstained | surfaced | undetermined | failed
         pa.field("reason", pa.string()),  # null only when abstained
-        pa.field("surfaced_by", pa.string()),  # passage | structural; null unless surfaced
+        pa.field(
+            "surfaced_by", pa.string()
+        ),  # passage | evidence | structural; null unless surfaced
+        # The passage probe's verdict, or under --assembly the evidence probe's.
         pa.field("passage_verdict", pa.string()),
         pa.field("passage_reason", pa.string()),
         pa.field("hits_served", pa.int64()),
@@ -487,15 +495,17 @@ class RunTables:
         return {name: getattr(self, name) for name in lane_table_names()}
 
     def of_population(self, population: str) -> RunTables:
-        """These tables with only ``population``'s rows in ``calls``, ``hits`` and
-        ``resolutions`` (the eval-only tables are kept as they are). A row with
-        no population (a run stored before the column existed) is an eval row."""
+        """These tables with only ``population``'s rows in ``calls``, ``hits``,
+        ``resolutions`` and ``evidence_items`` (the eval-only tables are kept as
+        they are). A row with no population (a run stored before the column
+        existed) is an eval row."""
         kept = pl.col("population").fill_null(POPULATION_EVAL) == population
         return replace(
             self,
             calls=self.calls.filter(kept),
             hits=self.hits.filter(kept),
             resolutions=self.resolutions.filter(kept),
+            evidence_items=self.evidence_items.filter(kept),
         )
 
     @classmethod

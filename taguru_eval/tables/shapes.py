@@ -289,8 +289,10 @@ class RefusalOutput(TypedDict):
     """Everything the probes produced for one must-refuse case (ABSTENTION.md §3.4).
 
     ``case_index`` is the case's position in the must-refuse file. ``passage``
-    has the eval lane's shape; ``cue_probes`` is empty when the case declares
-    no cue (the structural probe did not run).
+    has the eval lane's shape (under ``--assembly`` the evidence probe's
+    scoring view, with ``evidence``, ``evidence_rows`` and ``budget`` as the
+    eval evidence lane records them); ``cue_probes`` is empty when the case
+    declares no cue (the structural probe did not run).
     """
 
     case_index: int
@@ -304,3 +306,6 @@ class RefusalOutput(TypedDict):
     passage: PassageOutcome
     cue_probes: list[CueProbe]
     calls: list[CallRecord]
+    evidence: NotRequired[EvidenceOutcome]
+    evidence_rows: NotRequired[list[EvidenceRow]]
+    budget: NotRequired[BudgetUsage]
