@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Final, Literal
 
 from taguru_eval._base import jsonstrict as js
-from taguru_eval._base.text import display_f32, split_lines, trim
+from taguru_eval._base.text import display_f32, trim
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import MAX_LIMIT, CaseOptions
-from taguru_eval.inputs.reading import read_utf8
+from taguru_eval.inputs.reading import jsonl_values, read_utf8
 
 MUST_REFUSE_STAMP: Final = 1
 STAMP_KEY: Final = "taguru_eval_must_refuse"
@@ -117,17 +117,7 @@ def parse_must_refuse(
     header_seen = False
     cases: list[MustRefuseCase] = []
     seen: set[str] = set()
-    for index, raw_line in enumerate(split_lines(text)):
-        line_no = index + 1
-        line_text = trim(raw_line)
-        if not line_text:
-            continue
-        try:
-            value = js.loads(line_text)
-        except js.JsonSyntaxError as exc:
-            raise InputError(
-                f"{label}: line {line_no}: not JSON: {exc}", path=label, line=line_no
-            ) from None
+    for line_no, value in jsonl_values(text, label):
         if not header_seen:
             name = _header(value, label, line_no)
             header_seen = True

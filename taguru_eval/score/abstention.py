@@ -124,14 +124,21 @@ def passage_rule(
         outcome = outcome.when(~vector_ran).then(
             pl.struct(verdict=_text(UNDETERMINED), reason=_text(VECTOR_LANE_NOT_RUN))
         )
-    outcome = outcome.otherwise(pl.struct(verdict=_text(ABSTAINED), reason=_text(None)))
+    bm25_only = pl.col("hits_served") - pl.col("vector_hits")
+    return _verdict_frame(frame.with_columns(bm25_only.alias("bm25_only_hits")), outcome)
+
+
+def _verdict_frame(frame: pl.DataFrame, outcome: Any) -> pl.DataFrame:
+    """A probe rule's result: its ``when`` chain closed by "abstained" (the
+    verdict that needs no reason), and the hit counts the artifact reports."""
+    closed = outcome.otherwise(pl.struct(verdict=_text(ABSTAINED), reason=_text(None)))
     return frame.select(
         "case_index",
-        outcome.struct.field("verdict").alias("verdict"),
-        outcome.struct.field("reason").alias("reason"),
+        closed.struct.field("verdict").alias("verdict"),
+        closed.struct.field("reason").alias("reason"),
         "hits_served",
         "vector_hits",
-        (pl.col("hits_served") - pl.col("vector_hits")).alias("bm25_only_hits"),
+        "bm25_only_hits",
     )
 
 
@@ -218,15 +225,7 @@ def evidence_rule(
             .when(omitted)
             .then(pl.struct(verdict=_text(SURFACED), reason=_text(BUDGET_HID)))
         )
-    outcome = outcome.otherwise(pl.struct(verdict=_text(ABSTAINED), reason=_text(None)))
-    return frame.select(
-        "case_index",
-        outcome.struct.field("verdict").alias("verdict"),
-        outcome.struct.field("reason").alias("reason"),
-        "hits_served",
-        "vector_hits",
-        "bm25_only_hits",
-    )
+    return _verdict_frame(frame, outcome)
 
 
 @dataclass(frozen=True)
