@@ -178,6 +178,7 @@ def build_ours(arrays: dict[str, Any]) -> tuple[Any, Any]:
         probes=base.probes,
         attributions=base.attributions,
         citation_checks=base.citation_checks,
+        refusal_lanes=base.refusal_lanes,
     )
     eval_set = SimpleNamespace(expected=conform(expected, EXPECTED_SCHEMA))
     return eval_set, tables

@@ -5,6 +5,7 @@
     run.cases          # one row per case, every per-case metric a column
     run.metrics        # one row per aggregate metric
     run.tables.hits    # any lane table (calls, hits, resolutions, …)
+    run.refusal_cases  # with must_refuse=…: one row per must-refuse case and its verdicts
     old = taguru_eval.load_run("runs/context=sake/run=…")   # or any evaluation.json
     everything = taguru_eval.scan_runs("runs", "metrics")    # one lazy scan over all runs
 
@@ -31,10 +32,10 @@ from taguru_eval.analyst import display, slices
 from taguru_eval.analyst.export import qrels_dict, run_dict
 from taguru_eval.artifact.read import read_artifact, tables_from_artifact
 from taguru_eval.contract import ARTIFACT_NAME
-from taguru_eval.errors import InputError
+from taguru_eval.errors import InputError, UsageError
 from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.prepare import prepare_run
-from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions
+from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, REFUSAL_RULES, RunOptions
 from taguru_eval.pipeline import RunResult, execute_async
 from taguru_eval.run.console import CaseProgress, Console, Progress
 from taguru_eval.store import read_origin, read_tables, scan_runs
@@ -51,7 +52,8 @@ class Run:
 
     ``doc`` is the evaluation.json document; ``exit_code`` is the code the CLI
     would have returned (None for a loaded run); ``output`` holds the console
-    lines a library run did not print.
+    lines a library run did not print. ``refusal_cases`` is one row per
+    must-refuse case with its verdicts (empty for a run without one).
     """
 
     run_id: str
@@ -62,6 +64,7 @@ class Run:
     exit_code: int | None = None
     path: Path | None = None
     output: list[str] = field(default_factory=list)
+    refusal_cases: pl.DataFrame = field(default_factory=TABLE["refusal_cases"].empty)
 
     def __repr__(self) -> str:
         return display.run_repr(self.run_id, self.doc, self.path)
@@ -82,14 +85,15 @@ class Run:
         return dict(metrics) if isinstance(metrics, Mapping) else {}
 
     def table(self, name: str) -> pl.DataFrame:
-        """Any table by name: a lane table, ``cases`` or ``metrics``."""
-        if name == "cases":
-            return self.cases
-        if name == "metrics":
-            return self.metrics
-        frames = self.tables.frames()
+        """Any table by name: a lane table, ``cases``, ``metrics`` or ``refusal_cases``."""
+        frames = {
+            **self.tables.frames(),
+            "cases": self.cases,
+            "metrics": self.metrics,
+            "refusal_cases": self.refusal_cases,
+        }
         if name not in frames:
-            raise KeyError(f"no table '{name}' (have: {', '.join([*frames, 'cases', 'metrics'])})")
+            raise KeyError(f"no table '{name}' (have: {', '.join(frames)})")
         return frames[name]
 
 
@@ -123,18 +127,22 @@ def run(
     verbose: bool = False,
     transport: httpx.AsyncBaseTransport | None = None,
     progress: bool | Progress = False,
+    must_refuse: str | os.PathLike[str] | None = None,
+    refusal_rule: str | None = None,
 ) -> Run:
     """Evaluate ``context`` with ``eval_path`` exactly as the CLI run mode does.
 
     Writes ``out`` (default ``evaluation.json`` in the working directory) and,
     unless ``no_store``, the run into the Parquet store (``store``, default
     ``runs/`` in the working directory); a store that cannot be written is a
-    ``StoreWriteWarning`` and ``Run.path`` is ``None``. Bad input raises
-    ``InputError``/``UsageError``; an incomplete run raises ``RunError``.
-    ``verbose`` prints the console lines; otherwise they are in ``Run.output``.
-    ``progress`` is off by default (a notebook stays quiet): ``True`` shows the
-    CLI's display on stderr (a bar on a terminal, a line every few seconds
-    elsewhere), or pass any ``(done, total)`` callable.
+    ``StoreWriteWarning`` and ``Run.path`` is ``None``. ``must_refuse`` is the
+    ``--must-refuse`` file and ``refusal_rule`` its ``--refusal-rule``
+    (``"semantic"``, the default, or ``"any"``; only with a must-refuse file).
+    Bad input raises ``InputError``/``UsageError``; an incomplete run raises
+    ``RunError``. ``verbose`` prints the console lines; otherwise they are in
+    ``Run.output``. ``progress`` is off by default (a notebook stays quiet):
+    ``True`` shows the CLI's display on stderr (a bar on a terminal, a line
+    every few seconds elsewhere), or pass any ``(done, total)`` callable.
     ``assembly``, ``max_*`` and ``rerank`` are ``--assembly``, ``--max-*`` and
     ``--rerank``.
     """
@@ -149,6 +157,10 @@ def run(
             raise InputError(f"{name} must be a positive integer")
     if rerank is not None and not assembly:
         raise InputError("rerank requires assembly")
+    if refusal_rule is not None and must_refuse is None:
+        raise UsageError("--refusal-rule requires --must-refuse")
+    if refusal_rule is not None and refusal_rule not in REFUSAL_RULES:
+        raise UsageError("--refusal-rule must be 'semantic' or 'any'")
     options = RunOptions(
         eval_path=os.fspath(eval_path),
         context=context,
@@ -162,6 +174,8 @@ def run(
         max_tokens=max_tokens,
         rerank=rerank,
         concurrency=concurrency,
+        must_refuse=None if must_refuse is None else os.fspath(must_refuse),
+        refusal_rule="any" if refusal_rule == "any" else "semantic",
         store_dir=None if store is None else os.fspath(store),
         no_store=no_store,
     )
@@ -189,6 +203,7 @@ def _from_result(result: RunResult, output: list[str]) -> Run:
         exit_code=result.exit_code,
         path=result.store_path,
         output=output,
+        refusal_cases=result.scores.refusal_cases,
     )
 
 
@@ -211,6 +226,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         cases=loaded.scores.cases,
         metrics=loaded.scores.metrics_frame,
         path=target,
+        refusal_cases=loaded.scores.refusal_cases,
     )
 
 
@@ -234,6 +250,7 @@ def _load_stored(directory: Path) -> Run:
         cases=scored("cases"),
         metrics=scored("metrics"),
         path=directory,
+        refusal_cases=scored("refusal_cases"),
     )
 
 

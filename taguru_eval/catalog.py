@@ -521,6 +521,157 @@ class Catalog(Mapping[str, MetricDefinition]):
 CATALOG: Final = Catalog(_METRICS, _CASE_ORDER)
 """The 31 metrics every run writes (EVALUATE.md §5.3)."""
 
+# ---------------------------------------------------------------- must-refuse (ABSTENTION.md §3.7)
+
+_MUST_REFUSE = f"must-refuse file, {_SEARCH}, {_RESOLVE}, {_EVIDENCE}"
+_ANSWERABLE = f"eval.jsonl expected_sources, {_SEARCH}, {_EVIDENCE}"
+_RULE_CAVEAT = (
+    "The verdict follows the run's --refusal-rule: under 'semantic' a passage probe abstains "
+    "only when the server's vector lane ran and no served hit carries lanes.vector (the bar "
+    "is the effective semantic floor the server reports, never a score read here); a probe "
+    "that cannot be judged is undetermined and left out of the denominator."
+)
+_ANSWERABLE_CAVEAT = (
+    "Over eval.jsonl cases that declare a relevant source and whose passage lane completed, "
+    "with the passage-probe rule and floor of the must-refuse probes applied to each case's "
+    "own served hits; undetermined cases are left out of the denominator."
+)
+
+
+def _share(
+    source: str, description: str, caveat: str, *, higher_is_better: bool | None
+) -> MetricDefinition:
+    return MetricDefinition(
+        "ratio",
+        RATIO,
+        _RUN_SCOPE,
+        description,
+        source,
+        caveat,
+        higher_is_better=higher_is_better,
+    )
+
+
+def _count(
+    unit: str, source: str, description: str, caveat: str, *, higher_is_better: bool | None
+) -> MetricDefinition:
+    return MetricDefinition(
+        unit, COUNT, _RUN_SCOPE, description, source, caveat, higher_is_better=higher_is_better
+    )
+
+
+ABSTENTION_METRICS: Final[Mapping[str, MetricDefinition]] = {
+    "abstention.refusal_rate": _share(
+        _MUST_REFUSE,
+        "Share of must-refuse cases with a determinate verdict where every probe abstained.",
+        _RULE_CAVEAT,
+        higher_is_better=True,
+    ),
+    "abstention.false_answers": _count(
+        "case",
+        _MUST_REFUSE,
+        "Must-refuse cases for which some probe surfaced evidence; n is the determinate cases.",
+        f"{_RULE_CAVEAT} The value is null when no case was determinate.",
+        higher_is_better=False,
+    ),
+    "abstention.passage.refusal_rate": _share(
+        f"must-refuse file, {_SEARCH}, {_EVIDENCE}",
+        "Share of must-refuse cases whose passage (or, under --assembly, evidence) probe "
+        "abstained, over those whose probe was determinate.",
+        f"{_RULE_CAVEAT} The verdict covers the served window (limit) only.",
+        higher_is_better=True,
+    ),
+    "abstention.structural.refusal_rate": _share(
+        f"must-refuse file cues, {_RESOLVE}",
+        "Share of must-refuse cases with cues whose every cue resolved to no name, over "
+        "those whose structural probe was determinate.",
+        "Containment matching is never floored: a cue that shares a spelling with any stored "
+        "name surfaces it. Write the missing entity as the cue, not the question.",
+        higher_is_better=True,
+    ),
+    "abstention.out_of_corpus.refusal_rate": _share(
+        _MUST_REFUSE,
+        "Share of determinate must-refuse cases of kind out_of_corpus where every probe abstained.",
+        _RULE_CAVEAT,
+        higher_is_better=True,
+    ),
+    "abstention.adjacent.refusal_rate": _share(
+        _MUST_REFUSE,
+        "Share of determinate must-refuse cases of kind adjacent where every probe abstained.",
+        f"{_RULE_CAVEAT} Adjacent questions usually surface related text on a correct "
+        "retriever; watch this as a trend rather than gating it strictly.",
+        higher_is_better=True,
+    ),
+    "abstention.undetermined_rate": _share(
+        _MUST_REFUSE,
+        "Share of must-refuse cases no probe could judge (e.g. the vector lane did not run).",
+        "Undetermined is never counted as abstained.",
+        higher_is_better=False,
+    ),
+    "abstention.failure_rate": _share(
+        _MUST_REFUSE,
+        "Share of must-refuse cases whose probe calls failed without any probe surfacing.",
+        "A failed call is neither abstained nor surfaced.",
+        higher_is_better=False,
+    ),
+    "answerability.offered_rate": _share(
+        _ANSWERABLE,
+        "Share of determinate answerable cases for which retrieval offered evidence (did not "
+        "abstain) under the must-refuse rule — an answer-rate analogue; never gate on it alone.",
+        _ANSWERABLE_CAVEAT,
+        higher_is_better=None,
+    ),
+    "answerability.supported_rate": _share(
+        _ANSWERABLE,
+        "Share of determinate answerable cases that were offered and whose served hits "
+        "included an expected source.",
+        _ANSWERABLE_CAVEAT,
+        higher_is_better=True,
+    ),
+    "answerability.unsupported_offer_rate": _share(
+        _ANSWERABLE,
+        "Share of determinate answerable cases that were offered but whose served hits "
+        "included no expected source.",
+        f"{_ANSWERABLE_CAVEAT} With supported_rate and false_refusal_rate it partitions "
+        "one population.",
+        higher_is_better=False,
+    ),
+    "answerability.false_refusal_rate": _share(
+        _ANSWERABLE,
+        "Share of determinate answerable cases on which the must-refuse rule abstained.",
+        f"{_ANSWERABLE_CAVEAT} The trade-off partner of abstention.passage.refusal_rate.",
+        higher_is_better=False,
+    ),
+    "answerability.supported_when_offered": _share(
+        _ANSWERABLE,
+        "Share of offered answerable cases whose served hits included an expected source.",
+        f"{_ANSWERABLE_CAVEAT} Its denominator is the offered cases only: read it beside "
+        "supported_rate, never alone.",
+        higher_is_better=True,
+    ),
+    "answerability.refused_with_expected_present": _count(
+        "case",
+        _ANSWERABLE,
+        "Answerable cases the rule abstained on although their served hits included an "
+        "expected source (the rule discarded right evidence); n is the abstained cases.",
+        f"{_ANSWERABLE_CAVEAT} The value is null when no case abstained.",
+        higher_is_better=False,
+    ),
+    "answerability.undetermined_rate": _share(
+        _ANSWERABLE,
+        "Share of answerable cases the must-refuse rule could not judge.",
+        "Undetermined is never counted as offered or abstained.",
+        higher_is_better=False,
+    ),
+}
+"""The metrics a run with --must-refuse adds (ABSTENTION.md §3.7); all run scope."""
+
+MUST_REFUSE_CATALOG: Final = CATALOG.with_metrics(ABSTENTION_METRICS)
+"""The catalog of a run given --must-refuse: the 31 plus :data:`ABSTENTION_METRICS`."""
+
+ABSTENTION_PREFIXES: Final = ("abstention.", "answerability.")
+"""Metric-name prefixes that only exist with --must-refuse."""
+
 CATALOG_KEYS: Final[frozenset[str]] = CATALOG.names
 CASE_SCOPED_METRICS: Final[tuple[str, ...]] = CATALOG.case_scoped
 # Latency is noise-dominated, so compare never classifies a case by it (§3).

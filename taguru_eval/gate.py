@@ -57,6 +57,9 @@ UNSTABLE_CORPUS_WARNING_LINE: Final = (
 
 MAX_PRINTED_CASE_VIOLATIONS: Final = 10
 
+MAX_LISTED_OFFENDERS: Final = 10
+"""Offending case_ids a violated must-refuse bound names (ABSTENTION.md §3.9)."""
+
 _SCOPE_AGGREGATE: Final = "aggregate"
 _SCOPE_CASE: Final = "case"
 _SCOPE_CORPUS: Final = "corpus"
@@ -135,6 +138,7 @@ def evaluate_gate(
     stable: bool,
     case_ids: Sequence[str] | None = None,
     reason_suffixes: Mapping[str, str] | None = None,
+    members: pl.DataFrame | None = None,
 ) -> GateReport:
     """Check every bound of ``thresholds`` against one run (§5.1–§5.4).
 
@@ -143,10 +147,14 @@ def evaluate_gate(
     the run's case order (eval.jsonl order); without it the order of first
     appearance in ``case_values`` is used, so pass it when a case may have no
     row at all. ``reason_suffixes`` appends text after the §5.1 reason of a
-    violated min/max aggregate bound, for metrics whose own spec asks for it
-    (ABSTENTION.md §3.9 lists offending case ids there).
+    violated min/max aggregate bound, for metrics whose own spec asks for it.
+    ``members`` (``metric, case_id, counted``: each case in a ratio's or
+    count's denominator and whether it counts toward the numerator) names the
+    cases behind a violated bound of those metrics (ABSTENTION.md §3.9): the
+    uncounted ones under a ``min``, the counted ones under a ``max``, at most
+    :data:`MAX_LISTED_OFFENDERS` and a count of the rest.
     """
-    aggregate = _aggregate_violations(thresholds, metrics, reason_suffixes or {})
+    aggregate = _aggregate_violations(thresholds, metrics, reason_suffixes or {}, members)
     typed = _typed_case_values(case_values)
     order = (
         list(case_ids)
@@ -257,8 +265,24 @@ def _follow(block: Mapping[str, Any], path: Sequence[str]) -> float | None:
     return float(current)
 
 
+def offenders_suffix(members: pl.DataFrame, metric: str, bound: str) -> str:
+    """The case list appended to a violated bound's reason (ABSTENTION.md §3.9):
+    ``" — cases: a, b (and 3 more)"``; empty when no case is behind it."""
+    offending = members.filter(
+        (pl.col("metric") == metric) & (pl.col("counted") == (bound == "max"))
+    ).get_column("case_id")
+    if offending.len() == 0:
+        return ""
+    shown = ", ".join(offending.head(MAX_LISTED_OFFENDERS).to_list())
+    rest = offending.len() - MAX_LISTED_OFFENDERS
+    return f" — cases: {shown}" + (f" (and {rest} more)" if rest > 0 else "")
+
+
 def _aggregate_violations(
-    thresholds: Thresholds, metrics: pl.DataFrame, reason_suffixes: Mapping[str, str]
+    thresholds: Thresholds,
+    metrics: pl.DataFrame,
+    reason_suffixes: Mapping[str, str],
+    members: pl.DataFrame | None,
 ) -> list[Violation]:
     bounds = thresholds.aggregate_bounds
     names = sorted(thresholds.aggregate)
@@ -287,6 +311,8 @@ def _aggregate_violations(
             row = breaches[name]
             reason = _bound_reason(row["actual"], row["bound"], row["threshold"])
             suffix = reason_suffixes.get(name)
+            if suffix is None and members is not None:
+                suffix = offenders_suffix(members, name, row["bound"])
             violations.append(
                 Violation(
                     scope=_SCOPE_AGGREGATE,

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from taguru_eval.artifact.abstention import VectorFacts, abstention_block, answerability_entries
 from taguru_eval.artifact.build import RunContext, build_artifact, write_json_atomic
 from taguru_eval.errors import (
     EXIT_OK,
@@ -37,7 +38,7 @@ from taguru_eval.run.console import Console, Progress
 from taguru_eval.run.runner import NetworkPhase, network_phase
 from taguru_eval.score.aggregate import Scores, score_run
 from taguru_eval.store import DEFAULT_STORE_DIR, RunOrigin, new_run_id, write_run
-from taguru_eval.summary import summary_lines
+from taguru_eval.summary import must_refuse_lines, must_refuse_stderr_lines, summary_lines
 from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.schemas import RunTables
 from taguru_eval.tables.shapes import LaneOutput
@@ -74,9 +75,39 @@ def run_context(
         budget=options.budget.to_json() if options.records_budget else None,
         rerank=options.rerank,
         concurrency=options.concurrency,
+        must_refuse=(
+            None
+            if prepared.must_refuse is None
+            else prepared.must_refuse.inputs_block(options.refusal_rule)
+        ),
         thresholds=None if gate is None else gate.block,
         warnings=prepared.warnings,
     )
+
+
+def vector_facts(phase: NetworkPhase) -> VectorFacts:
+    """The embedding identity and passage-vector sidecar the preflight read."""
+    embeddings = phase.preflight.embeddings
+    return VectorFacts(
+        embeddings_read=embeddings is not None,
+        provider_model=None if embeddings is None else embeddings["provider_model"],
+        passages=phase.preflight.passages,
+    )
+
+
+def abstention_extras(
+    prepared: PreparedRun, phase: NetworkPhase, tables: RunTables, scores: Scores
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """With ``--must-refuse``: the top-level ``abstention`` block and each
+    answerable case's ``answerability`` entry (ABSTENTION.md §3.8)."""
+    block = abstention_block(
+        prepared.options.refusal_rule,
+        tables,
+        scores.refusal_cases,
+        vector_facts(phase),
+        prepared.must_refuse_warnings,
+    )
+    return {"abstention": block}, answerability_entries(scores.cases)
 
 
 @dataclass
@@ -124,21 +155,45 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     """
     options = prepared.options
     run_id = new_run_id(phase.finished_at)
-    tables = build_tables(phase.outputs, run_id)
-    scores = score_run(prepared.eval_set, tables, rerank_requested=options.rerank is not None)
+    tables = build_tables(phase.outputs, run_id, phase.refusal_outputs)
+    must_refuse = prepared.must_refuse is not None
+    scores = score_run(
+        prepared.eval_set,
+        tables,
+        rerank_requested=options.rerank is not None,
+        refusal_rule=options.refusal_rule if must_refuse else None,
+        # The evidence probe judges passage items only where vectors are ready.
+        vectors_ready=vector_facts(phase).passage_vectors == "ready" if options.assembly else None,
+    )
     report: GateReport | None = None
     if prepared.thresholds is not None:
         report = evaluate_gate(
             prepared.thresholds,
             scores.metrics_frame,
-            case_values_from_cases_frame(scores.cases),
+            case_values_from_cases_frame(scores.cases, scores.catalog),
             stable=phase.stable,
             case_ids=prepared.eval_set.case_ids,
+            members=scores.membership if must_refuse else None,
         )
     context = run_context(prepared, phase, datetime.now(UTC), report)
-    doc = build_artifact(context, phase.outputs, scores)
+    top_level, case_extras = (
+        abstention_extras(prepared, phase, tables, scores) if must_refuse else ({}, {})
+    )
+    doc = build_artifact(
+        context,
+        phase.outputs,
+        scores,
+        catalog=scores.catalog,
+        case_extras=case_extras,
+        extra_top_level=top_level,
+    )
     write_json_atomic(options.out, doc)
+    if must_refuse:
+        for line in must_refuse_stderr_lines(doc["abstention"]):
+            console.err(line)
     lines = summary_lines(prepared, doc, scores, tables)
+    if must_refuse:
+        lines.extend(must_refuse_lines(doc))
     lines.append(f"  wrote {options.out}")
     if report is not None:
         lines.extend(report.lines())
@@ -147,7 +202,7 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     store_path: Path | None = None
     store_dir = resolve_store_dir(prepared)
     if store_dir is not None:
-        frames = {**tables.frames(), "cases": scores.cases, "metrics": scores.metrics_frame}
+        frames = {**tables.frames(), **scores.frames()}
         try:
             # The stored evaluation.json is a copy of the file just written, not a
             # second encoding.
@@ -158,6 +213,7 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
                 frames,
                 Path(options.out),
                 origin=RunOrigin("run"),
+                catalog=scores.catalog,
             )
         except RunError as error:
             warn(StoreWriteWarning(f"{error.message}; {NOT_STORED}"))

@@ -10,6 +10,8 @@ from typing import Any
 
 import polars as pl
 
+from taguru_eval._base.text import one_line
+from taguru_eval.errors import PREFIX
 from taguru_eval.gate import UNSTABLE_CORPUS_WARNING_LINE
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.score.aggregate import Scores, lane_cross_line
@@ -106,3 +108,94 @@ def _budget_lines(prepared: PreparedRun, metrics: Mapping[str, Any]) -> list[str
             f"{ran} ran, {attempted - ran} degraded"
         )
     return lines
+
+
+# --------------------------------------------------------------------------- must-refuse
+
+
+def _floors_text(floors: list[Any]) -> str:
+    if not floors:
+        return "no effective vector floor reported"
+    spelled = ", ".join(f"{float(value):g}" for value in floors)
+    return f"floor {spelled}" if len(floors) == 1 else f"floors {spelled}"
+
+
+def _surfaced_detail(entry: Mapping[str, Any]) -> str:
+    """``passage: corpus/x.md paragraph 4 (vector rank 1)`` or the first candidate."""
+    passage = entry.get("passage") or {}
+    if passage.get("verdict") == "surfaced":
+        top = passage.get("top") or []
+        if not top:
+            return "passage"
+        hit = top[0]
+        lanes = hit.get("lanes") or {}
+        ranks = ", ".join(f"{lane} rank {lanes[lane]['rank']}" for lane in lanes)
+        return f"passage: {hit['source']} paragraph {hit['paragraph']} ({ranks})"
+    evidence = entry.get("evidence") or {}
+    if evidence.get("verdict") == "surfaced":
+        top = evidence.get("top") or []
+        if not top:
+            return f"evidence: {evidence.get('omitted_total', 0)} candidate(s) hidden by the budget"
+        item = top[0]
+        where = f" {item['source']} paragraph {item['paragraph']}" if "source" in item else ""
+        return f"evidence: {item['kind']}{where} ({', '.join(item.get('lanes') or [])})"
+    for cue in (entry.get("structural") or {}).get("cues") or []:
+        candidates = cue.get("candidates") or []
+        if candidates:
+            first = candidates[0]
+            how = ", ".join(str(first[key]) for key in ("tier", "kind") if key in first)
+            return f"structural: cue '{cue['cue']}' → {first['name']} ({how})"
+    return "structural"
+
+
+def must_refuse_stderr_lines(block: Mapping[str, Any]) -> list[str]:
+    """ABSTENTION.md §3.9: the totals with the rule and floor, one line per
+    surfaced case (id, kind, the probe, its top locator or candidate), then
+    the block's warnings — each with the ``taguru: evaluate: `` prefix."""
+    counts = block["counts"]
+    cases = block["cases"]
+    lines = [
+        f"{PREFIX}must-refuse: {len(cases)} case(s), rule {block['rule']}, "
+        f"{_floors_text(block['vector']['effective_floors'])} — {counts['abstained']} abstained, "
+        f"{counts['surfaced']} surfaced, {counts['undetermined']} undetermined, "
+        f"{counts['failed']} failed"
+    ]
+    lines.extend(
+        f"{PREFIX}must-refuse case '{entry['case_id']}' ({entry['kind']}) surfaced by "
+        f"{_surfaced_detail(entry)}"
+        for entry in cases
+        if entry["verdict"] == "surfaced"
+    )
+    lines.extend(f"{PREFIX}must-refuse: {warning}" for warning in block["warnings"])
+    # Queries, source names, candidate names and the server's reasons are not ours.
+    return [one_line(line) for line in lines]
+
+
+def share_text(metric: Mapping[str, Any]) -> str:
+    """A Ratio as ``0.750 (3/4)``, or ``n/a (n=0)``: always with its own denominator."""
+    if not metric["n"]:
+        return "n/a (n=0)"
+    return f"{metric['value']:.3f} ({metric['numerator']}/{metric['n']})"
+
+
+def must_refuse_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The stdout trade-off pair (ABSTENTION.md §3.11): the must-refuse
+    population's refusal rates beside the answerable population's rates, each
+    with its own numerator and denominator, never pooled."""
+    metrics = doc["metrics"]
+    block = doc["abstention"]
+    counts = block["counts"]
+    false_answers = metrics["abstention.false_answers"]
+    return [
+        f"  must-refuse over {len(block['cases'])} case(s), rule {block['rule']}: refusal rate "
+        f"{share_text(metrics['abstention.refusal_rate'])}, passage "
+        f"{share_text(metrics['abstention.passage.refusal_rate'])}, structural "
+        f"{share_text(metrics['abstention.structural.refusal_rate'])}; "
+        f"{int(false_answers['value']) if false_answers['n'] else 'n/a'} false answer(s), "
+        f"{counts['undetermined']} undetermined, {counts['failed']} failed",
+        f"  answerability over {metrics['answerability.undetermined_rate']['n']} answerable "
+        f"case(s): supported {share_text(metrics['answerability.supported_rate'])}, supported when "
+        f"offered {share_text(metrics['answerability.supported_when_offered'])}, false refusal "
+        f"{share_text(metrics['answerability.false_refusal_rate'])}, offered "
+        f"{share_text(metrics['answerability.offered_rate'])}",
+    ]

@@ -209,6 +209,64 @@ def evaluation_document(
     }
 
 
+def abstention_block() -> dict[str, Any]:
+    """A small ABSTENTION.md §3.8 block: one abstained, one surfaced must-refuse case."""
+    passage = {
+        "outcome": "searched",
+        "verdict": "abstained",
+        "limit": 10,
+        "vector_ran": True,
+        "floor": 0.35,
+        "hits_served": 2,
+        "vector_hits": 0,
+        "bm25_only_hits": 2,
+        "top": [],
+        "top_truncated": 2,
+        "latency_ms": 3,
+    }
+    return {
+        "rule": "semantic",
+        "claim": "within each probe's served window, nothing cleared the bar the server applied",
+        "vector": {
+            "provider_model": "m",
+            "passage_vectors": "ready",
+            "effective_floors": [0.35],
+            "floors_coherent": True,
+        },
+        "counts": {"abstained": 1, "surfaced": 1, "undetermined": 0, "failed": 0},
+        "cases": [
+            {
+                "case_id": "mr-a",
+                "kind": "out_of_corpus",
+                "query": "q",
+                "verdict": "abstained",
+                "passage": passage,
+            },
+            {
+                "case_id": "mr-b",
+                "kind": "adjacent",
+                "query": "q",
+                "verdict": "surfaced",
+                "reason": "structural_candidate",
+                "passage": passage,
+                "structural": {
+                    "verdict": "surfaced",
+                    "reason": "structural_candidate",
+                    "cues": [
+                        {
+                            "cue": "c",
+                            "candidates": [{"name": "N", "tier": "lexical"}],
+                            "candidates_truncated": 0,
+                            "latency_ms": 2,
+                        }
+                    ],
+                },
+            },
+        ],
+        "warnings": [],
+    }
+
+
 def write_document(path: Path, document: dict[str, Any]) -> Path:
     """Write ``document`` as taguru does (2-space indented JSON, UTF-8)."""
     path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

@@ -160,8 +160,13 @@ def test_url_refusals(
     assert info.value.exit_code == 2
 
 
-def test_must_refuse_is_refused_before_the_thresholds_file(files: dict[str, str]) -> None:
-    opts = options(files, must_refuse="mr.jsonl", thresholds=files["bad_thresholds"])
-    with pytest.raises(InputError, match=r"^--must-refuse is not available in this build$") as info:
+def test_the_must_refuse_file_is_checked_before_the_thresholds_file(
+    files: dict[str, str], tmp_path: Path
+) -> None:
+    clash = tmp_path / "mr.jsonl"
+    clash.write_text('{"taguru_eval_must_refuse":1}\n{"case_id":"c2","query":"q"}\n', "utf-8")
+    opts = options(files, must_refuse=str(clash), thresholds=files["bad_thresholds"])
+    with pytest.raises(InputError, match=r"line 2: case_id 'c2' is also an eval\.jsonl") as info:
         prepare(opts)
     assert info.value.exit_code == 2
+    assert (info.value.line, info.value.field) == (2, "case_id")

@@ -40,6 +40,7 @@ def calls_frame(run_id: str, rows: int) -> pl.DataFrame:
             "http_status": [200] * rows,
             "latency_ms": [5] * rows,
             "error": [None] * rows,
+            "population": ["eval"] * rows,
         },
         schema=CALLS,
     )

@@ -18,7 +18,7 @@ import duckdb
 import polars as pl
 import pytest
 from conftest import PROJECT_ROOT
-from eval_docs import evaluation_document
+from eval_docs import abstention_block, evaluation_document
 from polars.testing import assert_frame_equal
 
 from taguru_eval.artifact.read import tables_from_artifact
@@ -38,12 +38,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("engines") / "runs"
     for context, run_id, step in RUNS:
         doc = evaluation_document(step=step, context=context)
+        if step == 2:  # one run given --must-refuse, so its tables have rows
+            doc["abstention"] = abstention_block()
         loaded = tables_from_artifact(doc, run_id)
-        frames = {
-            **loaded.tables.frames(),
-            "cases": loaded.scores.cases,
-            "metrics": loaded.scores.metrics_frame,
-        }
+        frames = {**loaded.tables.frames(), **loaded.scores.frames()}
         write_run(root, context, run_id, frames, json.dumps(doc), origin=RunOrigin("run"))
     return root
 

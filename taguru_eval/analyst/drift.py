@@ -38,6 +38,7 @@ from taguru_eval.store import (
     run_dir,
     warn_damaged,
 )
+from taguru_eval.tables.schemas import POPULATION_EVAL
 
 DRIFT_METRICS: Final[tuple[str, ...]] = (
     "recall.recall_at_k",
@@ -373,6 +374,11 @@ def latency_samples(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 
     add(tables.get("case_lanes"), "passage", "passage_latency_ms")
     resolutions = tables.get("resolutions")
+    if resolutions is not None and "population" in resolutions.columns:
+        # The latency.* metrics are the eval cases'; must-refuse cue probes share the table.
+        resolutions = resolutions.filter(
+            pl.col("population").fill_null(POPULATION_EVAL) == POPULATION_EVAL
+        )
     if resolutions is not None and resolutions.height:
         # One row per resolved name: keep one latency per cue.
         add(resolutions.unique(["case_index", "cue_index"], keep="first"), "resolve", "latency_ms")

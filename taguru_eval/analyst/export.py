@@ -30,6 +30,8 @@ from typing import Final
 
 import polars as pl
 
+from taguru_eval.tables.schemas import POPULATION_EVAL
+
 QREL_ITERATION: Final = "0"
 RUN_Q0: Final = "Q0"
 
@@ -50,7 +52,13 @@ def passage_id(source: pl.Expr, paragraph: pl.Expr) -> pl.Expr:
 
 
 def run_frame(hits: pl.DataFrame) -> pl.DataFrame:
-    """``qid, docno, rank, score`` per served passage, cases in order, hits by rank."""
+    """``qid, docno, rank, score`` per served passage, cases in order, hits by rank.
+
+    Only eval.jsonl cases are queries: a must-refuse probe's hits (population
+    ``must_refuse``) share the table but have no qrels.
+    """
+    if "population" in hits.columns:
+        hits = hits.filter(pl.col("population").fill_null(POPULATION_EVAL) == POPULATION_EVAL)
     ordered = hits.filter(pl.col("source").is_not_null() & pl.col("paragraph").is_not_null()).sort(
         "case_index", "rank"
     )

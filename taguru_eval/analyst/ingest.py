@@ -88,10 +88,7 @@ def tables_from_document(
         raise InputError(
             f"{shown}: malformed evaluation.json: a case block lacks {exc}", path=shown
         ) from None
-    frames = loaded.tables.frames()
-    frames["cases"] = loaded.scores.cases
-    frames["metrics"] = loaded.scores.metrics_frame
-    return frames
+    return {**loaded.tables.frames(), **loaded.scores.frames()}
 
 
 def ingest(path: str | Path, store_dir: str | Path = DEFAULT_STORE_DIR) -> IngestResult:

@@ -7,7 +7,8 @@ data is embedded as JSON, and no element loads anything from elsewhere.
 
 Contents: the run summary, the gate verdict, aggregate metrics, per-case
 metrics (histograms, the worst cases, a capped table linking the Parquet file
-with every row), misses, the lane cross-tab, latency, per-tag slices; the
+with every row), misses, the lane cross-tab, the must-refuse population
+beside the answerable one (a run given --must-refuse), latency, per-tag slices; the
 metric drift of the run's context when the run sits in a run store with
 earlier runs; and, with a base, the compare view (only what moved, the cases
 that improved or regressed with the metrics that drove them, grouped).
@@ -32,7 +33,7 @@ from typing import Any, Final
 import polars as pl
 
 from taguru_eval._base.html import pairs_html, table_html
-from taguru_eval.analyst import aggregate, charts, drift, offline, slices
+from taguru_eval.analyst import aggregate, charts, drift, must_refuse, offline, slices
 from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.read import read_artifact
 from taguru_eval.catalog import CATALOG, scalar_expr
@@ -67,6 +68,8 @@ _REPORT_TABLES: Final = (
     "resolutions",
     "probes",
     "citation_checks",
+    "refusal_lanes",
+    "refusal_cases",
 )
 """The tables the report reads from a stored run (never ``hits`` or ``calls``)."""
 
@@ -402,6 +405,31 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
     )
 
 
+def must_refuse_section(
+    page: _Page, document: Mapping[str, Any], tables: Mapping[str, pl.DataFrame]
+) -> str:
+    """ABSTENTION.md §3.11: the must-refuse population beside the answerable one
+    (each rate with its own n), the verdicts by kind and case, and what limits the
+    claim; empty for a run without --must-refuse. Read from the tables and the
+    artifact's head, so a stored run and its evaluation.json show the same."""
+    facts = must_refuse.run_facts(document, tables)
+    if facts is None:
+        return ""
+    trade_off = must_refuse.trade_off_frame(tables["metrics"])
+    chart = page.chart("must_refuse", must_refuse.trade_off_chart(trade_off))
+    refusals = tables["refusal_cases"]
+    warnings = "".join(f"<li>{html.escape(w)}</li>" for w in facts.warnings)
+    warning_html = f'<ul class="warnings">{warnings}</ul>' if warnings else ""
+    return (
+        '<section id="must-refuse"><h2>Must-refuse questions</h2>'
+        f"{pairs_html(facts.pairs())}{warning_html}{chart}"
+        f"{table_html(trade_off, caption='the trade-off pair: never pooled')}"
+        f"{table_html(must_refuse.verdict_counts(refusals), caption='verdicts by kind')}"
+        f"{table_html(must_refuse.verdict_rows(refusals), caption='must-refuse cases')}"
+        "</section>"
+    )
+
+
 def _case_lines(drivers: pl.DataFrame, kind: str) -> str:
     """The first :data:`LISTED_CASES` cases of ``kind`` with their drivers, and the count."""
     rows = drivers.filter(pl.col("kind") == kind)
@@ -572,6 +600,9 @@ def build_report(
     page.sections.append(gate_section(document))
     page.sections.append(metrics_section(page, document, tables, bounds))
     page.sections.append(cases_section(page, tables, loaded, out))
+    section = must_refuse_section(page, document, tables)
+    if section:
+        page.sections.append(section)
     page.sections.append(latency_section(page, tables))
     page.sections.append(slices_section(tables))
     history_store = Path(store) if store is not None else store_of(run)

@@ -159,6 +159,15 @@ def _place(block: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     target[path[-1]] = value
 
 
+def get_path(block: Any, *path: str) -> Any:
+    """``block[path[0]]…[path[-1]]``, or None where a link is missing or not an object."""
+    for key in path:
+        if not isinstance(block, Mapping):
+            return None
+        block = block.get(key)
+    return block
+
+
 def column_paths(layout: tuple[Slot, ...] = CASE_LAYOUT) -> dict[str, tuple[str, ...]]:
     """``cases`` column -> the case-block path it is read back from (the first
     place it is written, e.g. ``citations.recall.expected_total``)."""

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, cast
 
 import polars as pl
 
 from taguru_eval import contract
-from taguru_eval.artifact.layout import case_layout, column_paths
-from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.artifact.abstention import refusal_frames_from_block
+from taguru_eval.artifact.layout import case_layout, column_paths, get_path
+from taguru_eval.catalog import CATALOG, MUST_REFUSE_CATALOG, Catalog
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
 from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.score.abstention import offered
 from taguru_eval.score.aggregate import Scores
 from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.schemas import (
@@ -199,7 +201,7 @@ def _check_lists(case: Mapping[str, Any], index: int) -> None:
         ("citations", "checks"),
     )
     for path in nested:
-        value = _get(case, *path)
+        value = get_path(case, *path)
         if value is not None and not (
             isinstance(value, list) and all(isinstance(item, Mapping) for item in value)
         ):
@@ -260,14 +262,6 @@ def artifact_to_lane_outputs(doc: Mapping[str, Any]) -> list[LaneOutput]:
     return outputs
 
 
-def _get(block: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(block, Mapping):
-            return None
-        block = block.get(key)
-    return block
-
-
 def cases_from_artifact(
     doc: Mapping[str, Any], run_id: str, catalog: Catalog = CATALOG
 ) -> pl.DataFrame:
@@ -284,12 +278,22 @@ def cases_from_artifact(
         "structural_ran": [case.get("structural") is not None for case in cases],
     }
     for column, path in column_paths(case_layout(catalog)).items():
-        columns[column] = [_get(case, *path) for case in cases]
+        columns[column] = [get_path(case, *path) for case in cases]
     columns["missed"] = [list(value or []) for value in columns["missed"]]
     columns["missed_truncated"] = [value or 0 for value in columns["missed_truncated"]]
+    # The optional per-case ``answerability`` entry (ABSTENTION.md §3.8).
+    for column, key in (
+        ("answerability_verdict", "verdict"),
+        ("answerability_reason", "reason"),
+        ("supported", "supported"),
+    ):
+        columns[column] = [get_path(case, "answerability", key) for case in cases]
     schema = polars_schema(cases_schema(catalog))
     strict = {name: dtype for name, dtype in schema.items() if name in columns}
-    return conform(pl.DataFrame(columns, schema=strict, strict=False), schema)
+    frame = pl.DataFrame(columns, schema=strict, strict=False)
+    return conform(
+        frame.with_columns(offered(pl.col("answerability_verdict")).alias("offered")), schema
+    )
 
 
 @dataclass(frozen=True)
@@ -325,7 +329,8 @@ def tables_from_artifact(
     rid = run_id if run_id is not None else str(doc.get("generated_at", "imported"))
     try:
         outputs = artifact_to_lane_outputs(doc)
-        tables = build_tables(outputs, rid)
+        refusal_lanes, refusal_cases = refusal_frames_from_block(doc.get("abstention"), rid)
+        tables = replace(build_tables(outputs, rid), refusal_lanes=refusal_lanes)
         cases = cases_from_artifact(doc, rid)
     except _MALFORMED as exc:
         raise InputError(f"{label}: malformed case block: {_detail(exc)}", path=label) from None
@@ -347,7 +352,13 @@ def tables_from_artifact(
         frame = metrics_frame(metrics, rid, statistics)
     except _MALFORMED as exc:
         raise InputError(f"{label}: malformed metrics: {_detail(exc)}", path=label) from None
-    scores = Scores(cases=cases, metrics=metrics, metrics_frame=frame)
+    scores = Scores(
+        cases=cases,
+        metrics=metrics,
+        metrics_frame=frame,
+        refusal_cases=refusal_cases,
+        catalog=MUST_REFUSE_CATALOG if "abstention" in doc else CATALOG,
+    )
     return LoadedRun(doc=dict(doc), lane_outputs=outputs, tables=tables, scores=scores)
 
 

@@ -189,6 +189,9 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     # Warnings go out before the write, so they show even if writing fails.
     for warning in comparison.warnings:
         err_stream.write(f"{PREFIX}{one_line(warning)}\n")
+    if comparison.abstention is not None:
+        for warning in comparison.abstention.warnings:
+            err_stream.write(f"{PREFIX}{one_line(f'abstention: {warning}')}\n")
     err_stream.flush()
     tested: Significance | None = None
     if args.tests:

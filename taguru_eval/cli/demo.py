@@ -18,9 +18,14 @@ usage: python -m taguru_eval demo [--out DIR] [--runs N]
                                   [--max-bytes N] [--max-tokens N]
 
 Starts the bundled reference server on an ephemeral loopback port with the
-demo corpus (data/sake), evaluates its eval.jsonl against its thresholds.json,
-writes DIR/evaluation.json and the run into DIR/runs/ (Parquet), prints a
-summary table of the metrics, and stops the server. DIR defaults to ./demo-out.
+demo corpus (data/sake), evaluates its eval.jsonl with its must-refuse file
+(data/sake/must_refuse.jsonl) against its thresholds.json, writes
+DIR/evaluation.json and the run into DIR/runs/ (Parquet), prints a summary
+table of the metrics (abstention.* and answerability.* included), then the
+must-refuse verdicts under each rule: the default 'semantic' (the server as
+shipped has no vector lane, so its passage probes are undetermined), 'any',
+and 'semantic' again on a second server with the opt-in toy vector lane
+(DIR/must-refuse-*.json), and stops the servers. DIR defaults to ./demo-out.
 
 --runs N performs N runs and, between runs, changes the server's corpus through
 its write API (adds, edits, removes paragraphs and associations), so the run

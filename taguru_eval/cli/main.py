@@ -34,7 +34,16 @@ from types import FrameType
 from typing import Final
 
 from taguru_eval._base.extras import MissingExtra
-from taguru_eval.cli import compare, demo, export, ingest, report, serve
+from taguru_eval.cli import (
+    compare,
+    demo,
+    export,
+    import_golden,
+    ingest,
+    refusal_bands,
+    report,
+    serve,
+)
 from taguru_eval.cli.flags import printed_warnings
 from taguru_eval.cli.run import HELP, run_mode
 from taguru_eval.contract import VERSION
@@ -56,6 +65,8 @@ SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "demo": demo.main,
     "report": report.main,
     "ingest": ingest.main,
+    "import-golden": import_golden.main,
+    "refusal-bands": refusal_bands.main,
 }
 """Subcommand word -> its ``main``, which takes the remaining arguments and
 returns the exit code."""

@@ -123,7 +123,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
                         [--significance] [--fail-on-regression] [--alpha A]
        python -m taguru_eval export RUN --trec DIR [--eval FILE]
-       python -m taguru_eval serve|demo|report|ingest ...
+       python -m taguru_eval serve|demo|report|ingest|import-golden|refusal-bands ...
        python -m taguru_eval --version
 
 Evaluate one taguru context against a labeled question set (eval.jsonl) and
@@ -150,9 +150,12 @@ run-mode flags:
                        --assembly; a reranker that cannot run is recorded as
                        degraded, never a failure
   --concurrency N      cases in flight at once (default 8; 1 = sequential)
-  --must-refuse FILE   must-refuse probes, their own gate (parsed and validated;
-                       not available in this build)
-  --refusal-rule RULE  semantic (default) or any; only with --must-refuse
+  --must-refuse FILE   must-refuse questions (their own file and stamp), probed
+                       after the eval cases; adds the abstention.* and
+                       answerability.* metrics, boundable in --thresholds
+  --refusal-rule RULE  semantic (default: a probe abstains only when the
+                       server's vector lane ran and no served hit carries it)
+                       or any (any served hit surfaces); only with --must-refuse
   --store DIR          keep the run's tables under DIR (Parquet run store)
   --no-store           do not keep the run in the run store
   --junit FILE         write the gate as a JUnit XML test report (one test
@@ -175,6 +178,10 @@ subcommands:
   demo                 run the bundled demo end to end
   report               render charts and an HTML report from the run store
   ingest               import an existing evaluation.json into the run store
+  import-golden        turn a citenexus golden CSV into eval.jsonl / must-refuse
+                       files, reporting every row and column it cannot carry
+  refusal-bands        report where the passage vector floor could separate
+                       answerable from must-refuse questions (never gates)
 
 environment:
   TAGURU_ADDR          server address used when --url is absent

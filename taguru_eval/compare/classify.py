@@ -13,6 +13,7 @@ from typing import Final
 
 import polars as pl
 
+from taguru_eval.compare.abstention import compare_abstention
 from taguru_eval.compare.load import Budget, MetricDecodeError, RunView, metric_scalar
 from taguru_eval.compare.model import (
     EPSILON,
@@ -50,7 +51,16 @@ def compare_views(base: RunView, head: RunView) -> Comparison:
         "cases_base": base.case_count,
         "cases_head": head.case_count,
     }
-    return Comparison(base, head, cases, metrics, tuple(warnings), counts, metrics_compared)
+    return Comparison(
+        base,
+        head,
+        cases,
+        metrics,
+        tuple(warnings),
+        counts,
+        metrics_compared,
+        abstention=compare_abstention(base.abstention, head.abstention),
+    )
 
 
 def compared_metrics(cases: pl.DataFrame) -> tuple[str, ...]:

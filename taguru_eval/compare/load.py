@@ -31,7 +31,9 @@ import polars as pl
 
 from taguru_eval._base.structs import validation_detail as _validation_detail
 from taguru_eval._base.structs import validation_parts as _validation_parts
+from taguru_eval._base.text import to_f32
 from taguru_eval.catalog import CATALOG, SCALAR_FIELD, Catalog
+from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
 from taguru_eval.compare.repeats import find_repeat, first_repeat, shape_of
 from taguru_eval.contract import ARTIFACT_NAME, ARTIFACT_STAMP
 from taguru_eval.errors import InputError, os_error_text
@@ -57,12 +59,19 @@ class _Budget(msgspec.Struct):
     max_tokens: _U64
 
 
+class _MustRefuseInputs(msgspec.Struct):
+    # ABSTENTION.md §3.8 ``inputs.must_refuse``; only what compare warns about.
+    sha256: str | None = None
+    refusal_rule: str | None = None
+
+
 class _Inputs(msgspec.Struct):
     context: str = ""
     budget: _Budget | None = None
     # Shown beside the budget, never compared: read as any JSON so a foreign
     # value cannot make a file compare refuses (§6.2 does not read it).
     mode: Any = None
+    must_refuse: _MustRefuseInputs | None = None
 
 
 class _Corpus(msgspec.Struct):
@@ -82,6 +91,23 @@ class _Definition(msgspec.Struct):
     statistic: str = ""
 
 
+class _AbstentionVector(msgspec.Struct):
+    effective_floors: list[float] = msgspec.field(default_factory=list)
+
+
+class _AbstentionCase(msgspec.Struct):
+    case_id: str = ""
+    kind: str = "unspecified"
+    verdict: str | None = None
+
+
+class _Abstention(msgspec.Struct):
+    # ABSTENTION.md §3.8's top-level block: what compare's §3.10 block reads.
+    rule: str | None = None
+    vector: _AbstentionVector = msgspec.field(default_factory=_AbstentionVector)
+    cases: list[_AbstentionCase] = msgspec.field(default_factory=list)
+
+
 class _View(msgspec.Struct):
     taguru_evaluation: _U64 = 0
     generated_at: str = ""
@@ -92,6 +118,9 @@ class _View(msgspec.Struct):
     # only say ``definitions[...]``); each is decoded by _statistics().
     definitions: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
     metrics: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
+    # After ``cases`` in the file: absent from a stored run's head, whose
+    # must-refuse verdicts come from its tables instead (:mod:`.parquet`).
+    abstention: _Abstention | None = None
 
 
 _HEAD_DECODER: Final = msgspec.json.Decoder(_View)
@@ -251,6 +280,9 @@ class RunView:
     mode: str | None = None
     """``inputs.mode`` when it is a string (shown, never compared)."""
     """The side's recorded gate verdict (``thresholds.passed``); None when report-only."""
+    abstention: AbstentionSide | None = None
+    must_refuse_rule: str | None = None
+    must_refuse_sha256: str | None = None
 
     @property
     def case_count(self) -> int:
@@ -416,6 +448,7 @@ def _run_view(
 ) -> RunView:
     budget = view.inputs.budget
     revision = view.corpus.revision_after
+    must_refuse = view.inputs.must_refuse
     return RunView(
         path=label,
         stamp=view.taguru_evaluation,
@@ -431,6 +464,28 @@ def _run_view(
         duplicate_case_ids=duplicates,
         gate_passed=_gate_passed(view.thresholds),
         mode=view.inputs.mode if isinstance(view.inputs.mode, str) else None,
+        abstention=_abstention_side(view.abstention, must_refuse),
+        must_refuse_rule=None if must_refuse is None else must_refuse.refusal_rule,
+        must_refuse_sha256=None if must_refuse is None else must_refuse.sha256,
+    )
+
+
+def _abstention_side(
+    block: _Abstention | None, inputs: _MustRefuseInputs | None
+) -> AbstentionSide | None:
+    if block is None:
+        return None
+    cases = pl.DataFrame(
+        [(case.case_id, case.kind, case.verdict) for case in block.cases],
+        schema=SIDE_SCHEMA,
+        orient="row",
+    )
+    return AbstentionSide(
+        rule=block.rule,
+        # Binary32 values, as a stored run's tables hold them.
+        floors=tuple(to_f32(value) for value in block.vector.effective_floors),
+        sha256=None if inputs is None else inputs.sha256,
+        cases=cases,
     )
 
 

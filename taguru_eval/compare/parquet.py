@@ -42,14 +42,19 @@ import msgspec
 import polars as pl
 
 from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
 from taguru_eval.compare.load import RunView, decode_header, is_utf8, read_view
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.score.abstention import effective_floors
 from taguru_eval.store import PARQUET_FAILURES, first_line, table_error
 from taguru_eval.tables.schemas import TABLE
 
 CASES_FILE: Final = TABLE["cases"].file_name
 METRICS_FILE: Final = TABLE["metrics"].file_name
+REFUSAL_CASES_FILE: Final = TABLE["refusal_cases"].file_name
+FLOOR_TABLES: Final = (TABLE["case_lanes"].file_name, TABLE["refusal_lanes"].file_name)
+"""The lane tables whose ``plan_vector_floor`` columns give a run's effective floors."""
 
 FIRST_READ: Final = 1 << 20
 """Bytes read first; a real artifact's head (definitions included) is far smaller."""
@@ -103,6 +108,11 @@ def read_side(
         directory / CASES_FILE, os.path.join(given, CASES_FILE), catalog
     )
     metrics = stored_metrics(directory / METRICS_FILE, os.path.join(given, METRICS_FILE))
+    if header.must_refuse_rule is not None or header.must_refuse_sha256 is not None:
+        # The abstention block follows ``cases`` in the file; its facts are in the tables.
+        if not all((directory / name).is_file() for name in (REFUSAL_CASES_FILE, *FLOOR_TABLES)):
+            return read_view(source, label=label, catalog=catalog)
+        header = replace(header, abstention=stored_abstention(directory, given, header))
     return replace(header, cases=cases, duplicate_case_ids=duplicates, metrics=metrics)
 
 
@@ -250,6 +260,27 @@ def stored_cases(
     if duplicates:
         frame = frame.unique(subset="case_id", keep="last", maintain_order=True)
     return frame, duplicates
+
+
+def stored_abstention(directory: Path, given: str, header: RunView) -> AbstentionSide:
+    """A stored run's must-refuse verdicts (``refusal_cases``) and effective
+    floors (the ``plan_vector_floor`` of its lane tables), as compare reads
+    them from an ``abstention`` block."""
+    verdicts = _read_table(
+        directory / REFUSAL_CASES_FILE,
+        os.path.join(given, REFUSAL_CASES_FILE),
+        ["case_index", "case_id", "kind", "verdict"],
+    )
+    floor_frames = [
+        _read_table(directory / name, os.path.join(given, name), ["plan_vector_floor"])
+        for name in FLOOR_TABLES
+    ]
+    return AbstentionSide(
+        rule=header.must_refuse_rule,
+        floors=tuple(effective_floors(*floor_frames)),
+        sha256=header.must_refuse_sha256,
+        cases=verdicts.sort("case_index").select(list(SIDE_SCHEMA)).cast(SIDE_SCHEMA),  # type: ignore[arg-type]
+    )
 
 
 def stored_metrics(path: Path, shown: str) -> dict[str, bytes]:

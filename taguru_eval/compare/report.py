@@ -21,6 +21,7 @@ import polars as pl
 
 from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval.compare import display, drivers
+from taguru_eval.compare.abstention import AbstentionComparison
 from taguru_eval.compare.load import RunView
 from taguru_eval.compare.model import (
     NOT_COMPARABLE,
@@ -58,6 +59,8 @@ class Comparison:
     counts: Mapping[str, int]
     compared: tuple[str, ...]
     """The per-case metrics cases were classified by, in order."""
+    abstention: AbstentionComparison | None = None
+    """Must-refuse verdict flips (ABSTENTION.md §3.10); None when neither side has any."""
 
     def changed(self) -> pl.DataFrame:
         """The cases that get a changes.jsonl line (every kind but unchanged)."""
@@ -177,6 +180,8 @@ def header(
         },
         "metrics": metrics,
     }
+    if comparison.abstention is not None:
+        doc["abstention"] = comparison.abstention.to_json()
     if comparison.warnings:
         doc["warnings"] = list(comparison.warnings)
     clash = sorted(set(extra or {}).intersection(doc))
@@ -348,5 +353,23 @@ def summary(comparison: Comparison, out: str) -> str:
         lines.append(
             f"    ... and {regressed.height - SUMMARY_REGRESSED_LIMIT} more regressed case(s)"
         )
+    if comparison.abstention is not None:
+        lines.extend(abstention_summary(comparison.abstention))
     lines.append(f"  wrote {out}")
     return "\n".join(lines) + "\n"
+
+
+def abstention_summary(block: AbstentionComparison) -> list[str]:
+    """The must-refuse lines of the summary: the tally, then every flip by name."""
+    counts = block.counts
+    lines = [
+        f"  must-refuse: {counts['improved']} improved, {counts['regressed']} regressed, "
+        f"{counts['unchanged']} unchanged, {counts['added']} added, {counts['removed']} "
+        f"removed, {counts['not_comparable']} not comparable"
+    ]
+    flips = block.changes.filter(pl.col("direction").is_in(["improved", "regressed"]))
+    lines.extend(
+        f"    {direction}: {case_id} ({kind}) {base} -> {head}"
+        for case_id, kind, base, head, direction in flips.iter_rows()
+    )
+    return lines

@@ -2,8 +2,13 @@
 
 :func:`run_demo` starts the bundled reference server on an ephemeral loopback
 port with ``data/`` (the ``sake`` context), evaluates ``data/sake/eval.jsonl``
-against ``data/sake/thresholds.json``, writes the artifacts, prints a summary
-table of the metrics and stops the server; :func:`run_assembly_pair` runs the
+with its must-refuse file ``data/sake/must_refuse.jsonl`` against
+``data/sake/thresholds.json``, writes the artifacts, prints a summary table of
+the metrics, then shows the must-refuse verdicts under each rule — the
+default ``semantic`` rule on the server as shipped (no vector lane: the
+passage probes are honestly undetermined), ``--refusal-rule any``, and
+``semantic`` on the same corpus served with the opt-in toy vector lane — and
+stops the servers; :func:`run_assembly_pair` runs the
 same cases in baseline and ``--assembly`` mode at one budget and prints them
 side by side; :func:`run_history` makes a history of runs with corpus changes
 between them (:mod:`.history`).
@@ -11,6 +16,7 @@ between them (:mod:`.history`).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +25,6 @@ from typing import Any, Final
 import polars as pl
 
 from taguru_eval.api import Run
-from taguru_eval.catalog import statistics
 from taguru_eval.compare import compare
 from taguru_eval.demo.data import DEMO_CONTEXT, demo_data_dir
 from taguru_eval.demo.history import demo_history
@@ -29,6 +34,7 @@ from taguru_eval.options import Budget, RunOptions
 from taguru_eval.pipeline import RunResult, execute
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console, case_progress
+from taguru_eval.summary import share_text
 
 
 @contextmanager
@@ -54,27 +60,103 @@ def _execute_with_progress(prepared: PreparedRun, console: Console) -> RunResult
             progress.close()
 
 
+MUST_REFUSE_FILE: Final = "must_refuse.jsonl"
+MODES: Final[tuple[tuple[str, str, bool], ...]] = (
+    ("semantic", "semantic", False),
+    ("any", "any", False),
+    ("semantic + toy vector lane", "semantic", True),
+)
+"""The must-refuse walk-through: (column title, --refusal-rule, vector lane on)."""
+
+
+def _must_refuse_run(
+    url: str,
+    context_dir: Path,
+    out: Path,
+    console: Console,
+    *,
+    rule: str = "semantic",
+    store: Path | None = None,
+) -> RunResult:
+    options = RunOptions(
+        eval_path=str(context_dir / "eval.jsonl"),
+        context=DEMO_CONTEXT,
+        url=url,
+        out=str(out),
+        thresholds=str(context_dir / "thresholds.json"),
+        must_refuse=str(context_dir / MUST_REFUSE_FILE),
+        refusal_rule="any" if rule == "any" else "semantic",
+        store_dir=None if store is None else str(store),
+        no_store=store is None,
+    )
+    # An empty environment: a user's TAGURU_* settings must not reach the demo.
+    prepared = prepare_run(options, {}, stderr=console.err)
+    return _execute_with_progress(prepared, console)
+
+
 def run_demo(out_dir: Path) -> int:
-    """Serve ``data/``, evaluate the sake context once, print the metrics table."""
+    """Serve ``data/``, evaluate the sake context with its must-refuse file,
+    print the metrics table and the must-refuse verdicts under each rule."""
     console = Console()
-    with _demo_server(out_dir, console) as (url, context_dir):
-        options = RunOptions(
-            eval_path=str(context_dir / "eval.jsonl"),
-            context=DEMO_CONTEXT,
-            url=url,
-            out=str(out_dir / "evaluation.json"),
-            thresholds=str(context_dir / "thresholds.json"),
-            store_dir=str(out_dir / "runs"),
+    with (
+        _demo_server(out_dir, console) as (url, context_dir),
+        running_server(demo_data_dir(), vector_lane=True) as vector_url,
+    ):
+        result = _must_refuse_run(
+            url, context_dir, out_dir / "evaluation.json", console, store=out_dir / "runs"
         )
-        # An empty environment: a user's TAGURU_* settings must not reach the demo.
-        prepared = prepare_run(options, {}, stderr=console.err)
-        result = _execute_with_progress(prepared, console)
+        console.out("")
+        console.out(f"metrics of {len(result.lane_outputs)} case(s):")
+        console.out(metrics_table(result.doc["metrics"], result.scores.catalog.statistics()))
+        console.out("")
+        # The walk-through runs' own summaries would repeat the first one's.
+        quiet = Console(stdout=io.StringIO(), stderr=io.StringIO())
+        walk = [result]
+        for title, rule, vector in MODES[1:]:
+            console.err(f"taguru_eval demo: the same must-refuse file — {title}")
+            name = f"must-refuse-{title.replace(' + ', '-').replace(' ', '-')}.json"
+            target = vector_url if vector else url
+            walk.append(_must_refuse_run(target, context_dir, out_dir / name, quiet, rule=rule))
+    docs = [run.doc for run in walk]
+    console.out(f"must-refuse verdicts (data/{DEMO_CONTEXT}/{MUST_REFUSE_FILE}):")
+    console.out(verdict_table(docs))
     console.out("")
-    console.out(f"metrics of {len(result.lane_outputs)} case(s):")
-    console.out(metrics_table(result.doc["metrics"], statistics()))
+    console.out(trade_off_table(docs))
     console.out("")
     console.out(f"artifacts: {result.out_path}  and  {result.store_path}")
+    console.out(f"  (the other modes: {', '.join(str(run.out_path) for run in walk[1:])})")
     return result.exit_code
+
+
+def verdict_table(docs: Sequence[Mapping[str, Any]]) -> str:
+    """One row per must-refuse case, one verdict column per walk-through mode."""
+    columns = [{case["case_id"]: case for case in doc["abstention"]["cases"]} for doc in docs]
+    rows = []
+    for case in docs[0]["abstention"]["cases"]:
+        cells = [case["case_id"], case["kind"]]
+        for by_id in columns:
+            verdict = by_id[case["case_id"]]
+            reason = verdict.get("reason")
+            cells.append(verdict["verdict"] + (f" ({reason})" if reason else ""))
+        rows.append(cells)
+    header = ["case", "kind", *(title for title, _rule, _vector in MODES)]
+    return _fixed_width(header, rows, left=len(header))
+
+
+def trade_off_table(docs: Sequence[Mapping[str, Any]]) -> str:
+    """ABSTENTION.md §3.11's trade-off pair per mode: what the rule refuses among
+    must-refuse questions beside what it throws away among answerable ones."""
+    header = ["mode", "passage refusal (must-refuse)", "false refusal (answerable)", "supported"]
+    rows = [
+        [
+            title,
+            share_text(doc["metrics"]["abstention.passage.refusal_rate"]),
+            share_text(doc["metrics"]["answerability.false_refusal_rate"]),
+            share_text(doc["metrics"]["answerability.supported_rate"]),
+        ]
+        for (title, _rule, _vector), doc in zip(MODES, docs, strict=True)
+    ]
+    return _fixed_width(header, rows, left=len(header))
 
 
 PAIR_BUDGET: Final = Budget(max_items=40, max_bytes=65_536, max_tokens=1_000)

@@ -28,8 +28,8 @@ from typing import Final, Literal, TypeVar
 import msgspec
 
 from taguru_eval._base import jsonstrict as js
-from taguru_eval._base.text import display_f32, split_lines, trim
-from taguru_eval.errors import InputError, os_error_text
+from taguru_eval._base.text import display_f32, trim
+from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset_fast import decode_cases
 from taguru_eval.inputs.evalcase import (
     ABSENT,
@@ -44,6 +44,7 @@ from taguru_eval.inputs.evalcase import (
     SectionExpectation,
     expected_frame,
 )
+from taguru_eval.inputs.reading import decode_utf8, jsonl_values, read_bytes
 
 __all__ = [
     "ABSENT",
@@ -85,22 +86,10 @@ def load_eval(
     """Load and validate ``path``; ``label`` (default: ``path`` as given) prefixes
     every message. ``consumer`` names the verb in the carry-through warning."""
     shown = str(path) if label is None else label
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
+    raw = read_bytes(path, shown)
     if mode == "interpret" and (fast := load_eval_fast(raw, shown)) is not None:
         return fast
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(
-            f"cannot read {shown}: stream did not contain valid UTF-8 "
-            f"(line {line}, byte {exc.start}: {exc.reason})",
-            path=shown,
-            line=line,
-        ) from None
+    text = decode_utf8(raw, shown)
     return load_eval_strict(text, shown, mode=mode, consumer=consumer)
 
 
@@ -165,17 +154,7 @@ def load_eval_strict(
     cases: list[EvalCase] = []
     seen_ids: set[str] = set()
     carries_extensions = False
-    for index, raw_line in enumerate(split_lines(text)):
-        line_no = index + 1
-        line_text = trim(raw_line)
-        if not line_text:
-            continue
-        try:
-            value = js.loads(line_text)
-        except js.JsonSyntaxError as exc:
-            raise InputError(
-                f"{label}: line {line_no}: not JSON: {exc}", path=label, line=line_no
-            ) from None
+    for line_no, value in jsonl_values(text, label):
         if not header_seen:
             name = _parse_header(value, label, line_no)
             header_seen = True

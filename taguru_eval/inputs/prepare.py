@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from taguru_eval._base.text import one_line
-from taguru_eval.catalog import CATALOG_KEYS
-from taguru_eval.errors import PREFIX, InputError
+from taguru_eval.catalog import ABSTENTION_METRICS, CATALOG_KEYS
+from taguru_eval.errors import PREFIX
 from taguru_eval.inputs.config import (
     effective_env,
     mask_url,
@@ -26,6 +26,7 @@ from taguru_eval.inputs.config import (
     resolve_token,
 )
 from taguru_eval.inputs.dataset import EvalSet, load_eval, validate_limits
+from taguru_eval.inputs.must_refuse import MustRefuseSet, load_must_refuse
 from taguru_eval.inputs.proxy import ProxyConfig, proxy_config
 from taguru_eval.inputs.thresholds import Thresholds, load_thresholds
 from taguru_eval.options import RunOptions
@@ -43,7 +44,8 @@ class PreparedRun:
     """A run whose inputs are all valid; nothing here has touched the network.
 
     ``warnings`` are the texts (without the ``taguru: evaluate: `` prefix) that
-    go into the artifact's ``warnings`` list. ``token`` (the one sent) and
+    go into the artifact's ``warnings`` list; ``must_refuse_warnings`` those
+    that go into its ``abstention`` block. ``token`` (the one sent) and
     ``secrets`` (every configured token, redacted from whatever the server
     says) are excluded from ``repr`` so they cannot leak into a log line.
     ``proxies`` are the proxy settings of the environment (after ``--config``).
@@ -55,7 +57,8 @@ class PreparedRun:
     base_url: str
     masked_url: str
     warnings: tuple[str, ...] = ()
-    must_refuse: object | None = None
+    must_refuse: MustRefuseSet | None = None
+    must_refuse_warnings: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
     secrets: tuple[str, ...] = field(default=(), repr=False)
     proxies: ProxyConfig = field(default_factory=ProxyConfig)
@@ -65,27 +68,34 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def assembly_warnings(eval_set: EvalSet) -> list[str]:
-    """§2.3 step 4: one text per case whose tags/since/until ``--assembly`` cannot apply."""
+def assembly_warnings(eval_set: EvalSet | MustRefuseSet) -> list[str]:
+    """§2.3 step 4: one text per case whose tags/since/until ``--assembly`` cannot
+    apply (an eval case, or a must-refuse case: ABSTENTION.md §3.2)."""
+    prefix = "must-refuse " if isinstance(eval_set, MustRefuseSet) else ""
     return [
-        ASSEMBLY_FILTER_WARNING.format(case_id=case.case_id)
+        prefix + ASSEMBLY_FILTER_WARNING.format(case_id=case.case_id)
         for case in eval_set.cases
         if case.options.tags or case.options.since is not None or case.options.until is not None
     ]
 
 
-def load_run_thresholds(
-    path: str, eval_set: EvalSet, extra_metrics: Collection[str] = ()
-) -> Thresholds:
+MUST_REFUSE_FLAG = "--must-refuse"
+
+
+def load_run_thresholds(path: str, eval_set: EvalSet, *, must_refuse: bool = False) -> Thresholds:
     """§2.3 step 5: the thresholds file against the metric catalog (plus the
-    must-refuse names when that file was given) and the loaded case ids."""
-    keys = CATALOG_KEYS | frozenset(extra_metrics)
-    return load_thresholds(path, keys, eval_set.case_ids)
+    must-refuse names when that file was given) and the loaded case ids.
 
-
-def load_must_refuse(path: str, eval_set: EvalSet) -> tuple[object, Collection[str]]:
-    """§2.3 step 4a: the must-refuse file and the metric names it adds."""
-    raise InputError("--must-refuse is not available in this build", path=path)
+    Without ``--must-refuse`` a bound on an ``abstention.*`` or
+    ``answerability.*`` metric is a problem naming the flag (exit 2 before
+    any network call, ABSTENTION.md §3.9), not a late "no samples".
+    """
+    if must_refuse:
+        return load_thresholds(
+            path, CATALOG_KEYS | frozenset(ABSTENTION_METRICS), eval_set.case_ids
+        )
+    needs_flag = dict.fromkeys(ABSTENTION_METRICS, MUST_REFUSE_FLAG)
+    return load_thresholds(path, CATALOG_KEYS, eval_set.case_ids, needs_flag=needs_flag)
 
 
 def prepare_run(
@@ -110,14 +120,20 @@ def prepare_run(
         for warning in assembly_warnings(eval_set):
             stderr(one_line(f"{PREFIX}{warning}"))
             warnings.append(warning)
-    must_refuse: object | None = None
-    extra_metrics: Collection[str] = ()
-    if options.must_refuse is not None:
-        must_refuse, extra_metrics = load_must_refuse(options.must_refuse, eval_set)
+    must_refuse = (
+        None
+        if options.must_refuse is None
+        else load_must_refuse(options.must_refuse, eval_set.case_ids)
+    )
+    must_refuse_warnings: list[str] = []
+    if must_refuse is not None and options.assembly:
+        for warning in assembly_warnings(must_refuse):
+            stderr(one_line(f"{PREFIX}{warning}"))
+            must_refuse_warnings.append(warning)
     thresholds = (
         None
         if options.thresholds is None
-        else load_run_thresholds(options.thresholds, eval_set, extra_metrics)
+        else load_run_thresholds(options.thresholds, eval_set, must_refuse=must_refuse is not None)
     )
     resolved_env = effective_env(options.config, environment, stderr)
     base_url = resolve_base_url(options.url, resolved_env)
@@ -129,6 +145,7 @@ def prepare_run(
         masked_url=mask_url(base_url),
         warnings=tuple(warnings),
         must_refuse=must_refuse,
+        must_refuse_warnings=tuple(must_refuse_warnings),
         token=resolve_token(resolved_env),
         secrets=resolve_secrets(resolved_env),
         proxies=proxy_config(resolved_env),

@@ -154,14 +154,21 @@ def bound_problem(bound: Bound) -> str | None:
 
 
 def load_thresholds(
-    path: str | Path, catalog_keys: Collection[str], case_ids: Collection[str]
+    path: str | Path,
+    catalog_keys: Collection[str],
+    case_ids: Collection[str],
+    *,
+    needs_flag: Mapping[str, str] | None = None,
 ) -> Thresholds:
     """Read, decode and fully validate a thresholds file (GATE_AND_COMPARE.md §4).
 
     ``catalog_keys`` is the run's metric catalog (the 31 names, plus the
     abstention names with ``--must-refuse``); ``case_ids`` are the loaded
-    eval.jsonl case ids. ``path`` is echoed in messages exactly as given.
-    Raises :class:`InputError` (exit 2) on any problem.
+    eval.jsonl case ids. ``needs_flag`` maps a metric name this run does not
+    measure to the flag that would add it (ABSTENTION.md §3.9: bounding an
+    abstention metric without ``--must-refuse`` is a bad flag, said so).
+    ``path`` is echoed in messages exactly as given. Raises
+    :class:`InputError` (exit 2) on any problem.
     """
     shown = path if isinstance(path, str) else os.fspath(path)
     try:
@@ -169,7 +176,7 @@ def load_thresholds(
     except OSError as exc:
         raise _error(f"cannot read {shown}: {os_error_text(exc)}", shown) from None
     thresholds = parse_thresholds(raw, shown)
-    validate_thresholds(thresholds, shown, catalog_keys, case_ids)
+    validate_thresholds(thresholds, shown, catalog_keys, case_ids, needs_flag=needs_flag)
     return thresholds
 
 
@@ -201,22 +208,35 @@ def validate_thresholds(
     path: str,
     catalog_keys: Collection[str],
     case_ids: Collection[str],
+    *,
+    needs_flag: Mapping[str, str] | None = None,
 ) -> None:
     """Raise one :class:`InputError` listing every §4.4 problem, or return."""
-    problems = semantic_problems(thresholds, catalog_keys, case_ids)
+    problems = semantic_problems(thresholds, catalog_keys, case_ids, needs_flag=needs_flag)
     if problems:
         raise _error(f"{path}: {'; '.join(problems)}", path)
 
 
 def semantic_problems(
-    thresholds: Thresholds, catalog_keys: Collection[str], case_ids: Collection[str]
+    thresholds: Thresholds,
+    catalog_keys: Collection[str],
+    case_ids: Collection[str],
+    *,
+    needs_flag: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Every §4.4 problem, in the spec's order (names, then bounds)."""
     known_metrics = frozenset(catalog_keys)
     known_cases = frozenset(case_ids)
+    flagged = needs_flag or {}
     problems: list[str] = []
     for name in sorted(thresholds.aggregate):
-        if name not in known_metrics:
+        if name in known_metrics:
+            continue
+        if name in flagged:
+            problems.append(
+                f"aggregate: metric name '{name}' is measured only with {flagged[name]}"
+            )
+        else:
             problems.append(f"aggregate: unknown metric name '{name}'")
     for name in sorted(thresholds.case_default):
         if name not in _CASE_SCOPED:

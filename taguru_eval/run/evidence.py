@@ -25,14 +25,14 @@ makes both ``passage`` and ``evidence`` failed, with no budget and no rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Protocol
 
 import msgspec
 
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.structs import validation_detail
 from taguru_eval._base.text import truncate_utf8
-from taguru_eval.inputs.dataset import EvalCase
+from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
 from taguru_eval.run.client import CallFailure, TaguruClient
 from taguru_eval.tables.shapes import (
@@ -63,7 +63,23 @@ class Assembly:
     rerank: str | None = None
 
 
-def evidence_body(case: EvalCase, assembly: Assembly) -> dict[str, object]:
+class EvidenceRequest(Protocol):
+    """What an evidence request is built from: an eval case or a must-refuse case."""
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def cues(self) -> tuple[str, ...]: ...
+
+    @property
+    def options(self) -> CaseOptions: ...
+
+    @property
+    def effective_limit(self) -> int: ...
+
+
+def evidence_body(case: EvidenceRequest, assembly: Assembly) -> dict[str, object]:
     """The request body (EVALUATE.md §7.2), keys in the order taguru's client sends them.
 
     taguru builds it with ``serde_json::json!``, whose objects keep their keys
@@ -439,7 +455,7 @@ def _failed(message: str, latency_ms: int, status: int | None) -> EvidenceResult
 
 
 async def evidence_lane(
-    client: TaguruClient, context: str, case: EvalCase, assembly: Assembly
+    client: TaguruClient, context: str, case: EvidenceRequest, assembly: Assembly
 ) -> EvidenceResult:
     """``POST …/evidence`` for one case; never raises for a server's answer."""
     try:

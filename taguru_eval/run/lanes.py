@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from taguru_eval import contract
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import truncate_utf8
 from taguru_eval.contract import RESOLVE_LIMIT
-from taguru_eval.inputs.dataset import Absent, EvalCase, ExpectedCitation
+from taguru_eval.inputs.dataset import Absent, CaseOptions, EvalCase, ExpectedCitation
 from taguru_eval.options import Budget
 from taguru_eval.run.budget import MeasuredHit, truncate
 from taguru_eval.run.checks import citation_check, served_set
@@ -49,7 +49,8 @@ from taguru_eval.tables.shapes import (
 NO_HITS_MESSAGE = "response carries no recognizable hits (plan/hits shape mismatch)"
 
 
-Lane = Literal["passage", "evidence", "coverage", "association", "citation"]
+Lane = Literal["passage", "evidence", "coverage", "association", "citation", "structural"]
+"""A call's lane; ``structural`` is a must-refuse cue probe (:mod:`.probes`)."""
 
 
 class _ShapeError(ValueError):
@@ -57,8 +58,9 @@ class _ShapeError(ValueError):
 
 
 @dataclass
-class _Recorder:
-    """Collects one case's call records in call order."""
+class CallRecorder:
+    """Collects one case's call records in call order (the must-refuse probes
+    record theirs the same way)."""
 
     case_index: int
     case_id: str
@@ -109,20 +111,13 @@ async def run_case(
     ``budget`` (baseline runs given ``--max-*``) truncates the passage hits (§7.3);
     ``assembly`` (``--assembly`` runs) replaces the passage lane with the evidence lane.
     """
-    recorder = _Recorder(case_index, case.case_id)
+    recorder = CallRecorder(case_index, case.case_id)
     evidence: EvidenceResult | None = None
     if assembly is None:
         passage, usage = await passage_lane(client, context, case, recorder, budget)
     else:
         evidence = await evidence_lane(client, context, case, assembly)
-        recorder.add(
-            lane="evidence",
-            endpoint=contract.EVIDENCE,
-            outcome=evidence.evidence["outcome"],
-            latency_ms=evidence.evidence["latency_ms"],
-            http_status=evidence.http_status,
-            error=evidence.message,
-        )
+        record_evidence_call(recorder, evidence)
         passage, usage = evidence.passage, evidence.budget
     structural = (
         await structural_lane(client, context, case, recorder)
@@ -152,10 +147,35 @@ async def run_case(
     return output
 
 
+def record_evidence_call(recorder: CallRecorder, evidence: EvidenceResult) -> None:
+    """The one ``calls`` row of an evidence lane call (eval case or must-refuse probe)."""
+    recorder.add(
+        lane="evidence",
+        endpoint=contract.EVIDENCE,
+        outcome=evidence.evidence["outcome"],
+        latency_ms=evidence.evidence["latency_ms"],
+        http_status=evidence.http_status,
+        error=evidence.message,
+    )
+
+
 # --------------------------------------------------------------------------- passage lane
 
 
-def search_body(case: EvalCase) -> dict[str, object]:
+class SearchRequest(Protocol):
+    """What a passage search is built from: an eval case or a must-refuse case."""
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def options(self) -> CaseOptions: ...
+
+    @property
+    def effective_limit(self) -> int: ...
+
+
+def search_body(case: SearchRequest) -> dict[str, object]:
     """The baseline search request body (EVALUATE.md §3.4); absent options are null."""
     options = case.options
     return {
@@ -171,8 +191,8 @@ def search_body(case: EvalCase) -> dict[str, object]:
 async def passage_lane(
     client: TaguruClient,
     context: str,
-    case: EvalCase,
-    recorder: _Recorder,
+    case: SearchRequest,
+    recorder: CallRecorder,
     budget: Budget | None = None,
 ) -> tuple[PassageOutcome, BudgetUsage | None]:
     """``POST …/sources/search``, hit extraction (typed shape, then fallback) and,
@@ -424,8 +444,11 @@ def diversity_sources(passage: PassageOutcome) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
+    """One resolved name: its tier and, when the server says, its match kind."""
+
     name: str
     tier: str
+    kind: str | None = None
 
 
 def _read_candidates(payload: object) -> list[Candidate]:
@@ -434,7 +457,8 @@ def _read_candidates(payload: object) -> list[Candidate]:
         name = js.read_str(_require(obj, "name", path), (*path, "name"))
         js.read_f64(_require(obj, "score", path), (*path, "score"))
         tier = js.read_str(_require(obj, "tier", path), (*path, "tier"))
-        return Candidate(name, tier)
+        kind = js.read_optional(obj.get("kind"), (*path, "kind"), js.read_str)
+        return Candidate(name, tier, kind)
 
     return js.read_array(payload, (), one)
 
@@ -471,10 +495,12 @@ def classify_position(tier: str | None, names: Sequence[str], latency_ms: int) -
     }
 
 
-async def _resolve(
+async def resolve_call(
     client: TaguruClient, context: str, route: Literal["resolve", "resolve_label"], cue: str
-) -> tuple[Reply | CallFailure, tuple[str | None, list[str]] | None]:
-    """One resolve call: (the reply or failure, the top tier or None on a parse failure)."""
+) -> tuple[Reply | CallFailure, list[Candidate] | None]:
+    """One ``{cue, limit: 5}`` resolve call: (the reply, every candidate), or
+    (the failure, None) — a response that does not parse is a failure naming
+    the route."""
     try:
         reply = await client.post(
             ["contexts", context, route], {"cue": cue, "limit": RESOLVE_LIMIT}
@@ -482,7 +508,7 @@ async def _resolve(
     except CallFailure as failure:
         return failure, None
     try:
-        candidates = _read_candidates(reply.payload)
+        return reply, _read_candidates(reply.payload)
     except js.JsonShapeError as exc:
         parse_failure = CallFailure(
             client.redact(f"{route} response did not parse: {exc.detail}"),
@@ -490,13 +516,20 @@ async def _resolve(
             latency_ms=reply.latency_ms,
         )
         return parse_failure, None
-    return reply, top_tier(candidates)
 
 
-def _record_failure(
-    recorder: _Recorder,
+async def _resolve(
+    client: TaguruClient, context: str, route: Literal["resolve", "resolve_label"], cue: str
+) -> tuple[Reply | CallFailure, tuple[str | None, list[str]] | None]:
+    """One resolve call: (the reply or failure, the top tier or None on a parse failure)."""
+    result, candidates = await resolve_call(client, context, route, cue)
+    return result, None if candidates is None else top_tier(candidates)
+
+
+def record_failure(
+    recorder: CallRecorder,
     failure: CallFailure,
-    lane: Literal["coverage", "association"],
+    lane: Literal["coverage", "association", "structural"],
     endpoint: str,
     item_index: int,
     position: str | None = None,
@@ -517,7 +550,7 @@ def _record_failure(
 
 
 async def structural_lane(
-    client: TaguruClient, context: str, case: EvalCase, recorder: _Recorder
+    client: TaguruClient, context: str, case: EvalCase, recorder: CallRecorder
 ) -> Structural:
     """Coverage cues (concepts, then labels), then association probes (§3.5)."""
     cue_list = list(case.cues) if case.cues else [case.query]
@@ -534,7 +567,7 @@ async def structural_lane(
             cue_index = len(resolutions)
             if isinstance(result, CallFailure) or tier is None:
                 failure = result if isinstance(result, CallFailure) else CallFailure("")
-                message = _record_failure(recorder, failure, "coverage", endpoint, cue_index)
+                message = record_failure(recorder, failure, "coverage", endpoint, cue_index)
                 resolutions.append(
                     CueResolution(
                         cue=cue,
@@ -622,13 +655,13 @@ async def _probe_position(
     cue: str,
     index: int,
     position: str,
-    recorder: _Recorder,
+    recorder: CallRecorder,
 ) -> PositionOutcome:
     endpoint = contract.RESOLVE if route == "resolve" else contract.RESOLVE_LABEL
     result, tier = await _resolve(client, context, route, cue)
     if isinstance(result, CallFailure) or tier is None:
         failure = result if isinstance(result, CallFailure) else CallFailure("")
-        message = _record_failure(recorder, failure, "association", endpoint, index, position)
+        message = record_failure(recorder, failure, "association", endpoint, index, position)
         return PositionOutcome(outcome="errored", message=message, latency_ms=failure.latency_ms)
     latency = result.latency_ms
     outcome = classify_position(*tier, latency)
@@ -680,7 +713,7 @@ async def _query(
     label: str,
     obj: str,
     index: int,
-    recorder: _Recorder,
+    recorder: CallRecorder,
 ) -> AssociationQuery:
     body: dict[str, object] = {"label": label, "limit": 1, "object": obj, "subject": subject}
     try:
@@ -696,7 +729,7 @@ async def _query(
                 latency_ms=reply.latency_ms,
             )
         )
-        message = _record_failure(recorder, failure, "association", contract.QUERY, index, "query")
+        message = record_failure(recorder, failure, "association", contract.QUERY, index, "query")
         return AssociationQuery(outcome="errored", message=message, latency_ms=failure.latency_ms)
     recorder.add(
         lane="association",
@@ -731,7 +764,7 @@ async def citation_lane(
     context: str,
     citations: Sequence[ExpectedCitation],
     served: set[tuple[str, int]],
-    recorder: _Recorder,
+    recorder: CallRecorder,
 ) -> list[CitationCheck]:
     """One ``POST …/citations`` per expected citation, in order (§3.6)."""
     checks: list[CitationCheck] = []
@@ -746,7 +779,7 @@ async def _check_citation(
     index: int,
     expected: ExpectedCitation,
     served: set[tuple[str, int]],
-    recorder: _Recorder,
+    recorder: CallRecorder,
 ) -> CitationCheck:
     body: dict[str, object] = {"paragraph": expected.paragraph, "source": expected.source}
     response: dict[str, object]

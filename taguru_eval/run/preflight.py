@@ -46,12 +46,26 @@ class ContextEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class PassageSidecar:
+    """The embeddings status's ``passages`` sidecar (HTTP.md §6.10): which model
+    embedded the paragraphs, and how many rows exist."""
+
+    model: str | None
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
 class Preflight:
-    """Results of §3.1: the first context read, the embedding identity, the sources."""
+    """Results of §3.1: the first context read, the embedding identity, the sources.
+
+    ``passages`` is the passage-vector sidecar the same embeddings read
+    reported (None: absent, or the GET failed); the must-refuse probes read it.
+    """
 
     before: ContextEntry
     embeddings: dict[str, str | None] | None  # None: the embeddings GET failed (key omitted)
     sources: frozenset[str]
+    passages: PassageSidecar | None = None
 
 
 def read_context_entry(payload: object) -> ContextEntry:
@@ -125,8 +139,9 @@ async def read_context_after(client: TaguruClient, context: str) -> ContextEntry
 
 async def read_embeddings(
     client: TaguruClient, context: str, stderr: Callable[[str], None]
-) -> dict[str, str | None] | None:
-    """§3.1.3: ``{provider_model}``, or None (stderr note) when the GET fails."""
+) -> tuple[dict[str, str | None] | None, PassageSidecar | None]:
+    """§3.1.3: ``{provider_model}`` and the passage sidecar, or (None, None)
+    (stderr note) when the GET fails."""
     try:
         reply = await client.get(["contexts", context, "embeddings"])
     except CallFailure as failure:
@@ -136,10 +151,29 @@ async def read_embeddings(
                 f"{failure.message}"
             )
         )
-        return None
+        return None, None
     payload = reply.payload
     model = payload.get("provider_model") if isinstance(payload, dict) else None
-    return {"provider_model": client.redact(model) if isinstance(model, str) else None}
+    redacted = client.redact(model) if isinstance(model, str) else None
+    sidecar = passage_sidecar(payload)
+    if sidecar is not None and sidecar.model is not None:
+        # Compared with the (redacted) provider model, so redacted the same way.
+        sidecar = PassageSidecar(model=client.redact(sidecar.model), rows=sidecar.rows)
+    return {"provider_model": redacted}, sidecar
+
+
+def passage_sidecar(payload: object) -> PassageSidecar | None:
+    """The ``passages`` object of an embeddings status, read leniently (a
+    malformed one counts as absent: it only informs a report)."""
+    sidecar = payload.get("passages") if isinstance(payload, dict) else None
+    if not isinstance(sidecar, dict):
+        return None
+    model = sidecar.get("model")
+    rows = sidecar.get("rows")
+    return PassageSidecar(
+        model=model if isinstance(model, str) else None,
+        rows=rows if isinstance(rows, int) and not isinstance(rows, bool) else 0,
+    )
 
 
 async def walk_sources(client: TaguruClient, context: str) -> frozenset[str]:
@@ -211,7 +245,7 @@ async def preflight(
     context = prepared.options.context
     await check_health(client, prepared.masked_url)
     before = await read_context(client, context)
-    embeddings = await read_embeddings(client, context, stderr)
+    embeddings, passages = await read_embeddings(client, context, stderr)
     sources = await walk_sources(client, context)
     check_expected_sources(prepared.eval_set, context, sources)
-    return Preflight(before=before, embeddings=embeddings, sources=sources)
+    return Preflight(before=before, embeddings=embeddings, sources=sources, passages=passages)

@@ -6,10 +6,9 @@ under ``--concurrency`` (results always in case order). Nothing here scores."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import httpx
@@ -17,12 +16,14 @@ import httpx
 from taguru_eval.inputs.dataset import EvalCase
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import Budget
+from taguru_eval.run.bounded import in_order
 from taguru_eval.run.client import TaguruClient, probe_version
 from taguru_eval.run.console import Console, Progress
 from taguru_eval.run.evidence import Assembly
 from taguru_eval.run.lanes import run_case
 from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
-from taguru_eval.tables.shapes import LaneOutput
+from taguru_eval.run.probes import run_probes
+from taguru_eval.tables.shapes import LaneOutput, RefusalOutput
 
 
 async def run_cases(
@@ -38,30 +39,12 @@ async def run_cases(
 
     ``budget`` truncates baseline hits client-side; ``assembly`` switches every
     case to the evidence lane (EVALUATE.md §7.1).
-
-    The slot is taken before a case's first call, so waiting for it is never
-    part of any latency (the client times the exchange alone).
     """
-    slots = asyncio.Semaphore(max(1, concurrency))
-    done = 0
 
-    async def one(index: int, case: EvalCase) -> LaneOutput:
-        nonlocal done
-        async with slots:
-            output = await run_case(client, context, index, case, budget, assembly)
-        done += 1
-        if progress is not None:
-            progress(done, len(cases))
-        return output
+    async def lanes(index: int, case: EvalCase) -> LaneOutput:
+        return await run_case(client, context, index, case, budget, assembly)
 
-    tasks = [asyncio.ensure_future(one(index, case)) for index, case in enumerate(cases)]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    return await in_order(cases, lanes, concurrency, progress)
 
 
 @dataclass
@@ -74,6 +57,7 @@ class NetworkPhase:
     started_at: datetime
     finished_at: datetime
     cases_elapsed_s: float  # wall time of the cases alone (monotonic clock)
+    refusal_outputs: list[RefusalOutput] = field(default_factory=list)
 
     @property
     def stable(self) -> bool:
@@ -87,7 +71,11 @@ async def network_phase(
     transport: httpx.AsyncBaseTransport | None = None,
     progress: Progress | None = None,
 ) -> NetworkPhase:
-    """§2.3 steps 7–9 and §3.1–§3.2: target line, probe, preflight, cases, re-read."""
+    """§2.3 steps 7–9 and §3.1–§3.2: target line, probe, preflight, cases, re-read.
+
+    With ``--must-refuse`` the probes (ABSTENTION.md §3.4) run after every eval
+    case and before the re-read, so the revision bracket covers them too.
+    """
     options = prepared.options
     console.err(f"evaluate → {prepared.masked_url}")
     async with TaguruClient(
@@ -114,6 +102,18 @@ async def network_phase(
             Assembly(options.budget, options.rerank) if options.assembly else None,
         )
         cases_elapsed = time.monotonic() - clock
+        refusal_outputs = (
+            []
+            if prepared.must_refuse is None
+            else await run_probes(
+                client,
+                options.context,
+                prepared.must_refuse.cases,
+                options.concurrency,
+                budget=options.budget if options.budget_given and not options.assembly else None,
+                assembly=Assembly(options.budget, options.rerank) if options.assembly else None,
+            )
+        )
         after = await read_context_after(client, options.context)
         finished = datetime.now(UTC)
     return NetworkPhase(
@@ -123,4 +123,5 @@ async def network_phase(
         started_at=started,
         finished_at=finished,
         cases_elapsed_s=cases_elapsed,
+        refusal_outputs=refusal_outputs,
     )

@@ -5,12 +5,22 @@ from the catalog."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
-from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.catalog import CATALOG, MUST_REFUSE_CATALOG, Catalog
+from taguru_eval.options import RefusalRule
+from taguru_eval.score.abstention import (
+    MEMBERSHIP_SCHEMA,
+    ProbeRule,
+    answerability,
+    membership,
+    membership_metrics,
+    refusal_cases,
+)
 from taguru_eval.score.blocks import POSITIONS
 from taguru_eval.score.cases import score_cases
 from taguru_eval.score.match import HasExpected
@@ -19,16 +29,41 @@ from taguru_eval.score.stats import (
     distribution_frame,
     ratio,
 )
-from taguru_eval.tables.schemas import RunTables, metrics_frame
+from taguru_eval.tables.schemas import (
+    CASES,
+    POPULATION_EVAL,
+    POPULATION_MUST_REFUSE,
+    TABLE,
+    RunTables,
+    conform,
+    metrics_frame,
+)
 
 
 @dataclass(frozen=True)
 class Scores:
-    """The per-case frame (``cases``) and the aggregate metrics of one run."""
+    """The per-case frame (``cases``) and the aggregate metrics of one run.
+
+    With ``--must-refuse`` also ``refusal_cases`` (one row per must-refuse
+    case) and ``membership`` (each abstention/answerability metric's cases,
+    :func:`taguru_eval.score.abstention.membership`); both are empty otherwise.
+    ``catalog`` is the catalog the metrics were measured with.
+    """
 
     cases: pl.DataFrame
     metrics: dict[str, dict[str, Any]]
     metrics_frame: pl.DataFrame
+    refusal_cases: pl.DataFrame = field(default_factory=TABLE["refusal_cases"].empty)
+    membership: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MEMBERSHIP_SCHEMA))
+    catalog: Catalog = field(default_factory=lambda: CATALOG, compare=False)
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        """The tables the scorer adds, by table name (the run store writes them)."""
+        return {
+            "cases": self.cases,
+            "metrics": self.metrics_frame,
+            "refusal_cases": self.refusal_cases,
+        }
 
 
 def _samples(metric: str, frame: pl.DataFrame, column: str) -> pl.DataFrame:
@@ -43,8 +78,13 @@ def aggregate(
     *,
     rerank_requested: bool = False,
     metric_catalog: Catalog = CATALOG,
+    measured: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Every metric of the catalog (keys ascending), from the per-case frame and the tables."""
+    """Every metric of the catalog (keys ascending), from the per-case frame and the tables.
+
+    ``measured`` holds run-scope values computed elsewhere (the must-refuse
+    metrics, :mod:`.abstention`), taken as they are.
+    """
     cue_latencies = tables.resolutions.unique(["case_index", "cue_index"], keep="first")
     probes = tables.probes
     checks = tables.citation_checks
@@ -150,6 +190,8 @@ def aggregate(
             metrics[name] = dict(distributions.get(name, empty))
         elif name in ratios:
             metrics[name] = dict(ratios[name])
+        elif measured is not None and name in measured:
+            metrics[name] = dict(measured[name])
         else:
             raise KeyError(f"no aggregation for catalog metric {name!r}")
     unknown = (set(distributions) | set(ratios)) - set(metrics)
@@ -159,12 +201,45 @@ def aggregate(
 
 
 def score_run(
-    eval_set: HasExpected, tables: RunTables, *, rerank_requested: bool = False
+    eval_set: HasExpected,
+    tables: RunTables,
+    *,
+    rerank_requested: bool = False,
+    refusal_rule: RefusalRule | None = None,
+    vectors_ready: bool | None = None,
 ) -> Scores:
-    """Score a run: the per-case frame plus every aggregate metric of the catalog."""
-    cases = score_cases(eval_set, tables)
-    metrics = aggregate(cases, tables, rerank_requested=rerank_requested)
-    return Scores(cases=cases, metrics=metrics, metrics_frame=metrics_frame(metrics, tables.run_id))
+    """Score a run: the per-case frame plus every aggregate metric of the catalog.
+
+    ``refusal_rule`` (a run given ``--must-refuse``) adds the must-refuse
+    verdicts, the answerability columns of ``cases`` and the abstention and
+    answerability metrics; the eval population is scored exactly as without it.
+    ``vectors_ready`` is for an ``--assembly`` run (None in baseline): whether
+    the embeddings status showed ready passage vectors (ABSTENTION.md §3.5).
+    """
+    eval_tables = tables.of_population(POPULATION_EVAL)
+    cases = score_cases(eval_set, eval_tables)
+    if refusal_rule is None:
+        metrics = aggregate(cases, eval_tables, rerank_requested=rerank_requested)
+        return Scores(cases, metrics, metrics_frame(metrics, tables.run_id))
+    rule = ProbeRule(refusal_rule, vectors_ready)
+    cases = conform(answerability(cases, eval_tables, rule), CASES)
+    refusals = refusal_cases(tables.of_population(POPULATION_MUST_REFUSE), rule)
+    members = membership(refusals, cases)
+    metrics = aggregate(
+        cases,
+        eval_tables,
+        rerank_requested=rerank_requested,
+        metric_catalog=MUST_REFUSE_CATALOG,
+        measured=membership_metrics(members),
+    )
+    return Scores(
+        cases=cases,
+        metrics=metrics,
+        metrics_frame=metrics_frame(metrics, tables.run_id, MUST_REFUSE_CATALOG.statistics()),
+        refusal_cases=refusals,
+        membership=members,
+        catalog=MUST_REFUSE_CATALOG,
+    )
 
 
 def lane_cross_line(metrics: dict[str, dict[str, Any]]) -> str | None:

@@ -18,12 +18,15 @@ from taguru_eval.tables.schemas import (
     CITATION_CHECKS,
     EVIDENCE_ITEMS,
     HITS,
+    POPULATION_EVAL,
+    POPULATION_MUST_REFUSE,
     PROBES,
+    REFUSAL_LANES,
     RESOLUTIONS,
     RunTables,
     conform,
 )
-from taguru_eval.tables.shapes import LaneOutput
+from taguru_eval.tables.shapes import LaneOutput, RefusalOutput
 
 _LANE_SCORE = pl.Struct({"rank": pl.Int32, "score": pl.Float32})
 
@@ -190,43 +193,50 @@ _LANE_OUTPUT = pl.Schema(
 )
 
 
-def _lane_output_frame(lane_outputs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
-    """All lane outputs as one nested frame (missing optional keys become null)."""
-    rows = [{name: output.get(name) for name in _LANE_OUTPUT.names()} for output in lane_outputs]
-    return pl.DataFrame(rows, schema=_LANE_OUTPUT)
+_CANDIDATE = pl.Struct({"name": pl.String, "tier": pl.String, "kind": pl.String})
 
+_CUE_PROBE = pl.Struct(
+    {
+        "cue": pl.String,
+        "candidates": pl.List(_CANDIDATE),
+        "latency_ms": pl.Int64,
+        "error": pl.String,
+    }
+)
 
-def _explode_list(frame: pl.DataFrame, column: str, index_name: str) -> pl.DataFrame:
-    """One row per element of list column ``column`` (a struct), with its 0-based index."""
-    return (
-        frame.filter(pl.col(column).list.len() > 0)
-        .with_columns(pl.int_ranges(pl.col(column).list.len(), dtype=pl.Int32).alias(index_name))
-        .explode([column, index_name])
-    )
-
-
-def build_tables(lane_outputs: Sequence[LaneOutput], run_id: str) -> RunTables:
-    """Turn the lanes' per-case outputs into the run's flat frames (case order kept)."""
-    nested = _lane_output_frame(lane_outputs).sort("case_index", maintain_order=True)
-    keys = [
-        pl.lit(run_id, dtype=pl.String).alias("run_id"),
-        pl.col("case_index"),
-        pl.col("case_id"),
+_REFUSAL_OUTPUT = pl.Schema(
+    [
+        ("case_index", pl.Int32()),
+        ("case_id", pl.String()),
+        ("query", pl.String()),
+        ("cues", pl.List(pl.String)),
+        ("kind", pl.String()),
+        ("why", pl.String()),
+        ("limit", pl.Int64()),
+        ("floor", pl.Float32()),
+        ("passage", _PASSAGE),
+        ("cue_probes", pl.List(_CUE_PROBE)),
+        ("calls", pl.List(_CALL)),
+        ("evidence", _EVIDENCE),
+        ("evidence_rows", pl.List(_EVIDENCE_ROW)),
+        ("budget", _BUDGET),
     ]
+)
+
+
+def _nested_frame(outputs: Sequence[Mapping[str, Any]], schema: pl.Schema) -> pl.DataFrame:
+    """Outputs as one nested frame of ``schema`` (missing optional keys become null)."""
+    rows = [{name: output.get(name) for name in schema.names()} for output in outputs]
+    return pl.DataFrame(rows, schema=schema).sort("case_index", maintain_order=True)
+
+
+def _passage_columns() -> list[pl.Expr]:
+    """The passage outcome and plan columns a lane table keeps per case."""
     passage = pl.col("passage")
     plan = passage.struct.field("plan")
     plan_lanes = plan.struct.field("lanes")
-    budget = pl.col("budget")
-    budget_limits = budget.struct.field("limits")
-    evidence = pl.col("evidence")
-    omitted_by_reason = evidence.struct.field("omitted_by_reason")
-
-    case_lanes = nested.select(
-        *keys,
-        pl.col("query"),
-        pl.col("cues").fill_null([]),
-        pl.col("limit"),
-        pl.col("tags"),
+    plan_filter = plan.struct.field("filter")
+    return [
         passage.struct.field("outcome").alias("passage_outcome"),
         passage.struct.field("message").alias("passage_message"),
         passage.struct.field("latency_ms").alias("passage_latency_ms"),
@@ -239,12 +249,73 @@ def build_tables(lane_outputs: Sequence[LaneOutput], run_id: str) -> RunTables:
             for lane in ("bm25", "vector")
             for attr in ("ran", "reason", "floor")
         ],
-        plan.struct.field("filter")
-        .struct.field("eligible_sources")
-        .alias("plan_filter_eligible_sources"),
-        plan.struct.field("filter")
-        .struct.field("total_sources")
-        .alias("plan_filter_total_sources"),
+        plan_filter.struct.field("eligible_sources").alias("plan_filter_eligible_sources"),
+        plan_filter.struct.field("total_sources").alias("plan_filter_total_sources"),
+    ]
+
+
+def _hit_rows(nested: pl.DataFrame, keys: list[pl.Expr]) -> pl.DataFrame:
+    """One row per served hit of every searched passage outcome."""
+    passage = pl.col("passage")
+    searched = nested.filter(passage.struct.field("outcome") == "searched").select(
+        *keys, passage.struct.field("hits").fill_null([]).alias("hit")
+    )
+    return _flatten_hits(_explode_list(searched, "hit", "rank"))
+
+
+def _evidence_rows(nested: pl.DataFrame, keys: list[pl.Expr]) -> pl.DataFrame:
+    """One row per evidence candidate an assembled package listed."""
+    return _explode_list(
+        nested.select(*keys, pl.col("evidence_rows").fill_null([]).alias("evidence_row")),
+        "evidence_row",
+        "item_index",
+    ).with_columns(pl.col("evidence_row").struct.unnest())
+
+
+def _call_rows(nested: pl.DataFrame, keys: list[pl.Expr]) -> pl.DataFrame:
+    return _explode_list(
+        nested.select(*keys, pl.col("calls").fill_null([]).alias("call")), "call", "call_pos"
+    ).with_columns(pl.col("call").struct.unnest())
+
+
+def _explode_list(frame: pl.DataFrame, column: str, index_name: str) -> pl.DataFrame:
+    """One row per element of list column ``column`` (a struct), with its 0-based index."""
+    return (
+        frame.filter(pl.col(column).list.len() > 0)
+        .with_columns(pl.int_ranges(pl.col(column).list.len(), dtype=pl.Int32).alias(index_name))
+        .explode([column, index_name])
+    )
+
+
+def build_tables(
+    lane_outputs: Sequence[LaneOutput],
+    run_id: str,
+    refusal_outputs: Sequence[RefusalOutput] = (),
+) -> RunTables:
+    """Turn the lanes' per-case outputs into the run's flat frames (case order kept).
+
+    ``refusal_outputs`` (a run given ``--must-refuse``) add their calls, hits
+    and cue resolutions with ``population`` ``must_refuse`` after the eval
+    rows, and one ``refusal_lanes`` row per must-refuse case.
+    """
+    nested = _nested_frame(lane_outputs, _LANE_OUTPUT)
+    keys = [
+        pl.lit(run_id, dtype=pl.String).alias("run_id"),
+        pl.col("case_index"),
+        pl.col("case_id"),
+    ]
+    budget = pl.col("budget")
+    budget_limits = budget.struct.field("limits")
+    evidence = pl.col("evidence")
+    omitted_by_reason = evidence.struct.field("omitted_by_reason")
+
+    case_lanes = nested.select(
+        *keys,
+        pl.col("query"),
+        pl.col("cues").fill_null([]),
+        pl.col("limit"),
+        pl.col("tags"),
+        *_passage_columns(),
         pl.col("structural").is_not_null().alias("structural_ran"),
         pl.col("checks").list.len().fill_null(0).alias("citation_count"),
         pl.col("evidence").struct.field("outcome").alias("evidence_outcome"),
@@ -269,10 +340,7 @@ def build_tables(lane_outputs: Sequence[LaneOutput], run_id: str) -> RunTables:
         .alias("budget_omitted_by_budget"),
     )
 
-    searched = nested.filter(passage.struct.field("outcome") == "searched").select(
-        *keys, passage.struct.field("hits").fill_null([]).alias("hit")
-    )
-    hits = _flatten_hits(_explode_list(searched, "hit", "rank"))
+    hits = _hit_rows(nested, keys)
 
     structural = nested.filter(pl.col("structural").is_not_null())
     cue_rows = _explode_list(
@@ -280,23 +348,7 @@ def build_tables(lane_outputs: Sequence[LaneOutput], run_id: str) -> RunTables:
         "cue_row",
         "cue_index",
     ).with_columns(pl.col("cue_row").struct.unnest())
-    resolutions = (
-        cue_rows.with_columns(
-            pl.int_ranges(pl.col("resolved_names").list.len(), dtype=pl.Int32).alias("rank")
-        )
-        .with_columns(
-            # A cue without names keeps one row (rank/name null): explode of [None].
-            pl.when(pl.col("resolved_names").list.len() > 0)
-            .then(pl.col("resolved_names"))
-            .otherwise(pl.lit([None], dtype=pl.List(pl.String)))
-            .alias("name"),
-            pl.when(pl.col("resolved_names").list.len() > 0)
-            .then(pl.col("rank"))
-            .otherwise(pl.lit([None], dtype=pl.List(pl.Int32)))
-            .alias("rank"),
-        )
-        .explode(["name", "rank"])
-    )
+    resolutions = _one_row_per_name(cue_rows.with_columns(pl.col("resolved_names").alias("name")))
 
     probe_rows = _explode_list(
         structural.select(*keys, pl.col("structural").struct.field("associations").alias("probe")),
@@ -335,27 +387,103 @@ def build_tables(lane_outputs: Sequence[LaneOutput], run_id: str) -> RunTables:
         pl.col("quote").struct.field("matched").alias("quote_matched"),
     )
 
-    evidence_items = _explode_list(
-        nested.select(*keys, pl.col("evidence_rows").fill_null([]).alias("evidence_row")),
-        "evidence_row",
-        "item_index",
-    ).with_columns(pl.col("evidence_row").struct.unnest())
+    evidence_items = _evidence_rows(nested, keys)
 
-    call_rows = _explode_list(
-        nested.select(*keys, pl.col("calls").fill_null([]).alias("call")), "call", "call_pos"
-    ).with_columns(pl.col("call").struct.unnest())
+    call_rows = _call_rows(nested, keys).sort(["case_index", "seq"], maintain_order=True)
+    refusal = _refusal_tables(refusal_outputs, keys)
+    population = pl.lit(POPULATION_EVAL).alias("population")
+
+    def both(eval_rows: pl.DataFrame, name: str, schema: pl.Schema) -> pl.DataFrame:
+        return pl.concat(
+            [conform(eval_rows.with_columns(population), schema), refusal[name]], how="vertical"
+        )
 
     return RunTables(
         run_id=run_id,
         case_lanes=conform(case_lanes, CASE_LANES),
-        calls=conform(call_rows.sort(["case_index", "seq"], maintain_order=True), CALLS),
-        hits=conform(hits, HITS),
-        resolutions=conform(resolutions, RESOLUTIONS),
+        calls=both(call_rows, "calls", CALLS),
+        hits=both(hits, "hits", HITS),
+        resolutions=both(resolutions, "resolutions", RESOLUTIONS),
         probes=conform(probes, PROBES),
         attributions=conform(attributions, ATTRIBUTIONS),
         citation_checks=conform(citation_checks, CITATION_CHECKS),
-        evidence_items=conform(evidence_items, EVIDENCE_ITEMS),
+        evidence_items=both(evidence_items, "evidence_items", EVIDENCE_ITEMS),
+        refusal_lanes=refusal["refusal_lanes"],
     )
+
+
+def _one_row_per_name(rows: pl.DataFrame) -> pl.DataFrame:
+    """One row per element of the ``name`` list column (with its 0-based ``rank``);
+    a row whose list is empty keeps one row with rank/name null, so the call's
+    latency and error stay visible. List columns beside ``name`` of the same
+    length (e.g. per-candidate tiers) are exploded with it."""
+    names = pl.col("name")
+    parallel = [
+        column
+        for column, dtype in rows.schema.items()
+        if column != "name" and column in ("tier", "match_kind") and isinstance(dtype, pl.List)
+    ]
+    present = names.list.len() > 0
+    return rows.with_columns(
+        pl.when(present)
+        .then(pl.int_ranges(names.list.len(), dtype=pl.Int32))
+        .otherwise(pl.lit([None], dtype=pl.List(pl.Int32)))
+        .alias("rank"),
+        *[
+            pl.when(present)
+            .then(pl.col(column))
+            .otherwise(pl.lit([None], dtype=pl.List(pl.String)))
+            .alias(column)
+            for column in ["name", *parallel]
+        ],
+    ).explode(["name", "rank", *parallel])
+
+
+def _refusal_tables(
+    refusal_outputs: Sequence[RefusalOutput], keys: list[pl.Expr]
+) -> dict[str, pl.DataFrame]:
+    """The must-refuse rows: ``refusal_lanes`` and the ``must_refuse`` rows of
+    ``calls``, ``hits``, ``resolutions`` and ``evidence_items`` (conformed to
+    their schemas)."""
+    nested = _nested_frame(refusal_outputs, _REFUSAL_OUTPUT)
+    population = pl.lit(POPULATION_MUST_REFUSE).alias("population")
+    lanes = nested.select(
+        *keys,
+        pl.col("kind"),
+        pl.col("why"),
+        pl.col("query"),
+        pl.col("cues").fill_null([]),
+        pl.col("limit"),
+        pl.col("floor"),
+        *_passage_columns(),
+        (pl.col("cues").list.len().fill_null(0) > 0).alias("structural_ran"),
+        pl.col("evidence").struct.field("outcome").alias("evidence_outcome"),
+        pl.col("budget").struct.field("omitted_total").alias("omitted_total"),
+    )
+    cue_rows = _explode_list(
+        nested.select(*keys, pl.col("cue_probes").fill_null([]).alias("cue_row")),
+        "cue_row",
+        "cue_index",
+    ).with_columns(pl.col("cue_row").struct.unnest())
+    candidates = pl.col("candidates").fill_null([])
+    resolutions = _one_row_per_name(
+        cue_rows.with_columns(
+            pl.lit("concept").alias("kind"),
+            candidates.list.eval(pl.element().struct.field("name")).alias("name"),
+            candidates.list.eval(pl.element().struct.field("tier")).alias("tier"),
+            candidates.list.eval(pl.element().struct.field("kind")).alias("match_kind"),
+        )
+    )
+    calls = _call_rows(nested, keys).sort(["case_index", "seq"], maintain_order=True)
+    return {
+        "refusal_lanes": conform(lanes, REFUSAL_LANES),
+        "calls": conform(calls.with_columns(population), CALLS),
+        "hits": conform(_hit_rows(nested, keys).with_columns(population), HITS),
+        "resolutions": conform(resolutions.with_columns(population), RESOLUTIONS),
+        "evidence_items": conform(
+            _evidence_rows(nested, keys).with_columns(population), EVIDENCE_ITEMS
+        ),
+    }
 
 
 def _flatten_hits(frame: pl.DataFrame) -> pl.DataFrame:

@@ -5,6 +5,9 @@ in ``case_lanes`` (one row per case), ``hits``, ``resolutions``, ``probes``,
 ``attributions``, ``citation_checks`` and, with ``--assembly``,
 ``evidence_items``. The scorer adds ``cases`` (one row per case, every
 per-case metric a column) and ``metrics`` (one row per aggregate).
+With ``--must-refuse`` the probes' calls, hits and cue resolutions join the same
+three tables under ``population`` ``must_refuse``, ``refusal_lanes`` holds what
+each probe got and the scorer adds ``refusal_cases`` (the verdicts).
 The Polars schemas, the Parquet file names, empty frames and the run-tables
 type all derive from :data:`TABLES`, so Parquet files and frames can never
 drift apart. A per-case metric's column (name and type) comes from the
@@ -14,7 +17,7 @@ key types the scorer joins on."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import polars as pl
@@ -25,6 +28,16 @@ from taguru_eval.catalog import CATALOG, Catalog
 _RUN = [pa.field("run_id", pa.string()), pa.field("case_index", pa.int32())]
 
 _CASE = [*_RUN, pa.field("case_id", pa.string())]
+
+POPULATION_EVAL: Final = "eval"
+POPULATION_MUST_REFUSE: Final = "must_refuse"
+POPULATIONS: Final = (POPULATION_EVAL, POPULATION_MUST_REFUSE)
+
+# Which file a row's case comes from (ABSTENTION.md §3.6): eval.jsonl, or the
+# must-refuse file. Always written (``eval`` in a run without --must-refuse),
+# so every stored run of a context shares one schema; ``case_index`` is the
+# position within that file, so (population, case_index) is the row's case.
+_POPULATION = pa.field("population", pa.string())
 
 CALLS_SCHEMA = pa.schema(
     [
@@ -38,8 +51,21 @@ CALLS_SCHEMA = pa.schema(
         pa.field("http_status", pa.int32()),
         pa.field("latency_ms", pa.int64()),
         pa.field("error", pa.string()),
+        _POPULATION,
     ]
 )
+
+_PLAN_FIELDS = [
+    pa.field("plan_context", pa.string()),
+    pa.field("plan_bm25_ran", pa.bool_()),
+    pa.field("plan_bm25_reason", pa.string()),
+    pa.field("plan_bm25_floor", pa.float32()),
+    pa.field("plan_vector_ran", pa.bool_()),
+    pa.field("plan_vector_reason", pa.string()),
+    pa.field("plan_vector_floor", pa.float32()),
+    pa.field("plan_filter_eligible_sources", pa.int64()),
+    pa.field("plan_filter_total_sources", pa.int64()),
+]
 
 CASE_LANES_SCHEMA = pa.schema(
     [
@@ -54,15 +80,7 @@ CASE_LANES_SCHEMA = pa.schema(
         pa.field("passage_message", pa.string()),
         pa.field("passage_latency_ms", pa.int64()),
         pa.field("hit_count", pa.int64()),
-        pa.field("plan_context", pa.string()),
-        pa.field("plan_bm25_ran", pa.bool_()),
-        pa.field("plan_bm25_reason", pa.string()),
-        pa.field("plan_bm25_floor", pa.float32()),
-        pa.field("plan_vector_ran", pa.bool_()),
-        pa.field("plan_vector_reason", pa.string()),
-        pa.field("plan_vector_floor", pa.float32()),
-        pa.field("plan_filter_eligible_sources", pa.int64()),
-        pa.field("plan_filter_total_sources", pa.int64()),
+        *_PLAN_FIELDS,
         pa.field("structural_ran", pa.bool_()),
         pa.field("citation_count", pa.int64()),
         # Assembly / budget room (EVALUATE.md §7); null in a plain baseline run.
@@ -94,6 +112,7 @@ HITS_SCHEMA = pa.schema(
         pa.field("bm25_score", pa.float32()),
         pa.field("vector_rank", pa.int32()),
         pa.field("vector_score", pa.float32()),
+        _POPULATION,
     ]
 )
 
@@ -110,6 +129,10 @@ RESOLUTIONS_SCHEMA = pa.schema(
         # with rank/name null so its latency and error stay visible.
         pa.field("rank", pa.int32()),
         pa.field("name", pa.string()),
+        _POPULATION,
+        # The resolver's match kind of the name (exact, alias, containment, fuzzy,
+        # …) where a must-refuse cue probe records it; null for eval rows.
+        pa.field("match_kind", pa.string()),
     ]
 )
 
@@ -194,6 +217,7 @@ EVIDENCE_ITEMS_SCHEMA = pa.schema(
         ),
         pa.field("omitted_reason", pa.string()),  # null when admitted
         pa.field("duplicate_of", pa.string()),
+        _POPULATION,
     ]
 )
 
@@ -248,6 +272,13 @@ def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
         metric("budget.bytes_used"),
         metric("budget.tokens_used"),
         pa.field("budget_omitted_total", pa.int64()),
+        # ABSTENTION.md §3.6/§3.7: the must-refuse rule applied to the case's own
+        # hits; null in a run without --must-refuse and outside the answerable
+        # population (a declared relevant source, a completed passage lane).
+        pa.field("answerability_verdict", pa.string()),
+        pa.field("answerability_reason", pa.string()),
+        pa.field("offered", pa.bool_()),
+        pa.field("supported", pa.bool_()),
     ]
     names = {field.name for field in listed}
     added = [
@@ -257,6 +288,51 @@ def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
 
 
 CASES_SCHEMA = cases_schema()
+
+
+REFUSAL_LANES_SCHEMA = pa.schema(
+    [
+        *_CASE,
+        pa.field("kind", pa.string()),  # out_of_corpus | adjacent | unspecified
+        pa.field("why", pa.string()),  # the author's own note, never corpus text
+        pa.field("query", pa.string()),
+        pa.field("cues", pa.list_(pa.string())),
+        pa.field("limit", pa.int64()),
+        pa.field("floor", pa.float32()),  # options.floor as declared
+        pa.field("passage_outcome", pa.string()),
+        pa.field("passage_message", pa.string()),
+        pa.field("passage_latency_ms", pa.int64()),
+        pa.field("hit_count", pa.int64()),
+        *_PLAN_FIELDS,
+        pa.field("structural_ran", pa.bool_()),
+        # The evidence probe (--assembly): assembled | failed, and the package's
+        # uncapped omitted_total; null in baseline mode.
+        pa.field("evidence_outcome", pa.string()),
+        pa.field("omitted_total", pa.int64()),
+    ]
+)
+
+REFUSAL_CASES_SCHEMA = pa.schema(
+    [
+        *_CASE,
+        pa.field("kind", pa.string()),
+        pa.field("verdict", pa.string()),  # abstained | surfaced | undetermined | failed
+        pa.field("reason", pa.string()),  # null only when abstained
+        pa.field(
+            "surfaced_by", pa.string()
+        ),  # passage | evidence | structural; null unless surfaced
+        # The passage probe's verdict, or under --assembly the evidence probe's.
+        pa.field("passage_verdict", pa.string()),
+        pa.field("passage_reason", pa.string()),
+        pa.field("hits_served", pa.int64()),
+        pa.field("vector_hits", pa.int64()),
+        pa.field("bm25_only_hits", pa.int64()),
+        pa.field("structural_verdict", pa.string()),  # null: the case declares no cue
+        pa.field("structural_reason", pa.string()),
+        pa.field("cues_surfaced", pa.int64()),
+        pa.field("cues_failed", pa.int64()),
+    ]
+)
 
 METRICS_SCHEMA = pa.schema(
     [
@@ -347,6 +423,10 @@ TABLES: Final[tuple[TableSpec, ...]] = (
     ),
     TableSpec("cases", CASES_SCHEMA, "one row per case, every per-case metric a column"),
     TableSpec("metrics", METRICS_SCHEMA, "one row per aggregate metric"),
+    TableSpec(
+        "refusal_lanes", REFUSAL_LANES_SCHEMA, "one row per must-refuse case: what its probes got"
+    ),
+    TableSpec("refusal_cases", REFUSAL_CASES_SCHEMA, "one row per must-refuse case: its verdicts"),
 )
 """Every table a run stores, in the run store's file order."""
 
@@ -361,7 +441,7 @@ def table_specs(catalog: Catalog = CATALOG) -> tuple[TableSpec, ...]:
     return tuple(cases if spec.name == "cases" else spec for spec in TABLES)
 
 
-SCORE_TABLES: Final = ("cases", "metrics")
+SCORE_TABLES: Final = ("cases", "metrics", "refusal_cases")
 """The tables the scorer adds; the others come from the lanes (:class:`RunTables`)."""
 
 ARROW_SCHEMAS: Final[Mapping[str, pa.Schema]] = {spec.name: spec.schema for spec in TABLES}
@@ -376,6 +456,8 @@ CITATION_CHECKS = TABLE["citation_checks"].polars
 EVIDENCE_ITEMS = TABLE["evidence_items"].polars
 CASES = TABLE["cases"].polars
 METRICS = TABLE["metrics"].polars
+REFUSAL_LANES = TABLE["refusal_lanes"].polars
+REFUSAL_CASES = TABLE["refusal_cases"].polars
 EXPECTED = polars_schema(EXPECTED_SCHEMA)
 
 
@@ -406,10 +488,25 @@ class RunTables:
     attributions: pl.DataFrame
     citation_checks: pl.DataFrame
     evidence_items: pl.DataFrame
+    refusal_lanes: pl.DataFrame
 
     def frames(self) -> dict[str, pl.DataFrame]:
         """Table name -> frame, in the run store's file order."""
         return {name: getattr(self, name) for name in lane_table_names()}
+
+    def of_population(self, population: str) -> RunTables:
+        """These tables with only ``population``'s rows in ``calls``, ``hits``,
+        ``resolutions`` and ``evidence_items`` (the eval-only tables are kept as
+        they are). A row with no population (a run stored before the column
+        existed) is an eval row."""
+        kept = pl.col("population").fill_null(POPULATION_EVAL) == population
+        return replace(
+            self,
+            calls=self.calls.filter(kept),
+            hits=self.hits.filter(kept),
+            resolutions=self.resolutions.filter(kept),
+            evidence_items=self.evidence_items.filter(kept),
+        )
 
     @classmethod
     def from_frames(cls, run_id: str, frames: Mapping[str, pl.DataFrame]) -> RunTables:

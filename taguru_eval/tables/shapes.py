@@ -266,3 +266,46 @@ class LaneOutput(TypedDict):
     evidence: NotRequired[EvidenceOutcome]
     evidence_rows: NotRequired[list[EvidenceRow]]
     budget: NotRequired[BudgetUsage]
+
+
+class ResolveCandidate(TypedDict):
+    """One name a must-refuse cue resolved to; ``kind`` is the resolver's match kind."""
+
+    name: str
+    tier: str
+    kind: NotRequired[str]
+
+
+class CueProbe(TypedDict):
+    """One ``POST …/resolve {cue, limit: 5}`` of a must-refuse case (every candidate kept)."""
+
+    cue: str
+    candidates: list[ResolveCandidate]
+    latency_ms: int
+    error: NotRequired[str]
+
+
+class RefusalOutput(TypedDict):
+    """Everything the probes produced for one must-refuse case (ABSTENTION.md §3.4).
+
+    ``case_index`` is the case's position in the must-refuse file. ``passage``
+    has the eval lane's shape (under ``--assembly`` the evidence probe's
+    scoring view, with ``evidence``, ``evidence_rows`` and ``budget`` as the
+    eval evidence lane records them); ``cue_probes`` is empty when the case
+    declares no cue (the structural probe did not run).
+    """
+
+    case_index: int
+    case_id: str
+    query: str
+    cues: list[str]
+    kind: str
+    why: NotRequired[str]
+    limit: int
+    floor: NotRequired[float]
+    passage: PassageOutcome
+    cue_probes: list[CueProbe]
+    calls: list[CallRecord]
+    evidence: NotRequired[EvidenceOutcome]
+    evidence_rows: NotRequired[list[EvidenceRow]]
+    budget: NotRequired[BudgetUsage]

@@ -1,0 +1,195 @@
+"""``python -m taguru_eval import-golden FILE.csv``: a citenexus golden CSV in, honestly.
+
+The logic is :mod:`taguru_eval.inputs.golden`; this module parses the flags,
+optionally checks the mapped sources against a context (``--context``, like
+taguru's own exit 2 on an unknown source), writes the eval.jsonl, the
+must-refuse file and the report atomically, and prints where every row went.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TextIO
+
+from taguru_eval.cli.flags import run_subcommand, scan_flags, write_report
+from taguru_eval.errors import EXIT_OK, PREFIX, InputError, UsageError
+from taguru_eval.inputs.config import effective_env, resolve_base_url, resolve_token
+from taguru_eval.inputs.golden import GoldenImport, GoldenOptions, import_golden, report_text
+from taguru_eval.run.client import TaguruClient
+from taguru_eval.run.preflight import read_context, walk_sources
+
+HELP: Final = """\
+usage: python -m taguru_eval import-golden FILE.csv [--eval-out FILE]
+           [--must-refuse-out FILE] [--report-out FILE] [--name N]
+           [--id-prefix P] [--id-column C] [--blank-expected must-refuse|skip]
+           [--sources-column C [--source-template T]]
+           [--context NAME [--url URL] [--config FILE]]
+
+Import a citenexus golden CSV. Rows with expect_decision=abstain become a
+must-refuse file (note -> why). Answerable rows become eval.jsonl cases only
+when a document-id column gives them a location (--sources-column, each
+'|'-separated id put through --source-template, e.g. 'corpus/{}.md'); the
+rest are listed in the report as questions still needing labels, because
+answer text ('expected') has no eval.jsonl counterpart. Without an
+expect_decision column a blank 'expected' is ambiguous (citenexus reads it as
+"any answer counts"): --blank-expected must-refuse or skip is then required.
+The report (JSON) lists every row, every dropped column and every warning.
+
+options:
+  --eval-out FILE         eval.jsonl to write (default: <csv stem>.eval.jsonl)
+  --must-refuse-out FILE  must-refuse file (default: <csv stem>.must_refuse.jsonl)
+  --report-out FILE       import report (default: <csv stem>.import-report.json)
+  --name N                header name of both files (default: the csv stem)
+  --id-prefix P           case_id prefix when no --id-column (default: golden)
+  --id-column C           the column holding stable case ids
+  --blank-expected WHAT   must-refuse or skip: what a blank 'expected' means
+  --sources-column C      the document-id column mapped to expected_sources
+  --source-template T     source id for a document id, '{}' is the id (default: {})
+  --context NAME          check every mapped source against this context
+  --url URL, --config F   where that context is served (as in run mode)
+  -h, --help              print this help and exit
+
+A file that would hold no case is not written (the report says so).
+exit codes: 0 imported; 1 the server or a file could not be reached or
+written; 2 usage error, unreadable or ambiguous CSV, unknown source
+"""
+
+_VALUE_FLAGS: Final = {
+    flag: f"{flag} needs a value"
+    for flag in (
+        "--eval-out",
+        "--must-refuse-out",
+        "--report-out",
+        "--name",
+        "--id-prefix",
+        "--id-column",
+        "--blank-expected",
+        "--sources-column",
+        "--source-template",
+        "--context",
+        "--url",
+        "--config",
+    )
+}
+
+
+@dataclass(frozen=True)
+class ImportArgs:
+    csv: str
+    eval_out: str
+    must_refuse_out: str
+    report_out: str
+    options: GoldenOptions
+    context: str | None = None
+    url: str | None = None
+    config: str | None = None
+
+
+def parse_args(argv: Sequence[str]) -> ImportArgs | None:
+    """The command line; ``None`` means help. Raises :class:`UsageError`."""
+    flags = scan_flags(argv, _VALUE_FLAGS, (), "import-golden")
+    if flags is None:
+        return None
+    values, positionals = flags.values, flags.positionals
+    if len(positionals) != 1:
+        raise UsageError(f"import-golden takes one CSV file (got {len(positionals)})")
+    blank = values.get("--blank-expected")
+    if blank not in (None, "must-refuse", "skip"):
+        raise UsageError("--blank-expected must be 'must-refuse' or 'skip'")
+    if "--source-template" in values and "--sources-column" not in values:
+        raise UsageError("--source-template requires --sources-column")
+    for flag in ("--url", "--config"):
+        if flag in values and "--context" not in values:
+            raise UsageError(f"{flag} requires --context")
+    csv_path = positionals[0]
+    stem = str(Path(csv_path).with_suffix(""))
+    return ImportArgs(
+        csv=csv_path,
+        eval_out=values.get("--eval-out", f"{stem}.eval.jsonl"),
+        must_refuse_out=values.get("--must-refuse-out", f"{stem}.must_refuse.jsonl"),
+        report_out=values.get("--report-out", f"{stem}.import-report.json"),
+        options=GoldenOptions(
+            name=values.get("--name"),
+            id_prefix=values.get("--id-prefix", "golden"),
+            id_column=values.get("--id-column"),
+            blank_expected="must-refuse" if blank == "must-refuse" else "skip" if blank else None,
+            sources_column=values.get("--sources-column"),
+            source_template=values.get("--source-template", "{}"),
+        ),
+        context=values.get("--context"),
+        url=values.get("--url"),
+        config=values.get("--config"),
+    )
+
+
+def check_sources(args: ImportArgs, imported: GoldenImport) -> None:
+    """``--context``: every mapped source must be one the context carries (exit 2)."""
+    if args.context is None or not imported.sources:
+        return
+    env = effective_env(args.config, os.environ, lambda line: print(line, file=sys.stderr))
+    base_url = resolve_base_url(args.url, env)
+
+    async def walk() -> frozenset[str]:
+        context = args.context or ""
+        async with TaguruClient(base_url, resolve_token(env)) as client:
+            await read_context(client, context)  # an unknown context is exit 2, as in run mode
+            return await walk_sources(client, context)
+
+    carried = asyncio.run(walk())
+    unknown = sorted(imported.sources - carried)
+    if unknown:
+        raise InputError(
+            f"{args.csv}: {len(unknown)} mapped source(s) are not in context '{args.context}': "
+            f"{', '.join(unknown)} (check --source-template)",
+            path=args.csv,
+        )
+
+
+def run_import(args: ImportArgs, out: TextIO, err: TextIO) -> int:
+    imported = import_golden(args.csv, args.options)
+    check_sources(args, imported)
+    report = imported.report
+    report["written"] = {
+        "eval": None if imported.eval_text is None else args.eval_out,
+        "must_refuse": None if imported.must_refuse_text is None else args.must_refuse_out,
+    }
+    for path, text in (
+        (args.eval_out, imported.eval_text),
+        (args.must_refuse_out, imported.must_refuse_text),
+    ):
+        if text is not None:
+            write_report(path, text)
+    write_report(args.report_out, report_text(report))
+    counts = imported.counts
+    out.write(
+        f"import-golden: {report['rows']} row(s) from {args.csv} — {counts['eval']} to "
+        f"eval.jsonl, {counts['must_refuse']} to the must-refuse file, "
+        f"{counts['needs_labels']} need location labels, {counts['skipped']} skipped\n"
+    )
+    for destination, path in (("eval", args.eval_out), ("must_refuse", args.must_refuse_out)):
+        if report["written"][destination] is not None:
+            out.write(f"  wrote {path}\n")
+        else:
+            out.write(f"  no {destination.replace('_', '-')} case: {path} not written\n")
+    for entry in report["rows_detail"]:
+        if entry["went"] in ("needs_labels", "skipped"):
+            label = entry.get("case_id", f"row {entry['row']}")
+            out.write(f"  {entry['went'].replace('_', ' ')}: {label} — {entry['why']}\n")
+    for dropped in report["columns"]["dropped"]:
+        out.write(f"  column '{dropped['column']}' not carried: {dropped['why']}\n")
+    out.write(f"  report: {args.report_out}\n")
+    for warning in report["warnings"]:
+        err.write(f"{PREFIX}import-golden: {warning}\n")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """``python -m taguru_eval import-golden …``; returns the exit code."""
+    return run_subcommand(
+        "import-golden", argv, parse_args, run_import, HELP, stdout=stdout, stderr=stderr
+    )
