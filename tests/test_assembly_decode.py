@@ -316,6 +316,24 @@ def test_a_budget_the_server_did_not_honor() -> None:
     assert refused(miscounted).endswith("(budget.items_used: 0 but items holds 1)")
 
 
+def test_an_empty_package_reports_its_fixed_overhead_even_over_a_tiny_limit() -> None:
+    # HTTP.md §8.1: no item admitted still costs the two empty arrays (4 bytes,
+    # 1 token), so a server asked for max_bytes 1 honestly reports 4.
+    tiny = Budget(40, 1, 0)
+    empty = package([])
+    empty["budget"] = {
+        "items_used": 0,
+        "bytes_used": 4,
+        "tokens_used": 1,
+        "limits": tiny.to_json(),
+    }
+    decoded = decode_package(empty, tiny)
+    assert decoded.items == []
+    one = package([item(0)])
+    one["budget"]["limits"] = tiny.to_json()
+    assert "exceeds budget.limits.max_bytes 1" in refused(one, tiny)
+
+
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 2**65) | st.floats(allow_nan=False) | st.text(),
     lambda children: (
