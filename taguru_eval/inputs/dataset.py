@@ -44,7 +44,7 @@ from taguru_eval.inputs.evalcase import (
     SectionExpectation,
     expected_frame,
 )
-from taguru_eval.inputs.reading import decode_utf8, jsonl_values, read_bytes
+from taguru_eval.inputs.reading import decode_utf8, jsonl_values, read_bytes, read_header
 
 __all__ = [
     "ABSENT",
@@ -203,25 +203,15 @@ _HEADER_FIELDS: Final = ("taguru_eval", "name", "default_target")
 
 
 def _parse_header(value: object, label: str, line_no: int) -> str | None:
-    try:
-        obj = js.read_closed_object(value, (), _HEADER_FIELDS, required=("taguru_eval",))
-        stamp = js.read_u64(obj["taguru_eval"], ("taguru_eval",))
-        name = js.read_optional(obj.get("name"), ("name",), js.read_str)
-    except js.JsonShapeError as exc:
-        raise InputError(
-            f"{label}: line {line_no}: not a valid eval header: {exc.detail}",
-            path=label,
-            line=line_no,
-            field=exc.field or None,
-        ) from None
-    if stamp != EVAL_STAMP:
-        raise InputError(
-            f"{label}: line {line_no}: taguru_eval must be {EVAL_STAMP}, got {stamp}",
-            path=label,
-            line=line_no,
-            field="taguru_eval",
-        )
-    return name
+    return read_header(
+        value,
+        label,
+        line_no,
+        fields=_HEADER_FIELDS,
+        stamp_key="taguru_eval",
+        stamp=EVAL_STAMP,
+        kind="eval",
+    )
 
 
 _CASE_FIELDS: Final = (

@@ -30,7 +30,7 @@ from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import display_f32, trim
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import MAX_LIMIT, CaseOptions
-from taguru_eval.inputs.reading import jsonl_values, read_utf8
+from taguru_eval.inputs.reading import jsonl_values, read_header, read_utf8
 
 MUST_REFUSE_STAMP: Final = 1
 STAMP_KEY: Final = "taguru_eval_must_refuse"
@@ -144,25 +144,15 @@ def _header(value: object, label: str, line_no: int) -> str | None:
             line=line_no,
             field="taguru_eval",
         )
-    try:
-        obj = js.read_closed_object(value, (), _HEADER_FIELDS, required=(STAMP_KEY,))
-        stamp = js.read_u64(obj[STAMP_KEY], (STAMP_KEY,))
-        name = js.read_optional(obj.get("name"), ("name",), js.read_str)
-    except js.JsonShapeError as exc:
-        raise InputError(
-            f"{label}: line {line_no}: not a valid must-refuse header: {exc.detail}",
-            path=label,
-            line=line_no,
-            field=exc.field or None,
-        ) from None
-    if stamp != MUST_REFUSE_STAMP:
-        raise InputError(
-            f"{label}: line {line_no}: {STAMP_KEY} must be {MUST_REFUSE_STAMP}, got {stamp}",
-            path=label,
-            line=line_no,
-            field=STAMP_KEY,
-        )
-    return name
+    return read_header(
+        value,
+        label,
+        line_no,
+        fields=_HEADER_FIELDS,
+        stamp_key=STAMP_KEY,
+        stamp=MUST_REFUSE_STAMP,
+        kind="must-refuse",
+    )
 
 
 class _CaseReader:

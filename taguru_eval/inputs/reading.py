@@ -10,7 +10,7 @@ the file and the line.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from taguru_eval._base import jsonstrict as js
@@ -61,3 +61,36 @@ def jsonl_values(text: str, label: str) -> Iterator[tuple[int, object]]:
                 f"{label}: line {line_no}: not JSON: {exc}", path=label, line=line_no
             ) from None
         yield line_no, value
+
+
+def read_header(
+    value: object,
+    label: str,
+    line_no: int,
+    *,
+    fields: Sequence[str],
+    stamp_key: str,
+    stamp: int,
+    kind: str,
+) -> str | None:
+    """A stamped header line (closed object, ``stamp_key`` equal to ``stamp``,
+    optional ``name``): the name, or the error naming the file, line and field."""
+    try:
+        obj = js.read_closed_object(value, (), tuple(fields), required=(stamp_key,))
+        found = js.read_u64(obj[stamp_key], (stamp_key,))
+        name = js.read_optional(obj.get("name"), ("name",), js.read_str)
+    except js.JsonShapeError as exc:
+        raise InputError(
+            f"{label}: line {line_no}: not a valid {kind} header: {exc.detail}",
+            path=label,
+            line=line_no,
+            field=exc.field or None,
+        ) from None
+    if found != stamp:
+        raise InputError(
+            f"{label}: line {line_no}: {stamp_key} must be {stamp}, got {found}",
+            path=label,
+            line=line_no,
+            field=stamp_key,
+        )
+    return name
