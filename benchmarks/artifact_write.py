@@ -5,7 +5,7 @@ demo's real lane outputs repeated under fresh case ids with fresh binary32
 scores, through the pipeline's table builder, scorer and artifact builder;
 not timed), then times, side by side in one process:
 
-* encode: the old pure-Python writer (``tests/serde_json_oracle.dumps_json``,
+* encode: the old pure-Python writer (``tests/support/serde_json_oracle.dumps_json``,
   the code this replaced) + UTF-8 vs ``text.encode_json``;
 * run: what a run with the store on does after scoring — before, the
   artifact written by ``write_json_atomic`` from the old writer's text and the
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from serde_json_oracle import dumps_json as old_dumps_json
+    from support.serde_json_oracle import dumps_json as old_dumps_json
     from synthetic import artifact_document
 
     from taguru_eval._base.files import write_bytes_atomic

@@ -1,6 +1,6 @@
 """The loader fuzzers at a far higher example count than CI runs them.
 
-Runs ``tests/test_fuzz_eval_loader.py`` and ``tests/test_fuzz_thresholds_loader.py``
+Runs ``tests/inputs/test_fuzz_eval_loader.py`` and ``tests/inputs/test_fuzz_thresholds_loader.py``
 (their generators produce type flips, unknown keys, deep nesting, huge
 integers, control characters, lone surrogates, invalid UTF-8 and random bytes)
 with ``TAGURU_EVAL_FUZZ_EXAMPLES`` set, and prints how many examples each
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FUZZERS = ("tests/test_fuzz_eval_loader.py", "tests/test_fuzz_thresholds_loader.py")
+FUZZERS = ("tests/inputs/test_fuzz_eval_loader.py", "tests/inputs/test_fuzz_thresholds_loader.py")
 # hypothesis --hypothesis-show-statistics prints, per test and phase (reuse, generate):
 # "tests/x.py::test_y:" then "    - 45 passing, 0 failing, and 3 invalid test cases"
 _TEST = re.compile(r"^(\S+::\S+):$")

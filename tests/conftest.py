@@ -1,38 +1,12 @@
-"""Shared test fixtures: where ``../shared`` lives and how vectors are loaded."""
+"""Fixtures every test gets: no proxy or taguru settings from the machine, and
+every JSON document checked against the old writer."""
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
-
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TAGURU_EVAL_SHARED", PROJECT_ROOT.parent / "shared"))
-VECTORS = SHARED / "vectors"
-WIRE = SHARED / "contract" / "wire"
-EXAMPLES = SHARED / "contract" / "examples"
-DATA = PROJECT_ROOT / "data"
-
-
-def vector_cases(topic: str, check: str | None = None) -> list[Any]:
-    """The cases of one vector file (optionally one ``check``) as pytest params."""
-    doc = json.loads((VECTORS / f"{topic}.json").read_text(encoding="utf-8"))
-    cases = [c for c in doc["cases"] if check is None or c.get("check") == check]
-    return [
-        pytest.param(c, id=c["name"], marks=[pytest.mark.derived] if c.get("derived") else [])
-        for c in cases
-    ]
-
-
-def vector_doc(topic: str) -> dict[str, Any]:
-    """The whole vector file, for its top-level fixtures (catalog, …)."""
-    doc: dict[str, Any] = json.loads((VECTORS / f"{topic}.json").read_text(encoding="utf-8"))
-    return doc
-
 
 PROXY_VARIABLES = (
     "ALL_PROXY",
@@ -62,7 +36,7 @@ def _writers_match_the_oracle(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     Mismatches are collected and reported at teardown, so a broad ``except``
     in the code under test cannot swallow them.
     """
-    import serde_json_oracle as oracle
+    from support import serde_json_oracle as oracle
 
     from taguru_eval._base import text
     from taguru_eval.artifact import build
@@ -88,3 +62,13 @@ def _writers_match_the_oracle(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     monkeypatch.setattr(build, "encode_json", checked_bytes)
     yield
     assert mismatches == []
+
+
+TAGURU_SETTINGS = ("TAGURU_ADDR", "TAGURU_API_TOKEN", "TAGURU_API_TOKENS", "TAGURU_CONFIG")
+
+
+@pytest.fixture(autouse=True)
+def no_taguru_settings_from_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's TAGURU_* settings must not reach a test run."""
+    for name in TAGURU_SETTINGS:
+        monkeypatch.delenv(name, raising=False)

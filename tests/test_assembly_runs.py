@@ -15,9 +15,9 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import DATA, EXAMPLES
-from refserver_support import SMOKE_ASSOCIATIONS, SMOKE_PASSAGES
-from run_support import strip_latency, write_eval, write_files
+from support.paths import DATA, EXAMPLES
+from support.refserver import SMOKE_ASSOCIATIONS, SMOKE_PASSAGES
+from support.run import run_args, strip_latency, write_eval, write_files
 
 import taguru_eval.api as api
 from taguru_eval.analyst import ingest
@@ -87,12 +87,6 @@ def reranking_server(corpus_dir: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("TAGURU_ADDR", "TAGURU_API_TOKEN", "TAGURU_API_TOKENS", "TAGURU_CONFIG"):
-        monkeypatch.delenv(key, raising=False)
-
-
 class Ran:
     """One CLI run: exit code, stdout, stderr and the artifact it wrote."""
 
@@ -121,7 +115,7 @@ def run(
     eval_path = write_eval(work / f"{name}.eval.jsonl", cases or [KURA_CASE], "assembly")
     out = work / name
     keep = ["--store", str(work / "runs")] if store else ["--no-store"]
-    args = ["--eval", str(eval_path), "--context", context, "--url", url, "--out", str(out)]
+    args = [*run_args(eval_path, context, url), "--out", str(out)]
     code = main([*args, *keep, *flags])
     captured = capsys.readouterr()
     return Ran(code, captured.out, captured.err, out)

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import vector_doc
+from support.vectors import vector_doc
 
 from taguru_eval import catalog
 from taguru_eval.catalog import (

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from eval_docs import history_documents
+from support.documents import history_documents
 
 from taguru_eval.analyst import drift
 from taguru_eval.artifact.build import RunContext, build_artifact

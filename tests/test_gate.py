@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from eval_docs import gate_on_values
+from support.documents import gate_on_values
 
 from taguru_eval.catalog import scalar_of
 from taguru_eval.errors import EXIT_GATE, EXIT_OK

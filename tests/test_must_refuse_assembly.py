@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from must_refuse_support import MUST_REFUSE, lease_data
+from support.must_refuse import MUST_REFUSE, lease_data
 
 import taguru_eval
 from taguru_eval.refserver.serve import running_server
@@ -31,12 +31,6 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(work: Path) -> Iterator[str]:
     with running_server(work / "data") as url:
         yield url
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("TAGURU_ADDR", "TAGURU_API_TOKEN", "TAGURU_API_TOKENS", "TAGURU_CONFIG"):
-        monkeypatch.delenv(key, raising=False)
 
 
 def _run(work: Path, url: str, context: str, name: str, **options: Any) -> taguru_eval.Run:

@@ -18,7 +18,8 @@ from typing import Any
 
 import polars as pl
 import pytest
-from must_refuse_support import EVAL, MUST_REFUSE, lease_data, write_jsonl
+from support.must_refuse import EVAL, MUST_REFUSE, lease_data, write_jsonl
+from support.run import run_args
 
 import taguru_eval
 from taguru_eval.artifact.build import dumps
@@ -50,12 +51,6 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(work: Path) -> Iterator[str]:
     with running_server(work / "data") as url:
         yield url
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("TAGURU_ADDR", "TAGURU_API_TOKEN", "TAGURU_API_TOKENS", "TAGURU_CONFIG"):
-        monkeypatch.delenv(key, raising=False)
 
 
 def _run(
@@ -272,7 +267,7 @@ def _cli(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str,
 
 def _gate_args(work: Path, url: str, context: str, mr: str, out: str) -> list[str]:
     return [
-        "--eval", str(work / "eval.jsonl"), "--context", context, "--url", url,
+        *run_args(work / "eval.jsonl", context, url),
         "--must-refuse", str(work / f"{mr}.jsonl"), "--thresholds", str(work / "gate.json"),
         "--out", str(work / out), "--no-store",
     ]  # fmt: skip
@@ -331,7 +326,7 @@ def test_bad_inputs_exit_2_before_any_network(
         {"taguru_eval_must_refuse": 1},
         [{"case_id": "late-fee", "query": "q"}],
     )
-    base = ["--eval", str(work / "eval.jsonl"), "--context", "lease", "--url", nowhere]
+    base = [*run_args(work / "eval.jsonl", "lease", nowhere)]
     out_file = tmp_path / "never.json"
     code, _out, err = _cli(capsys, [*base, "--must-refuse", clash, "--out", str(out_file)])
     assert code == 2

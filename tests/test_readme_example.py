@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import DATA, PROJECT_ROOT
+from support.paths import DATA, PROJECT_ROOT
 
 import taguru_eval
 

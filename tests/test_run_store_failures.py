@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import DATA, PROJECT_ROOT
-from loopback_support import Request, Response, ScriptedServer, context_entry, envelope
+from support.loopback import Request, Response, ScriptedServer, context_entry, envelope
+from support.paths import DATA, PROJECT_ROOT
+from support.run import run_args
 
 from taguru_eval._base.files import PROCESS_STARTED
 from taguru_eval.cli.main import main
@@ -39,12 +40,6 @@ NOT_STORED = "the run is not stored (evaluation.json is written and the exit cod
 def server() -> Iterator[str]:
     with running_server(DATA) as url:
         yield url
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("TAGURU_ADDR", "TAGURU_API_TOKEN", "TAGURU_API_TOKENS", "TAGURU_CONFIG"):
-        monkeypatch.delenv(key, raising=False)
 
 
 def child_env() -> dict[str, str]:
@@ -72,9 +67,9 @@ def test_a_read_only_store_keeps_a_failing_gate_exit_3(server: str, tmp_path: Pa
     try:
         child = subprocess.run(
             unprivileged(
-                [sys.executable, "-m", "taguru_eval", "run", "--eval", str(EVAL),
-                 "--context", "sake", "--url", server, "--out", str(out),
-                 "--thresholds", str(thresholds), "--store", str(store), "--quiet"]
+                [sys.executable, "-m", "taguru_eval", "run", *run_args(EVAL, "sake", server),
+                 "--out", str(out), "--thresholds", str(thresholds), "--store", str(store),
+                 "--quiet"]
             ),
             capture_output=True, text=True, timeout=120, env=child_env(), cwd=work,
         )  # fmt: skip
@@ -100,7 +95,7 @@ def test_runs_being_a_file_keeps_a_passing_gate_exit_0(
     monkeypatch.chdir(tmp_path)
     Path("runs").write_text("not a directory", encoding="utf-8")
     code = main(
-        ["run", "--eval", str(EVAL), "--context", "sake", "--url", server,
+        ["run", *run_args(EVAL, "sake", server),
          "--thresholds", str(PASSING), "--quiet"]
     )  # fmt: skip
     err = capsys.readouterr().err
@@ -143,8 +138,8 @@ def test_sigterm_mid_run_exits_143_leaving_nothing(tmp_path: Path) -> None:
     server = slow_server(0.5)
     with server as url:
         child = subprocess.Popen(
-            [sys.executable, "-m", "taguru_eval", "run", "--eval", str(eval_path),
-             "--context", "ctx", "--url", url, "--quiet"],
+            [sys.executable, "-m", "taguru_eval", "run",
+             *run_args(eval_path, "ctx", url), "--quiet"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
             cwd=tmp_path,
         )  # fmt: skip
@@ -206,7 +201,7 @@ def test_the_next_run_removes_debris_of_killed_runs_and_keeps_a_live_ones(
         # Another file's temp file, and a staging directory without a pid: kept.
         other_file = aged(tmp_path / f".summary.md.{dead}.q1w2e3r4.tmp", b"#")
         legacy_stage = aged(staging / "20260101T000000.000000Z-abc125-0badc0e0")
-        code = main(["run", "--eval", str(EVAL), "--context", "sake", "--url", server, "--quiet"])
+        code = main(["run", *run_args(EVAL, "sake", server), "--quiet"])
         assert code == 0, capsys.readouterr().err
         assert not killed_temp.exists()
         assert not killed_stage.exists()

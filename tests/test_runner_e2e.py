@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import polars as pl
 import pytest
-from conftest import DATA
-from run_support import CONTEXT_ENTRY, ok, strip_latency, write_eval, write_files
+from support.paths import DATA
+from support.run import CONTEXT_ENTRY, ok, run_args, strip_latency, write_eval, write_files
 
 from taguru_eval.cli.main import main
 from taguru_eval.inputs.prepare import prepare_run
@@ -125,12 +125,6 @@ def sake_server() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("TAGURU_ADDR", "TAGURU_API_TOKEN", "TAGURU_API_TOKENS", "TAGURU_CONFIG"):
-        monkeypatch.delenv(key, raising=False)
-
-
 def run_cli(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str, str]:
     code = main(["run", *args])
     captured = capsys.readouterr()
@@ -155,12 +149,7 @@ def fixture_run(
         code = main(
             [
                 "run",
-                "--eval",
-                str(eval_path),
-                "--context",
-                "sake",
-                "--url",
-                server + "/",
+                *run_args(eval_path, "sake", server + "/"),
                 "--out",
                 str(out),
                 "--store",
@@ -346,12 +335,7 @@ def test_unknown_expected_source(
     code, _, err = run_cli(
         capsys,
         [
-            "--eval",
-            str(eval_path),
-            "--context",
-            "sake",
-            "--url",
-            server,
+            *run_args(eval_path, "sake", server),
             "--out",
             str(out),
             "--store",
@@ -373,12 +357,7 @@ def test_unknown_context(server: str, tmp_path: Path, capsys: pytest.CaptureFixt
     code, _, err = run_cli(
         capsys,
         [
-            "--eval",
-            str(eval_path),
-            "--context",
-            "nope",
-            "--url",
-            server,
+            *run_args(eval_path, "nope", server),
             "--out",
             str(out),
             "--no-store",
@@ -397,12 +376,7 @@ def test_server_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     code, _, err = run_cli(
         capsys,
         [
-            "--eval",
-            str(eval_path),
-            "--context",
-            "sake",
-            "--url",
-            "http://127.0.0.1:1",
+            *run_args(eval_path, "sake", "http://127.0.0.1:1"),
             "--out",
             str(out),
             "--no-store",
@@ -428,9 +402,7 @@ def test_bad_urls_exit_2(
 ) -> None:
     eval_path = write_eval(tmp_path / "eval.jsonl", [SMOKE])
     out = tmp_path / "evaluation.json"
-    code, stdout, err = run_cli(
-        capsys, ["--eval", str(eval_path), "--context", "sake", "--url", url, "--out", str(out)]
-    )
+    code, stdout, err = run_cli(capsys, [*run_args(eval_path, "sake", url), "--out", str(out)])
     assert code == 2
     assert text in err
     assert "token" not in stdout
@@ -450,12 +422,7 @@ def test_ambiguous_position(
     code, stdout, _ = run_cli(
         capsys,
         [
-            "--eval",
-            str(eval_path),
-            "--context",
-            "kyoto",
-            "--url",
-            server,
+            *run_args(eval_path, "kyoto", server),
             "--out",
             str(out),
             "--no-store",
@@ -485,12 +452,7 @@ def test_citations_are_not_preflighted(
     code, _, _ = run_cli(
         capsys,
         [
-            "--eval",
-            str(eval_path),
-            "--context",
-            "sake",
-            "--url",
-            server,
+            *run_args(eval_path, "sake", server),
             "--out",
             str(out),
             "--no-store",
@@ -512,12 +474,7 @@ def test_unwritable_out_exits_1_without_store(
     code, _, err = run_cli(
         capsys,
         [
-            "--eval",
-            str(eval_path),
-            "--context",
-            "sake",
-            "--url",
-            server,
+            *run_args(eval_path, "sake", server),
             "--out",
             str(out),
             "--store",
@@ -546,12 +503,7 @@ def test_read_only_token_and_no_token_anywhere(
         code, stdout, err = run_cli(
             capsys,
             [
-                "--eval",
-                str(eval_path),
-                "--context",
-                "sake",
-                "--url",
-                url,
+                *run_args(eval_path, "sake", url),
                 "--out",
                 str(out),
                 "--store",
@@ -562,12 +514,7 @@ def test_read_only_token_and_no_token_anywhere(
         refused, _, refused_err = run_cli(
             capsys,
             [
-                "--eval",
-                str(eval_path),
-                "--context",
-                "sake",
-                "--url",
-                url,
+                *run_args(eval_path, "sake", url),
                 "--out",
                 str(tmp_path / "refused.json"),
                 "--no-store",
@@ -994,12 +941,7 @@ def test_baseline_budget_truncates_and_reports(
     code, stdout, _ = run_cli(
         capsys,
         [
-            "--eval",
-            str(eval_path),
-            "--context",
-            "sake",
-            "--url",
-            server,
+            *run_args(eval_path, "sake", server),
             "--out",
             str(out),
             "--no-store",
@@ -1037,12 +979,7 @@ def test_a_budget_that_admits_nothing(
     code, _, _ = run_cli(
         capsys,
         [
-            "--eval",
-            str(eval_path),
-            "--context",
-            "sake",
-            "--url",
-            server,
+            *run_args(eval_path, "sake", server),
             "--out",
             str(out),
             "--no-store",

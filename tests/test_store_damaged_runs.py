@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from eval_docs import history_documents, write_document
+from support.documents import history_documents, write_document
 
 import taguru_eval
 from taguru_eval.analyst import drift, ingest

@@ -17,9 +17,9 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-from conftest import PROJECT_ROOT
-from eval_docs import abstention_block, evaluation_document
 from polars.testing import assert_frame_equal
+from support.documents import abstention_block, evaluation_document
+from support.paths import PROJECT_ROOT
 
 from taguru_eval.artifact.read import tables_from_artifact
 from taguru_eval.errors import InputError

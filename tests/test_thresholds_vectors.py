@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import vector_cases, vector_doc
-from eval_docs import gate_on_values
+from support.documents import gate_on_values
+from support.vectors import vector_cases, vector_doc
 
 from taguru_eval.catalog import CASE_SCOPED_METRICS, CATALOG_KEYS
 from taguru_eval.errors import InputError

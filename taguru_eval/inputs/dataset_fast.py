@@ -9,7 +9,7 @@ or any rule of Steps B–F (EVALUATE.md §1.3) that fails. ``None`` sends the
 whole file through the strict loader, which then reports the first problem in
 its own exact words — so the fast path never has to reproduce a message.
 
-What it relies on (each pinned by ``tests/test_dataset_fast.py``): msgspec's
+What it relies on (each pinned by ``tests/inputs/test_dataset_fast.py``): msgspec's
 typed decoding rejects ``3.0``/``3e0`` for an integer, ``true`` for a number,
 ``NaN``, unknown keys of a closed object, lone surrogates and invalid UTF-8,
 and keeps the last value of a repeated key, as the strict reader does.

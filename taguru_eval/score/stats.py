@@ -6,7 +6,7 @@ interpolation modes implement other rules. ``sum`` is the left-to-right
 IEEE sum of the sorted samples: Polars' ``cum_sum`` is a sequential prefix
 scan, so its last element is exactly that fold (``Series.sum`` may reorder
 additions, and Python's ``sum`` compensates rounding since 3.12, so neither
-is used). ``tests/test_stats_vectors.py`` pins the equality bit for bit.
+is used). ``tests/score/test_stats_vectors.py`` pins the equality bit for bit.
 """
 
 from __future__ import annotations

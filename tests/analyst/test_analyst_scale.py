@@ -1,0 +1,226 @@
+"""The report and the three notebooks on a 20,000-case, 10-run history.
+
+The history comes from :mod:`taguru_eval.demo.synthetic` (template cases
+scored by the real pipeline stages, repeated under new ids), so every number
+the report and the notebooks show can be checked against the store and
+compare. Nothing shown may reach off the machine; no chart may embed more
+rows than it draws.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from support.notebooks import chart_outputs, execute_notebook, external_urls, notebook_env
+
+from taguru_eval.analyst import aggregate, drift, offline, slices
+from taguru_eval.catalog import scalar_expr
+from taguru_eval.cli import report as report_cli
+from taguru_eval.compare import compare
+from taguru_eval.demo import synthetic
+from taguru_eval.store import read_tables
+
+CASES = 20_000
+RUNS = 10
+CONTEXT = synthetic.SYNTHETIC_CONTEXT
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("scale") / "runs"
+    synthetic.synthetic_history(store, cases=CASES, runs=RUNS)
+    return store
+
+
+@pytest.fixture(scope="module")
+def scale_report(history: Path) -> Path:
+    out = history.parent / "report" / "report.html"
+    out.parent.mkdir()
+    head, base = synthetic.stored_run(history, RUNS - 1), synthetic.stored_run(history, RUNS - 2)
+    argv = [str(head), "--base", str(base), "-o", str(out)]
+    assert report_cli.main(argv, stdout=io.StringIO()) == 0
+    return out
+
+
+def _specs(page: str) -> list[dict[str, Any]]:
+    match = re.search(r'<script type="application/json" id="taguru-specs">(.*?)</script>', page)
+    assert match, "the embedded specs are missing"
+    specs: list[dict[str, Any]] = json.loads(match.group(1))
+    return specs
+
+
+def _rows(specs: list[dict[str, Any]]) -> dict[str, int]:
+    return {
+        entry["name"]: sum(len(rows) for rows in entry["spec"].get("datasets", {}).values())
+        for entry in specs
+    }
+
+
+def test_report_at_scale_is_small_offline_and_says_what_it_computed(
+    history: Path, scale_report: Path
+) -> None:
+    page = scale_report.read_text(encoding="utf-8")
+    bundle = offline.javascript_bundle()
+    assert external_urls(page, bundle) == []
+    specs = _specs(page)
+    rows = _rows(specs)
+    assert list(rows) == ["metrics", "case_metrics", "latency", "drift", "compare"]
+    # Bins, worst cases, metrics and runs — not cases — decide what is embedded.
+    assert all(count < aggregate.ROW_LIMIT for count in rows.values())
+    assert rows["case_metrics"] <= 8 * aggregate.BINS + 8 * aggregate.WORST_CASES
+    assert rows["drift"] <= RUNS * len(drift.DRIFT_METRICS) + 2 * RUNS
+    assert len(page.encode("utf-8")) - len(bundle.encode("utf-8")) < 1_500_000
+    head, base = synthetic.stored_run(history, RUNS - 1), synthetic.stored_run(history, RUNS - 2)
+    # The per-case table is capped and links the Parquet file that has every row.
+    assert f"showing the 200 worst of {CASES} cases" in page
+    link = re.search(r'<a href="([^"]+)">cases\.parquet</a>', page)
+    assert link is not None
+    assert (scale_report.parent / link.group(1)).resolve() == (head / "cases.parquet").resolve()
+    assert f"Drift over {RUNS} stored runs" in page
+    # The compare section: counts from compare itself, only the metrics that moved.
+    comparison = compare(base, head)
+    compare_spec = specs[4]["spec"]
+    tally = next(rows for rows in compare_spec["datasets"].values() if rows and "kind" in rows[0])
+    assert {row["kind"]: row["cases"] for row in tally} == {
+        kind: comparison.counts[kind]
+        for kind in ("improved", "regressed", "unchanged", "added", "removed")
+    }
+    moved = comparison.moved_metrics()
+    assert (
+        f"the {moved.height} aggregate metric(s) that moved (of {comparison.metrics.height})"
+        in page
+    )
+    regressed = comparison.counts["regressed"]
+    assert f"{regressed} regressed case(s), case_id order" in page
+    assert f"… and {regressed - 50} more regressed case(s)" in page
+    # Slices: one row per tag, the all-cases row equal to the run's own aggregate.
+    tables = read_tables(head)
+    tags = slices.case_tags(tables["case_lanes"])
+    assert tags is not None
+    frame = slices.tag_slices(tables["cases"], tags)
+    assert set(frame.get_column("tag")) == {"(all cases)", "(no tag)", *synthetic.TAGS}
+    recall = (
+        tables["metrics"]
+        .with_columns(scalar_expr())
+        .filter(pl.col("metric") == "recall.recall_at_k")
+        .get_column("scalar")
+        .item()
+    )
+    assert frame.row(0, named=True)["recall.recall_at_k"] == pytest.approx(recall, rel=1e-12)
+    assert '<section id="slices"><h2>Slices by tag</h2>' in page
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="headless Chromium is not installed")
+def test_report_at_scale_draws_every_chart_offline(scale_report: Path, tmp_path: Path) -> None:
+    page_file = tmp_path / "report.html"
+    shutil.copyfile(scale_report, page_file)
+    dom = subprocess.run(
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            # No network at all: every request fails, so only inlined code can run.
+            "--proxy-server=127.0.0.1:9",
+            "--proxy-bypass-list=<-loopback>",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=30000",
+            "--dump-dom",
+            page_file.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    ).stdout
+    assert 'data-charts="done"' in dom
+    drawn = dict(re.findall(r'data-chart="([a-z_]+)" data-marks="([^"]*)"', dom))
+    assert set(drawn) == {"metrics", "case_metrics", "latency", "drift", "compare"}
+    for name, marks in drawn.items():
+        assert marks.isdigit() and int(marks) > 0, f"chart {name} drew no marks ({marks})"
+
+
+def _offline(name: str, notebook: Any) -> None:
+    from support.notebooks import output_texts
+
+    bundle = offline.javascript_bundle()
+    charts = chart_outputs(notebook)
+    assert charts, f"{name} showed no chart"
+    assert all(bundle in chart for chart in charts)
+    for text in output_texts(notebook):
+        assert external_urls(text, bundle) == [], name
+        # Chart outputs are bounded too: a few megabytes of library, a little data.
+        assert len(text) - len(bundle) * text.count(bundle) < 500_000
+
+
+def test_run_report_notebook_at_scale(history: Path) -> None:
+    probe = (
+        '{"run": RUN, "cases": per_case.height, "missed": missed.height,'
+        ' "lanes": latency_summary.get_column("lane").to_list(),'
+        ' "mrr": metrics.filter(pl.col("metric") == "recall.mrr").get_column("scalar")[0],'
+        ' "tags": tag_slices.get_column("tag").to_list(),'
+        ' "tag_cases": tag_slices.get_column("cases").to_list()}'
+    )
+    seen, notebook = execute_notebook("run_report", probe, notebook_env(history))
+    _offline("run_report", notebook)
+    newest = synthetic.stored_run(history, RUNS - 1)
+    assert seen["run"] == newest.name.removeprefix("run=")
+    tables = read_tables(newest)
+    assert seen["cases"] == CASES
+    assert seen["missed"] == drift.misses(tables["cases"]).height
+    assert seen["lanes"] == ["citation", "passage", "query", "resolve"]
+    mrr = tables["metrics"].filter(pl.col("metric") == "recall.mrr").get_column("mean").item()
+    assert seen["mrr"] == mrr
+    assert seen["tags"][0] == "(all cases)" and seen["tag_cases"][0] == CASES
+    assert set(seen["tags"]) == {"(all cases)", "(no tag)", *synthetic.TAGS}
+
+
+def test_drift_notebook_at_scale(history: Path) -> None:
+    probe = (
+        '{"runs": drift_table.height,'
+        ' "recall": drift_table.get_column("recall.recall_at_k").to_list(),'
+        ' "labels": drift_table.get_column("label").to_list(),'
+        ' "heat_cells": recall_cells.height}'
+    )
+    seen, notebook = execute_notebook("drift", probe, notebook_env(history))
+    _offline("drift", notebook)
+    assert seen["runs"] == RUNS
+    runs = drift.run_index(history, CONTEXT)
+    assert seen["labels"] == runs.get_column("label").to_list()
+    assert seen["labels"][0] == "2026-07-01 09:00 · " + runs.get_column("run")[0][-6:]
+    stored = (
+        drift.metric_history(history, CONTEXT)
+        .filter(pl.col("metric") == "recall.recall_at_k")
+        .get_column("scalar")
+        .to_list()
+    )
+    assert seen["recall"] == stored
+    assert len(set(stored)) == RUNS  # the quality drifts run to run
+    assert seen["heat_cells"] == CASES * RUNS
+
+
+def test_compare_notebook_at_scale(history: Path) -> None:
+    probe = (
+        '{"counts": counts, "moved": moved.get_column("metric").to_list(),'
+        ' "group_cases": int(groups.get_column("cases").sum()),'
+        ' "drivers": drivers.height, "slices": slice_changes.height}'
+    )
+    seen, notebook = execute_notebook("compare", probe, notebook_env(history))
+    _offline("compare", notebook)
+    base, head = synthetic.stored_run(history, RUNS - 2), synthetic.stored_run(history, RUNS - 1)
+    expected = compare(base, head)
+    assert seen["counts"] == dict(expected.counts)
+    assert seen["moved"] == expected.moved_metrics().get_column("metric").to_list()
+    changed = expected.counts["improved"] + expected.counts["regressed"]
+    assert seen["group_cases"] == seen["drivers"] == changed
+    assert seen["slices"] > 0

@@ -1,0 +1,93 @@
+"""drift: the analyst frames the charts and notebooks are fed from the run store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from support.documents import history_documents, write_document
+
+from taguru_eval.analyst import drift, ingest
+from taguru_eval.errors import InputError
+
+
+@pytest.fixture
+def history_store(tmp_path: Path) -> Path:
+    runs = tmp_path / "runs"
+    for index, document in enumerate(history_documents(3)):
+        ingest.ingest(write_document(tmp_path / f"e{index}.json", document), runs)
+    return runs
+
+
+def test_run_index_orders_runs_and_flags_revision_changes(history_store: Path) -> None:
+    runs = drift.run_index(history_store, "demo")
+    assert runs.schema == drift.RUN_INDEX_SCHEMA
+    assert runs.get_column("generated_at").to_list() == [
+        "2026-07-28T10:00:00Z",
+        "2026-07-28T10:01:00Z",
+        "2026-07-28T10:02:00Z",
+    ]
+    assert runs.get_column("revision").to_list() == ["10/7/0", "11/7/0", "11/8/0"]
+    assert runs.get_column("revision_changed").to_list() == [False, True, True]
+    assert runs.get_column("cases").to_list() == [4, 4, 4]
+
+
+def test_runs_in_the_same_second_are_ordered_by_revision() -> None:
+    frame = pl.DataFrame(
+        {
+            "run": ["x-ffff", "x-0000", "x-8888"],
+            "generated_at": ["2026-01-01T00:00:00Z"] * 3,
+            "revision": ["12/3/0", "9/3/0", "10/3/0"],
+        }
+    )
+    assert drift.order_runs(frame).get_column("run").to_list() == ["x-0000", "x-8888", "x-ffff"]
+
+
+def test_metric_history_scalar_is_mean_or_value(history_store: Path) -> None:
+    history = drift.metric_history(history_store, "demo")
+    assert history.height == 3 * 31
+    mrr = history.filter(pl.col("metric") == "recall.mrr").sort("run_order")
+    documents = history_documents(3)
+    assert mrr.get_column("scalar").to_list() == [
+        d["metrics"]["recall.mrr"]["mean"] for d in documents
+    ]
+    rate = history.filter(pl.col("metric") == "structural.case_rate")
+    assert rate.get_column("scalar").to_list() == [1.0, 1.0, 1.0]
+    assert mrr.get_column("run_order").to_list() == [0, 1, 2]
+
+
+def test_case_metric_long_rejects_an_aggregate_only_metric(history_store: Path) -> None:
+    cases = drift.case_history(history_store, "demo")
+    long = drift.case_metric_long(cases, "citations.locator_validity")
+    assert long.height == 12
+    assert long.get_column("value").null_count() == 6  # two of four cases declare citations
+    with pytest.raises(ValueError, match="not a per-case metric"):
+        drift.case_metric_long(cases, "latency.query_ms")
+
+
+def test_bounds_frame_reads_aggregate_min_and_max() -> None:
+    bounds = drift.bounds_frame(
+        {"aggregate": {"recall.mrr": {"min": 0.5, "max": 1}, "passage.failure_rate": {"max": 0.0}}}
+    )
+    assert bounds.rows() == [
+        ("passage.failure_rate", "max", 0.0),
+        ("recall.mrr", "min", 0.5),
+        ("recall.mrr", "max", 1.0),
+    ]
+    assert drift.bounds_frame(None).height == 0
+
+
+def test_store_and_context_defaults(history_store: Path, tmp_path: Path) -> None:
+    assert drift.default_store({"TAGURU_EVAL_STORE": "/x/y"}) == Path("/x/y")
+    assert drift.pick_context(history_store, {}) == "demo"
+    assert drift.pick_context(history_store, {"TAGURU_EVAL_CONTEXT": "other"}) == "other"
+    with pytest.raises(InputError, match="demo --runs 5"):
+        drift.pick_context(tmp_path / "empty", {})
+
+
+def test_bad_thresholds_file_is_an_input_error(tmp_path: Path) -> None:
+    bad = tmp_path / "t.json"
+    bad.write_text("{", encoding="utf-8")
+    with pytest.raises(InputError, match="malformed thresholds file"):
+        drift.read_thresholds(bad)

@@ -1,0 +1,191 @@
+"""``export RUN --trec DIR`` and ``to_ir_measures``: a run for IR tools, round-tripped.
+
+The sake demo run (reference server over loopback, stored in the run store)
+is exported; ir_measures reads both files back and computes R@10, RR and
+nDCG@10. On every case where the definitions coincide — each judged
+expectation names exactly one passage, no two name the same one, at most ten
+judged items and ten hits — its values equal ours.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import ir_measures
+import polars as pl
+import pytest
+from ir_measures import RR, R, nDCG
+from support.paths import DATA
+
+import taguru_eval
+from taguru_eval.analyst.export import qrels_frame, trec_qrels, trec_run
+from taguru_eval.cli.export import main
+from taguru_eval.inputs.dataset import load_eval, load_eval_text
+from taguru_eval.refserver.serve import running_server
+
+EVAL = DATA / "sake" / "eval.jsonl"
+PREFIX = "taguru: evaluate: "
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    work = tmp_path_factory.mktemp("export")
+    with running_server(DATA) as url:
+        run = taguru_eval.run(
+            EVAL, "sake", url=url, out=work / "e.json", store=work / "runs", env={}
+        )
+    assert run.path is not None
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        [str(run.path), "--trec", str(work / "trec"), "--eval", str(EVAL)], stdout=out, stderr=err
+    )
+    return {"run": run, "work": work, "code": code, "out": out.getvalue(), "err": err.getvalue()}
+
+
+def coinciding_cases(run: taguru_eval.Run) -> list[str]:
+    """Cases whose recall block means the same as trec_eval's measures."""
+    expected = load_eval(EVAL).expected.filter(pl.col("kind") == "source")
+    judged = expected.filter(pl.col("relevance") >= 1)
+    per_entry = judged.group_by("case_id", "entry_index").agg(
+        pl.col("paragraph").count().alias("paragraphs"), pl.col("paragraph").null_count()
+    )
+    bad_entries = per_entry.filter((pl.col("paragraphs") != 1) | (pl.col("paragraph") > 0))
+    duplicated = judged.filter(pl.struct("source", "paragraph").is_duplicated().over("case_id"))
+    hits = run.tables.hits.group_by("case_id").agg(
+        pl.len().alias("hits"), pl.struct("source", "paragraph").n_unique().alias("distinct")
+    )
+    too_many = hits.filter((pl.col("hits") > 10) | (pl.col("hits") != pl.col("distinct")))
+    items = judged.group_by("case_id").len().filter(pl.col("len") > 10)
+    excluded = set(
+        pl.concat([frame.select("case_id") for frame in (bad_entries, duplicated, too_many, items)])
+        .get_column("case_id")
+        .to_list()
+    )
+    scored = run.cases.filter(pl.col("recall_at_k").is_not_null()).get_column("case_id")
+    return [case_id for case_id in scored.to_list() if case_id not in excluded]
+
+
+def test_export_writes_both_files_and_notes_wildcards(stored: dict[str, Any]) -> None:
+    assert stored["code"] == 0, stored["err"]
+    trec = stored["work"] / "trec"
+    assert sorted(path.name for path in trec.iterdir()) == ["qrels.trec", "run.trec"]
+    wildcards = load_eval(EVAL).expected.filter(
+        (pl.col("kind") == "source") & pl.col("paragraph").is_null()
+    )
+    assert stored["err"] == (
+        f"{PREFIX}export: {wildcards.height} expected source(s) name no paragraph "
+        "('any paragraph of this source'): no qrels line for them\n"
+    )
+    run_lines = (trec / "run.trec").read_text("utf-8").splitlines()
+    assert len(run_lines) == stored["run"].tables.hits.height
+    assert all(len(line.split()) == 6 and line.split()[1] == "Q0" for line in run_lines)
+    assert {line.split()[5] for line in run_lines} == {stored["run"].run_id}
+
+
+def test_ir_measures_reproduces_our_recall_mrr_and_ndcg(stored: dict[str, Any]) -> None:
+    trec = stored["work"] / "trec"
+    qrels = list(ir_measures.read_trec_qrels(str(trec / "qrels.trec")))
+    runs = list(ir_measures.read_trec_run(str(trec / "run.trec")))
+    theirs: dict[tuple[str, str], float] = {}
+    for metric in ir_measures.iter_calc([R @ 10, RR, nDCG @ 10], qrels, runs):
+        theirs[(metric.query_id, str(metric.measure))] = metric.value
+    run = stored["run"]
+    cases = coinciding_cases(run)
+    assert len(cases) >= 5, cases
+    ours = run.cases.filter(pl.col("case_id").is_in(cases))
+    for row in ours.iter_rows(named=True):
+        case_id = row["case_id"]
+        assert theirs[(case_id, "R@10")] == pytest.approx(row["recall_at_k"], abs=1e-12)
+        assert theirs[(case_id, "RR")] == pytest.approx(row["mrr"], abs=1e-12)
+        assert theirs[(case_id, "nDCG@10")] == pytest.approx(row["ndcg"], abs=1e-9)
+
+
+def test_to_ir_measures_gives_the_same_data_as_the_files(stored: dict[str, Any]) -> None:
+    qrels, run = taguru_eval.to_ir_measures(stored["run"], EVAL)
+    trec = stored["work"] / "trec"
+    from_files = ir_measures.calc_aggregate(
+        [R @ 10, RR, nDCG @ 10],
+        list(ir_measures.read_trec_qrels(str(trec / "qrels.trec"))),
+        list(ir_measures.read_trec_run(str(trec / "run.trec"))),
+    )
+    from_dicts = ir_measures.calc_aggregate([R @ 10, RR, nDCG @ 10], qrels, run)
+    assert from_dicts == from_files
+    assert not any(math.isnan(value) for value in from_dicts.values())
+
+
+def test_recorded_eval_path_is_the_default_and_a_missing_one_is_an_input_error(
+    stored: dict[str, Any], tmp_path: Path
+) -> None:
+    run_dir = str(stored["run"].path)
+    doc = json.loads((Path(run_dir) / "evaluation.json").read_text("utf-8"))
+    assert doc["inputs"]["eval"]["path"] == str(EVAL)
+    out, err = io.StringIO(), io.StringIO()
+    assert main([run_dir, "--trec", str(tmp_path / "t")], stdout=out, stderr=err) == 0
+    assert f"from {EVAL})" in out.getvalue()
+    assert (tmp_path / "t" / "qrels.trec").read_bytes() == (
+        stored["work"] / "trec" / "qrels.trec"
+    ).read_bytes()
+    doc["inputs"]["eval"]["path"] = str(tmp_path / "gone.jsonl")
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps(doc), "utf-8")
+    err = io.StringIO()
+    assert main([str(moved), "--trec", str(tmp_path / "u")], stdout=io.StringIO(), stderr=err) == 2
+    assert err.getvalue() == (
+        f"{PREFIX}no eval set for the qrels: pass --eval FILE (the run recorded "
+        f"inputs.eval.path '{tmp_path / 'gone.jsonl'}', which is not a readable file here)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "export takes exactly one RUN (got 0)"),
+        (["r"], "--trec DIR is required"),
+        (["r", "--trec"], "--trec needs a directory"),
+        (["r", "--trec", "a", "--trec", "b"], "--trec given twice"),
+        (["r", "--trec", "a", "--bogus"], "unknown flag '--bogus' for export"),
+    ],
+)
+def test_usage_errors(argv: list[str], message: str) -> None:
+    err = io.StringIO()
+    assert main(argv, stdout=io.StringIO(), stderr=err) == 2
+    assert err.getvalue() == (f"{PREFIX}{message} — try 'python -m taguru_eval export --help'\n")
+
+
+def test_identifiers_stay_one_field_and_grades_keep_the_highest() -> None:
+    eval_set = load_eval_text(
+        '{"taguru_eval": 1}\n'
+        '{"case_id": "a b%c", "query": "q", "expected_sources": ['
+        '{"source": "dir/my doc.md", "paragraphs": [3, 4], "relevance": 1},'
+        '{"source": "dir/my doc.md", "paragraphs": [4], "relevance": 3},'
+        '{"source": "other.md", "paragraphs": [0], "relevance": 0},'
+        '{"source": "any.md"}]}\n',
+        "eval.jsonl",
+    )
+    assert qrels_frame(eval_set.expected).rows() == [
+        ("a b%c", "dir/my doc.md#3", 1),
+        ("a b%c", "dir/my doc.md#4", 3),
+        ("a b%c", "other.md#0", 0),
+    ]
+    assert trec_qrels(eval_set.expected) == (
+        "a%20b%25c 0 dir/my%20doc.md#3 1\n"
+        "a%20b%25c 0 dir/my%20doc.md#4 3\n"
+        "a%20b%25c 0 other.md#0 0\n"
+    )
+    hits = pl.DataFrame(
+        {
+            "case_index": [0, 0, 0],
+            "case_id": ["a b%c"] * 3,
+            "rank": [0, 1, 2],
+            "source": ["dir/my doc.md", "other.md", "dir/my doc.md"],
+            "paragraph": [4, 0, 4],
+        }
+    )
+    # The repeated passage keeps its best rank; scores follow the served order.
+    assert trec_run(hits, "tag x") == (
+        "a%20b%25c Q0 dir/my%20doc.md#4 1 3 tag%20x\na%20b%25c Q0 other.md#0 2 2 tag%20x\n"
+    )

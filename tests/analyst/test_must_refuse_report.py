@@ -1,0 +1,127 @@
+"""The HTML report's must-refuse section: the two populations side by side (ABSTENTION.md §3.11)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from support.paths import DATA
+
+import taguru_eval
+from taguru_eval.analyst import must_refuse, report
+from taguru_eval.refserver.serve import running_server
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> taguru_eval.Run:
+    work = tmp_path_factory.mktemp("mr-report")
+    with running_server(DATA, vector_lane=True) as url:
+        return taguru_eval.run(
+            DATA / "sake" / "eval.jsonl",
+            "sake",
+            url=url,
+            out=work / "evaluation.json",
+            store=work / "runs",
+            env={},
+            must_refuse=DATA / "sake" / "must_refuse.jsonl",
+        )
+
+
+@pytest.fixture(scope="module")
+def page(stored: taguru_eval.Run) -> str:
+    assert stored.path is not None
+    return report.build_report(stored.path)
+
+
+def _specs(page: str) -> dict[str, dict[str, Any]]:
+    match = re.search(
+        r'<script type="application/json" id="taguru-specs">(.*?)</script>', page, re.S
+    )
+    assert match
+    return {entry["name"]: entry["spec"] for entry in json.loads(match.group(1))}
+
+
+def test_the_trade_off_frame_keeps_each_population_s_own_denominator(
+    stored: taguru_eval.Run,
+) -> None:
+    frame = must_refuse.trade_off_frame(stored.metrics)
+    rows = {row["metric"]: row for row in frame.iter_rows(named=True)}
+    metrics = stored.doc["metrics"]
+    for metric, row in rows.items():
+        assert (row["numerator"], row["n"]) == (metrics[metric]["numerator"], metrics[metric]["n"])
+    populations = dict(frame.select("metric", "population").iter_rows())
+    assert populations["abstention.passage.refusal_rate"] == must_refuse.MUST_REFUSE_POPULATION
+    assert populations["answerability.false_refusal_rate"] == must_refuse.ANSWERABLE_POPULATION
+    # The answerable partition adds up over its one denominator.
+    parts = frame.filter(
+        pl.col("metric").is_in(
+            [
+                "answerability.supported_rate",
+                "answerability.unsupported_offer_rate",
+                "answerability.false_refusal_rate",
+            ]
+        )
+    )
+    assert parts.get_column("numerator").sum() == parts.get_column("n")[0] == 16
+    # A run without the flag has no such rows.
+    plain = pl.DataFrame({"metric": ["recall.mrr"], "value": [1.0], "numerator": [None], "n": [3]})
+    assert must_refuse.trade_off_frame(plain).is_empty()
+
+
+def test_the_report_shows_the_must_refuse_section(page: str, stored: taguru_eval.Run) -> None:
+    assert '<section id="must-refuse"><h2>Must-refuse questions</h2>' in page
+    assert "the trade-off pair: never pooled" in page
+    for case_id in ("mr-france-en", "mr-price", "mr-tour"):
+        assert f"<td>{case_id}</td>" in page
+    specs = _specs(page)
+    spec = specs["must_refuse"]
+    data = next(rows for rows in spec["datasets"].values() if rows and "population" in rows[0])
+    assert {row["metric"] for row in data} == {metric for _p, metric, _c in must_refuse.TRADE_OFF}
+    false_refusal = next(row for row in data if row["metric"] == "answerability.false_refusal_rate")
+    assert false_refusal["label"] == "2 / 16"
+
+
+def test_a_plain_run_has_no_must_refuse_section(tmp_path: Path) -> None:
+    with running_server(DATA) as url:
+        run = taguru_eval.run(
+            DATA / "sake" / "eval.jsonl",
+            "sake",
+            url=url,
+            out=tmp_path / "e.json",
+            no_store=True,
+            env={},
+        )
+    page = report.build_report(tmp_path / "e.json")
+    assert 'id="must-refuse"' not in page
+    assert "must_refuse" not in _specs(page)
+    assert run.refusal_cases.is_empty()
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="headless Chromium (/usr/bin/chromium, Debian package 'chromium') is not installed",
+)
+def test_the_trade_off_chart_draws_in_headless_chromium(page: str, tmp_path: Path) -> None:
+    page_file = tmp_path / "report.html"
+    page_file.write_text(page, encoding="utf-8")
+    dom = subprocess.run(
+        [
+            str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-dev-shm-usage", "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000",
+            "--dump-dom", page_file.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout  # fmt: skip
+    assert 'data-charts="done"' in dom
+    drawn = dict(re.findall(r'data-chart="([a-z_]+)" data-marks="([^"]*)"', dom))
+    assert drawn["must_refuse"].isdigit() and int(drawn["must_refuse"]) > 0

@@ -1,0 +1,220 @@
+"""report: one self-contained offline HTML file, checked as text and in headless Chromium."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.documents import evaluation_document, history_documents, write_document
+from support.paths import PROJECT_ROOT
+
+import taguru_eval
+from taguru_eval.analyst import ingest, report
+from taguru_eval.cli import report as report_cli
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _specs(page: str) -> list[dict[str, Any]]:
+    match = re.search(
+        r'<script type="application/json" id="taguru-specs">(.*?)</script>', page, re.S
+    )
+    assert match, "the embedded specs are missing"
+    specs: list[dict[str, Any]] = json.loads(match.group(1))
+    return specs
+
+
+@pytest.fixture(scope="module")
+def stored_history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """Four ingested runs of one context whose metrics and revision move."""
+    root = tmp_path_factory.mktemp("history")
+    runs = root / "runs"
+    directories = []
+    for index, document in enumerate(history_documents(4)):
+        path = write_document(root / f"evaluation-{index}.json", document)
+        directories.append(ingest.ingest(path, runs).path)
+    return runs, directories
+
+
+@pytest.fixture(scope="module")
+def full_report(
+    stored_history: tuple[Path, list[Path]], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The report of the newest stored run against the first, with bounds."""
+    _, directories = stored_history
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    thresholds = out.parent / "thresholds.json"
+    thresholds.write_text(
+        json.dumps({"taguru_evaluate_thresholds": 1, "aggregate": {"recall.mrr": {"min": 0.7}}}),
+        encoding="utf-8",
+    )
+    code = report_cli.main(
+        [
+            str(directories[-1]),
+            "--base",
+            str(directories[0]),
+            "-o",
+            str(out),
+            "--thresholds",
+            str(thresholds),
+        ],
+        stdout=io.StringIO(),
+    )
+    assert code == 0
+    return out
+
+
+def test_report_is_self_contained(full_report: Path) -> None:
+    page = full_report.read_text(encoding="utf-8")
+    # Nothing is loaded from elsewhere: no external script, stylesheet, image or frame.
+    assert not re.search(r"<script[^>]*\bsrc=", page)
+    assert not re.search(r"<link[^>]*\bhref=", page)
+    assert not re.search(r"<(img|iframe)[^>]*\bsrc=[\"']?https?:", page)
+    assert "window.vegaEmbed=" in page  # the inlined bundle defines the embedder itself
+    assert page.count("<script") == 4  # bundle, specs, embed options, embed call
+
+
+def test_report_embeds_every_chart_spec_with_its_data(full_report: Path) -> None:
+    page = full_report.read_text(encoding="utf-8")
+    specs = _specs(page)
+    names = [entry["name"] for entry in specs]
+    assert names == ["metrics", "case_metrics", "latency", "drift", "compare"]
+    for index, name in enumerate(names):
+        assert f'id="chart-{index}" data-chart="{name}"' in page
+    drift = specs[names.index("drift")]["spec"]
+    assert [panel["title"] for panel in drift["concat"]][:2] == [
+        "recall.recall_at_k ↑",
+        "recall.mrr ↑",
+    ]
+    assert len(drift["datasets"]) >= 3
+    compare_spec = specs[names.index("compare")]["spec"]
+    tally = next(
+        rows
+        for rows in compare_spec["datasets"].values()
+        if rows and set(rows[0]) == {"kind", "cases"}
+    )
+    assert sum(row["cases"] for row in tally) == 4
+
+
+def test_report_sections_show_summary_gate_and_misses(full_report: Path) -> None:
+    page = full_report.read_text(encoding="utf-8")
+    assert "<h2>Run summary</h2>" in page
+    # The store recorded how it got the run (run.json), and the report says so.
+    assert f"imported by taguru_eval {taguru_eval.__version__} from " in page
+    assert "evaluation-3.json" in page
+    assert "report-only" in page
+    assert "expected_associations: (Entity, knows, Other)" in page
+    assert "Drift over 4 stored runs" in page
+    assert "<h2>Compare with" in page
+
+
+def test_gate_failure_lists_violations(tmp_path: Path) -> None:
+    gate = {
+        "sha256": "ab" * 32,
+        "passed": False,
+        "allow_unstable_corpus": False,
+        "violations": [
+            {
+                "scope": "case",
+                "case_id": "beta-002",
+                "metric": "recall.mrr",
+                "bound": "min",
+                "threshold": 0.5,
+                "actual": 0.25,
+                "reason": "0.250000 < min 0.500000",
+            }
+        ],
+        "skipped": ["case 'x': 'coverage.labels' not applicable"],
+    }
+    path = write_document(tmp_path / "evaluation.json", evaluation_document(thresholds=gate))
+    page = report.build_report(path)
+    assert "FAIL — 1 violation(s) (sha256 abababababab…)" in page
+    assert "0.250000 &lt; min 0.500000" in page
+    assert "1 case-scoped threshold(s) skipped as not applicable" in page
+    # A bare evaluation.json (not in a store) has no drift section.
+    assert [entry["name"] for entry in _specs(page)] == ["metrics", "case_metrics", "latency"]
+
+
+def test_report_is_written_atomically_and_errors_are_one_line(tmp_path: Path) -> None:
+    path = write_document(tmp_path / "evaluation.json", evaluation_document())
+    out = tmp_path / "r.html"
+    out.write_text("old", encoding="utf-8")
+    assert report_cli.main([str(path), "-o", str(out)], stdout=io.StringIO()) == 0
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report-")] == []
+
+    err = io.StringIO()
+    missing = tmp_path / "nope" / "r.html"
+    assert report_cli.main([str(path), "-o", str(missing)], stderr=err) == 1
+    assert err.getvalue().startswith(f"taguru: evaluate: writing {missing}")
+    err = io.StringIO()
+    assert report_cli.main([str(tmp_path / "absent.json")], stderr=err) == 2
+    assert "Traceback" not in err.getvalue()
+    err = io.StringIO()
+    assert report_cli.main([], stderr=err) == 2
+    assert "exactly one RUN" in err.getvalue()
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="headless Chromium (/usr/bin/chromium, Debian package 'chromium') is not installed",
+)
+def test_every_chart_draws_marks_in_headless_chromium(full_report: Path, tmp_path: Path) -> None:
+    # A copy away from the store: the rendered page must need nothing but itself.
+    page_file = tmp_path / "report.html"
+    shutil.copyfile(full_report, page_file)
+    base = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=20000",
+    ]
+    dom = subprocess.run(
+        [*base, "--dump-dom", page_file.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert 'data-charts="done"' in dom, "the embed script did not finish"
+    drawn = dict(re.findall(r'data-chart="([a-z_]+)" data-marks="([^"]*)"', dom))
+    assert set(drawn) == {"metrics", "case_metrics", "latency", "drift", "compare"}
+    for name, marks in drawn.items():
+        assert marks.isdigit() and int(marks) > 0, f"chart {name} drew no marks ({marks})"
+    screenshot = tmp_path / "report.png"
+    subprocess.run(
+        [*base, "--window-size=1280,4000", f"--screenshot={screenshot}", page_file.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
+    assert screenshot.is_file() and screenshot.stat().st_size > 10_000
+
+
+def test_the_report_subcommand_is_wired_into_the_cli(tmp_path: Path) -> None:
+    import sys
+
+    path = write_document(tmp_path / "evaluation.json", evaluation_document())
+    out = tmp_path / "cli.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "taguru_eval", "report", str(path), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=PROJECT_ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"  wrote {out}\n"
+    assert [entry["name"] for entry in _specs(out.read_text(encoding="utf-8"))] == [
+        "metrics",
+        "case_metrics",
+        "latency",
+    ]

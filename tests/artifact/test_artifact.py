@@ -1,0 +1,568 @@
+"""evaluation.json: key order, omitted vs null, number spelling, atomic write, read-back."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.vectors import vector_cases
+
+from taguru_eval._base import files
+from taguru_eval._base.text import F32, json_f32, to_f32
+from taguru_eval.artifact.blocks import citation_check_block
+from taguru_eval.artifact.build import (
+    RunContext,
+    build_artifact,
+    dumps,
+    write_json_atomic,
+)
+from taguru_eval.artifact.read import (
+    load_artifact,
+    parse_artifact,
+    read_artifact,
+    tables_from_artifact,
+)
+from taguru_eval.errors import InputError, RunError
+from taguru_eval.inputs.dataset import load_eval_text
+from taguru_eval.score.aggregate import score_run
+from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables.shapes import LaneOutput
+
+SECRET = "SECRET-PARAGRAPH-TEXT-青嶺は青嶺酒造が造る銘柄です"
+
+EVAL_TEXT = "\n".join(
+    json.dumps(line, ensure_ascii=False)
+    for line in [
+        {"taguru_eval": 1, "name": "golden"},
+        {
+            "case_id": "full",
+            "query": "青嶺",
+            "cues": ["青嶺"],
+            "expected_sources": [{"source": "corpus/brewery.md", "relevance": 3}],
+            "expected_concepts": ["青嶺酒造"],
+            "expected_associations": [{"subject": "青嶺酒造", "label": "醸造元", "object": "蔵元"}],
+            "expected_citations": [
+                {"source": "corpus/brewery.md", "paragraph": 0, "quote": "青嶺酒造"},
+                {"source": "corpus/brewery.md", "paragraph": 9, "section": None},
+            ],
+            "options": {"limit": 5},
+        },
+        {"case_id": "failed", "query": "x"},
+    ]
+)
+
+
+def full_case_output() -> dict[str, Any]:
+    return {
+        "case_index": 0,
+        "case_id": "full",
+        "query": "青嶺",
+        "cues": ["青嶺"],
+        "limit": 5,
+        "passage": {
+            "latency_ms": 12,
+            "hits": [
+                {
+                    "text": SECRET,
+                    "lanes": {"bm25": {"score": 0.8630463480949402, "rank": 1}},
+                    "score": 0.8630463480949402,
+                    "paragraph": 0,
+                    "source": "corpus/brewery.md",
+                }
+            ],
+            "plan": {
+                "lanes": {
+                    "vector": {"reason": "no embedding provider is configured", "ran": False},
+                    "bm25": {"ran": True},
+                },
+                "context": "sake",
+                "filter": {"total_sources": 5, "eligible_sources": 1},
+            },
+            "outcome": "searched",
+        },
+        "structural": {
+            "associations": [
+                {
+                    "query": {
+                        "latency_ms": 4,
+                        "attributions": [
+                            {"paragraph": 0, "source": "corpus/brewery.md"},
+                            {"source": "corpus/other.md", "paragraph": None},
+                        ],
+                        "matches": 1,
+                        "total": 1,
+                        "outcome": "queried",
+                    },
+                    "object": {"latency_ms": 3, "outcome": "not_found"},
+                    "label": {
+                        "latency_ms": 3,
+                        "candidates": ["a", "b"],
+                        "tier": "semantic",
+                        "outcome": "ambiguous",
+                    },
+                    "subject": {
+                        "latency_ms": 3,
+                        "tier": "lexical",
+                        "name": "青嶺酒造",
+                        "outcome": "resolved",
+                    },
+                    "object_cue": "蔵元",
+                    "label_cue": "醸造元",
+                    "subject_cue": "青嶺酒造",
+                }
+            ],
+            "cues": [
+                {
+                    "latency_ms": 2,
+                    "limit": 5,
+                    "tier": "lexical",
+                    "resolved_names": ["青嶺酒造"],
+                    "kind": "concept",
+                    "cue": "青嶺",
+                }
+            ],
+        },
+        "checks": [
+            {
+                "latency_ms": 5,
+                "quote": {"matched": True, "declared": "青嶺酒造"},
+                "section": {"check": "not_checked"},
+                "outcome": "resolved",
+                "served": True,
+                "paragraph": 0,
+                "source": "corpus/brewery.md",
+                "text": SECRET,
+            },
+            {
+                "latency_ms": 6,
+                "message": "http://h/contexts/sake/citations answered 404: no paragraph",
+                "code": "no_paragraph",
+                "outcome": "unresolved",
+                "served": False,
+                "paragraph": 9,
+                "source": "corpus/brewery.md",
+            },
+        ],
+        "calls": [],
+    }
+
+
+def failed_case_output() -> dict[str, Any]:
+    return {
+        "case_index": 1,
+        "case_id": "failed",
+        "query": "x",
+        "cues": [],
+        "limit": 10,
+        "passage": {"outcome": "failed", "message": "boom", "latency_ms": 7},
+        "checks": [],
+        "calls": [],
+    }
+
+
+def context(**overrides: Any) -> RunContext:
+    fields: dict[str, Any] = {
+        "eval_path": "eval.jsonl",
+        "eval_name": "golden",
+        "context": "sake",
+        "url": "http://127.0.0.1:8080",
+        "out": "evaluation.json",
+        "generated_at": "2026-07-28T10:05:12Z",
+        "revision_before": {"config": 1, "passages": 3, "graph": 2},
+        "revision_after": {"graph": 2, "passages": 3, "config": 1},
+        "last_write_epoch_before": 1700000000,
+        "last_write_epoch_after": 1700000000,
+        "sources_count": 5,
+        "provider_model": None,
+    }
+    fields.update(overrides)
+    return RunContext(**fields)
+
+
+def build(**overrides: Any) -> tuple[dict[str, Any], list[LaneOutput]]:
+    eval_set = load_eval_text(EVAL_TEXT, "eval.jsonl")
+    outputs: list[LaneOutput] = [full_case_output(), failed_case_output()]  # type: ignore[list-item]
+    tables = build_tables(outputs, "run-1")
+    scores = score_run(eval_set, tables)
+    return build_artifact(context(**overrides), outputs, scores), outputs
+
+
+def test_top_level_key_order() -> None:
+    doc, _ = build()
+    assert list(doc) == [
+        "taguru_evaluation",
+        "generated_at",
+        "matching",
+        "inputs",
+        "corpus",
+        "thresholds",
+        "definitions",
+        "cases",
+        "metrics",
+    ]
+    assert doc["taguru_evaluation"] == 1 and doc["thresholds"] is None
+    assert list(doc["matching"]) == ["normalization", "normalized", "sources"]
+    assert doc["matching"]["normalized"] == ["expected_concepts", "expected_labels"]
+    assert list(doc["inputs"]) == [
+        "eval",
+        "context",
+        "url",
+        "out",
+        "default_limit",
+        "resolve_limit",
+        "mode",
+        "concurrency",
+    ]
+    assert doc["inputs"]["eval"] == {"path": "eval.jsonl", "name": "golden", "cases": 2}
+    assert list(doc["corpus"]) == [
+        "revision_before",
+        "revision_after",
+        "stable",
+        "last_write_epoch_before",
+        "last_write_epoch_after",
+        "embeddings",
+        "sources_count",
+    ]
+    assert list(doc["corpus"]["revision_before"]) == ["graph", "passages", "config"]
+    assert doc["corpus"]["stable"] is True
+    assert doc["corpus"]["embeddings"] == {"provider_model": None}
+    assert list(doc["definitions"]) == sorted(doc["definitions"])
+    assert list(doc["metrics"]) == sorted(doc["metrics"])
+    assert set(doc["metrics"]) == set(doc["definitions"])
+    assert len(doc["metrics"]) == 31
+
+
+def test_full_case_block_golden() -> None:
+    doc, _ = build()
+    block = doc["cases"][0]
+    assert list(block) == [
+        "case_id",
+        "query",
+        "cues",
+        "limit",
+        "passage",
+        "structural",
+        "recall",
+        "coverage",
+        "lane_cross",
+        "citations",
+        "missed",
+        "missed_truncated",
+        "diversity_sources",
+    ]
+    passage = block["passage"]
+    assert list(passage) == ["outcome", "plan", "hits", "latency_ms"]
+    assert list(passage["plan"]) == ["context", "lanes", "filter"]
+    assert list(passage["plan"]["lanes"]) == ["bm25", "vector"]
+    assert passage["plan"]["lanes"]["vector"] == {
+        "ran": False,
+        "reason": "no embedding provider is configured",
+    }
+    assert list(passage["plan"]["filter"]) == ["eligible_sources", "total_sources"]
+    assert list(passage["hits"][0]) == ["source", "paragraph", "score", "lanes"]
+    assert list(passage["hits"][0]["lanes"]["bm25"]) == ["rank", "score"]
+    cue = block["structural"]["cues"][0]
+    assert list(cue) == ["cue", "kind", "resolved_names", "tier", "limit", "latency_ms"]
+    probe = block["structural"]["associations"][0]
+    assert list(probe) == [
+        "subject_cue",
+        "label_cue",
+        "object_cue",
+        "subject",
+        "label",
+        "object",
+        "query",
+    ]
+    assert list(probe["subject"]) == ["outcome", "name", "tier", "latency_ms"]
+    assert list(probe["label"]) == ["outcome", "tier", "candidates", "latency_ms"]
+    assert list(probe["object"]) == ["outcome", "latency_ms"]
+    assert list(probe["query"]) == ["outcome", "total", "matches", "attributions", "latency_ms"]
+    assert probe["query"]["attributions"][1] == {"source": "corpus/other.md", "paragraph": None}
+    assert list(block["recall"]) == ["recall_at_k", "mrr", "ndcg", "expected_total", "matched"]
+    assert block["coverage"] == {
+        "concepts": {"expected": 1, "matched": 1, "value": 1.0},
+        "associations": {"expected": 1, "matched": 1, "value": 1.0},
+    }
+    assert block["lane_cross"] == {"structural_hit": True, "passage_hit": True}
+    citations = block["citations"]
+    assert list(citations) == ["recall", "validity", "checks"]
+    assert citations["recall"] == {"expected_total": 2, "matched": 1, "value": 0.5}
+    assert citations["validity"] == {"expected_total": 2, "valid": 1, "value": 0.5}
+    resolved, unresolved = citations["checks"]
+    assert list(resolved) == [
+        "source",
+        "paragraph",
+        "served",
+        "outcome",
+        "section",
+        "quote",
+        "latency_ms",
+    ]
+    assert list(resolved["quote"]) == ["declared", "matched"]
+    assert list(unresolved) == [
+        "source",
+        "paragraph",
+        "served",
+        "outcome",
+        "code",
+        "message",
+        "latency_ms",
+    ]
+    assert block["missed"] == [
+        "expected_citations: (corpus/brewery.md, 9) not found among served results",
+        "expected_citations: (corpus/brewery.md, 9) failed locator validity",
+    ]
+    assert block["missed_truncated"] == 0
+    assert block["diversity_sources"] == 1
+
+
+def test_failed_case_omits_optional_blocks() -> None:
+    doc, _ = build()
+    block = doc["cases"][1]
+    assert block == {
+        "case_id": "failed",
+        "query": "x",
+        "limit": 10,
+        "passage": {"outcome": "failed", "message": "boom", "latency_ms": 7},
+        "missed": [],
+        "missed_truncated": 0,
+    }
+
+
+def test_omitted_versus_null_rules() -> None:
+    doc, _ = build(
+        embeddings_read=False,
+        warnings=["w1"],
+        budget={"max_tokens": 200, "max_items": 3, "max_bytes": 4096},
+        rerank="m",
+        concurrency=4,
+        thresholds={"sha256": "ab", "passed": True, "allow_unstable_corpus": False},
+    )
+    assert "embeddings" not in doc["corpus"]
+    assert list(doc)[7] == "warnings" and doc["warnings"] == ["w1"]
+    assert list(doc["inputs"])[-3:] == ["budget", "rerank", "concurrency"]
+    assert list(doc["inputs"]["budget"]) == ["max_items", "max_bytes", "max_tokens"]
+    assert doc["inputs"]["concurrency"] == 4
+    assert doc["thresholds"]["passed"] is True
+    unstable, _ = build(revision_after={"graph": 3, "passages": 3, "config": 1})
+    assert unstable["corpus"]["stable"] is False
+    text = dumps(doc)
+    assert '"thresholds": {' in text
+    plain, _ = build()
+    assert '"thresholds": null' in dumps(plain)
+    assert '"code": "no_paragraph"' in dumps(plain)
+
+
+def test_section_expectation_null_is_kept() -> None:
+    check = citation_check_block(
+        {
+            "source": "a.md",
+            "paragraph": 0,
+            "served": True,
+            "outcome": "resolved",
+            "section": {"check": "matched", "expected": None},
+            "latency_ms": 1,
+        }
+    )
+    assert check["section"] == {"check": "matched", "expected": None}
+    unresolved = citation_check_block(
+        {
+            "source": "a.md",
+            "paragraph": 0,
+            "served": False,
+            "outcome": "unresolved",
+            "code": None,
+            "message": "m",
+            "latency_ms": 1,
+        }
+    )
+    assert "code" in unresolved and unresolved["code"] is None
+
+
+def test_no_hit_or_citation_text_in_the_artifact(tmp_path: Path) -> None:
+    doc, _ = build()
+    out = tmp_path / "evaluation.json"
+    write_json_atomic(out, doc)
+    text = out.read_text(encoding="utf-8")
+    assert SECRET not in text
+    assert '"text"' not in text
+
+
+def test_f32_scores_are_printed_from_binary32() -> None:
+    doc, _ = build()
+    text = dumps(doc)
+    assert '"score": 0.86304635' in text
+    assert "0.8630463480949402" not in text
+    assert dumps({"a": F32(0.1), "b": 0.1, "c": 1.0, "d": 3}) == (
+        '{\n  "a": 0.1,\n  "b": 0.1,\n  "c": 1.0,\n  "d": 3\n}'
+    )
+    assert dumps({"floor": F32(1e-7)}) == '{\n  "floor": 1e-7\n}'
+
+
+@pytest.mark.parametrize("case", vector_cases("budget_accounting", "f32_format"))
+def test_f32_format_vectors(case: dict[str, Any]) -> None:
+    assert set(case["expected"]) <= {"text"}
+    assert json_f32(case["input"]["value"]) == case["expected"]["text"]
+
+
+def test_dumps_layout() -> None:
+    doc = {"k": ["あ", {}, []], "n": None, "t": True}
+    assert (
+        dumps(doc) == '{\n  "k": [\n    "あ",\n    {},\n    []\n  ],\n  "n": null,\n  "t": true\n}'
+    )
+    assert json.loads(dumps(doc)) == doc
+
+
+def test_atomic_write_leaves_nothing_when_serialisation_fails(tmp_path: Path) -> None:
+    out = tmp_path / "evaluation.json"
+    doc = {"cases": [{"ok": 1}, {"bad": object()}], "metrics": {}}
+    with pytest.raises(RunError, match="writing"):
+        write_json_atomic(out, doc)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_keeps_the_old_file_when_the_rename_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "evaluation.json"
+    out.write_text("old", encoding="utf-8")
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.os, "replace", refuse)
+    with pytest.raises(RunError, match="No space left on device"):
+        write_json_atomic(out, {"a": 1})
+    assert out.read_text(encoding="utf-8") == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["evaluation.json"]
+
+
+def test_atomic_write_interrupted_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "evaluation.json"
+
+    def interrupt(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.os, "fsync", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        write_json_atomic(out, {"a": 1})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_into_missing_directory_is_a_run_error(tmp_path: Path) -> None:
+    with pytest.raises(RunError, match="writing"):
+        write_json_atomic(tmp_path / "missing" / "evaluation.json", {"a": 1})
+
+
+def test_written_file_has_no_trailing_newline(tmp_path: Path) -> None:
+    out = tmp_path / "e.json"
+    write_json_atomic(out, {"a": "é"})
+    assert out.read_bytes() == '{\n  "a": "é"\n}'.encode()
+    assert not [p for p in tmp_path.iterdir() if p.name != "e.json"]
+    assert os.stat(out).st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('{"taguru_evaluation": 1,', "line 1: not valid JSON"),
+        ('{"taguru_evaluation": NaN}', "not valid JSON"),
+        ("[1]", "expected a JSON object"),
+        ("{}", "taguru_evaluation"),
+        ('{"taguru_evaluation": true}', "taguru_evaluation"),
+        ('{"taguru_evaluation": 2}', "unsupported taguru_evaluation 2"),
+        ('{"taguru_evaluation": 1, "cases": {}}', "'cases' must be an array"),
+    ],
+)
+def test_read_artifact_rejects_malformed_input(tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        read_artifact(path)
+    assert str(path) in str(info.value)
+    assert fragment in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_read_artifact_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read"):
+        read_artifact(tmp_path / "nope.json")
+
+
+def test_round_trip_gives_the_same_frames(tmp_path: Path) -> None:
+    doc, outputs = build()
+    out = tmp_path / "evaluation.json"
+    write_json_atomic(out, doc)
+    loaded = tables_from_artifact(read_artifact(out), run_id="run-1")
+    eval_set = load_eval_text(EVAL_TEXT, "eval.jsonl")
+    live_tables = build_tables(outputs, "run-1")
+    live = score_run(eval_set, live_tables)
+    assert loaded.scores.cases.equals(live.cases)
+    assert loaded.scores.metrics == live.metrics
+    assert loaded.scores.metrics_frame.equals(live.metrics_frame)
+    for name, frame in live_tables.frames().items():
+        if name == "calls":
+            continue
+        assert loaded.tables.frames()[name].equals(frame), name
+    # Rescoring the read-back lane outputs reproduces the artifact exactly.
+    rescored = score_run(eval_set, loaded.tables)
+    again = build_artifact(context(), loaded.lane_outputs, rescored)
+    assert dumps(again) == dumps(doc)
+    calls = loaded.tables.calls
+    assert calls.height == 1 + 1 + 4 + 2 + 1
+    assert calls["lane"].to_list()[:2] == ["passage", "coverage"]
+
+
+def test_parse_artifact_of_a_taguru_written_file_without_concurrency() -> None:
+    doc, _ = build()
+    del doc["inputs"]["concurrency"]
+    loaded = tables_from_artifact(parse_artifact(dumps(doc), "taguru.json"))
+    assert loaded.scores.cases.height == 2
+    assert loaded.tables.hits["score"].to_list() == [pytest.approx(0.86304635, rel=1e-7)]
+
+
+def test_additive_blocks_go_after_the_spec_keys() -> None:
+    eval_set = load_eval_text(EVAL_TEXT, "eval.jsonl")
+    outputs: list[LaneOutput] = [full_case_output(), failed_case_output()]  # type: ignore[list-item]
+    scores = score_run(eval_set, build_tables(outputs, "r"))
+    doc = build_artifact(
+        context(),
+        outputs,
+        scores,
+        case_extras={"failed": {"answerability": {"verdict": "x", "supported": False}}},
+        extra_top_level={"abstention": {"rule": "semantic"}},
+    )
+    assert list(doc)[-2:] == ["metrics", "abstention"]
+    assert list(doc["cases"][1])[-1] == "answerability"
+    assert "answerability" not in doc["cases"][0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(width=32, allow_nan=False, allow_infinity=False))
+def test_f32_spelling_round_trips_as_binary32(value: float) -> None:
+    text = json_f32(value)
+    assert to_f32(float(text)) == value
+    assert "+" not in text and "e-0" not in text
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"query": "q"},
+        {"case_id": "c", "passage": {"outcome": "searched", "hits": "nope", "latency_ms": 1}},
+        {"case_id": "c", "passage": {"outcome": "failed", "message": "m"}},
+    ],
+)
+def test_malformed_case_blocks_are_input_errors(tmp_path: Path, case: dict[str, Any]) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"taguru_evaluation": 1, "cases": [case]}), encoding="utf-8")
+    with pytest.raises(InputError, match="malformed case block") as info:
+        load_artifact(path)
+    assert str(path) in str(info.value)
