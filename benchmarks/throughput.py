@@ -32,7 +32,6 @@ import asyncio
 import gc
 import io
 import json
-import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -40,6 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from stub import Stub
 
 DELAY_S = 0.050
 CONTEXT = "bench"
@@ -134,10 +135,8 @@ def _padded_search_page() -> dict[str, Any]:
     return {**_search_page(), "padding": "." * (missing - len(', "padding": ""'))}
 
 
-def _stub_main(port_queue: Any, lifetime_s: float) -> None:
-    """The stub server process: every route answers after DELAY_S."""
-    from aiohttp import web
-
+def stub_routes() -> dict[str, bytes]:
+    """The stub's answer per route (``stub.route_of``): one small page each."""
     entry = {
         "name": CONTEXT,
         "description": "",
@@ -150,53 +149,16 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         "revision": {"graph": 1, "passages": 1, "config": 0},
         "schema_mode": None,
     }
-    page = _search_page()
-    package = _evidence_package()
-
-    ok = _envelope
-
-    bodies = {
-        "entry": ok(entry),
-        "embeddings": ok({"provider_model": None}),
-        "sources_first": ok({"total": 1, "sources": ["doc.md"], "entries": []}),
-        "sources_end": ok({"total": 1, "sources": [], "entries": []}),
-        "search": ok(page),
-        "search_padded": ok(_padded_search_page()),
-        "evidence": ok(package),
-        "empty": ok([]),
+    return {
+        "health": b'{"status":"ok","version":"0.9.3"}',
+        "entry": _envelope(entry),
+        "embeddings": _envelope({"provider_model": None}),
+        "sources_first": _envelope({"total": 1, "sources": ["doc.md"], "entries": []}),
+        "sources_end": _envelope({"total": 1, "sources": [], "entries": []}),
+        "search": _envelope(_search_page()),
+        f"search:{PADDED}": _envelope(_padded_search_page()),
+        "evidence": _envelope(_evidence_package()),
     }
-
-    async def handle(request: web.Request) -> web.Response:
-        await asyncio.sleep(DELAY_S)
-        path = request.path
-        if path == "/health":
-            body = b'{"status":"ok","version":"0.9.3"}'
-        elif path.endswith("/evidence"):
-            body = bodies["evidence"]
-        elif path.endswith("/sources/search"):
-            body = bodies["search_padded" if f"/{PADDED}/" in path else "search"]
-        elif path.endswith("/sources"):
-            body = bodies["sources_end" if "after" in request.query else "sources_first"]
-        elif path.endswith("/embeddings"):
-            body = bodies["embeddings"]
-        elif path.count("/") == 2:
-            body = bodies["entry"]
-        else:
-            body = bodies["empty"]
-        return web.Response(body=body, content_type="application/json")
-
-    async def serve() -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=2048)
-        await site.start()
-        port_queue.put(runner.addresses[0][1])
-        await asyncio.sleep(lifetime_s)
-        await runner.cleanup()
-
-    asyncio.run(serve())
 
 
 def _write_eval(directory: Path, cases: int) -> Path:
@@ -358,12 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="baseline,assembly,padded")
     args = parser.parse_args(argv)
 
-    context = multiprocessing.get_context("spawn")
-    ports = context.Queue()
-    stub = context.Process(target=_stub_main, args=(ports, args.stub_lifetime), daemon=True)
-    stub.start()
+    stub = Stub(DELAY_S, stub_routes(), lifetime_s=args.stub_lifetime)
     try:
-        port = ports.get(timeout=30)
+        port = stub.port
         ideal = args.concurrency / DELAY_S
         with tempfile.TemporaryDirectory() as tmp:
             big = _write_eval(Path(tmp), args.cases)
@@ -397,8 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             if modes:
                 _compare_modes(big, port, args.concurrency, args.repeats, modes, ideal)
     finally:
-        stub.terminate()
-        stub.join(timeout=10)
+        stub.stop()
     return 0
 
 

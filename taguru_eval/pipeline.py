@@ -29,7 +29,6 @@ from taguru_eval.run.runner import NetworkPhase, network_phase
 from taguru_eval.score.aggregate import Scores, score_run
 from taguru_eval.store import DEFAULT_STORE_DIR, RunOrigin, new_run_id, write_run
 from taguru_eval.summary import summary_lines
-from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.schemas import RunTables
 from taguru_eval.tables.shapes import LaneOutput
 
@@ -113,7 +112,7 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     """
     options = prepared.options
     run_id = new_run_id(phase.finished_at)
-    tables = build_tables(phase.outputs, run_id)
+    tables = phase.rows.finish(run_id)
     scores = score_run(prepared.eval_set, tables, rerank_requested=options.rerank is not None)
     report: GateReport | None = None
     if prepared.thresholds is not None:

@@ -22,6 +22,7 @@ from taguru_eval.run.console import Console, Progress
 from taguru_eval.run.evidence import Assembly
 from taguru_eval.run.lanes import run_case
 from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
+from taguru_eval.tables.flatten import TableRows
 from taguru_eval.tables.shapes import LaneOutput
 
 
@@ -33,11 +34,14 @@ async def run_cases(
     progress: Progress | None = None,
     budget: Budget | None = None,
     assembly: Assembly | None = None,
+    rows: TableRows | None = None,
 ) -> list[LaneOutput]:
     """Every case's lanes, at most ``concurrency`` cases in flight, in case order.
 
     ``budget`` truncates baseline hits client-side; ``assembly`` switches every
-    case to the evidence lane (EVALUATE.md §7.1).
+    case to the evidence lane (EVALUATE.md §7.1). ``rows`` receives each
+    case's output as soon as the case completes (the tables are built batch
+    by batch while the other cases wait on the network).
 
     The slot is taken before a case's first call, so waiting for it is never
     part of any latency (the client times the exchange alone).
@@ -49,6 +53,8 @@ async def run_cases(
         nonlocal done
         async with slots:
             output = await run_case(client, context, index, case, budget, assembly)
+        if rows is not None:
+            rows.add(output)
         done += 1
         if progress is not None:
             progress(done, len(cases))
@@ -71,6 +77,7 @@ class NetworkPhase:
     preflight: Preflight
     after: ContextEntry
     outputs: list[LaneOutput]
+    rows: TableRows  # the outputs as table rows, built while the cases ran
     started_at: datetime
     finished_at: datetime
     cases_elapsed_s: float  # wall time of the cases alone (monotonic clock)
@@ -104,6 +111,7 @@ async def network_phase(
         checked = await preflight(client, prepared, console.err)
         started = datetime.now(UTC)
         clock = time.monotonic()
+        rows = TableRows()
         outputs = await run_cases(
             client,
             options.context,
@@ -112,6 +120,7 @@ async def network_phase(
             progress,
             options.budget if options.budget_given and not options.assembly else None,
             Assembly(options.budget, options.rerank) if options.assembly else None,
+            rows,
         )
         cases_elapsed = time.monotonic() - clock
         after = await read_context_after(client, options.context)
@@ -120,6 +129,7 @@ async def network_phase(
         preflight=checked,
         after=after,
         outputs=outputs,
+        rows=rows,
         started_at=started,
         finished_at=finished,
         cases_elapsed_s=cases_elapsed,

@@ -1,13 +1,19 @@
-"""Lane outputs -> the run's flat tables, in one columnar pass.
+"""Lane outputs -> the run's flat tables, batch by batch as the cases finish.
 
-All lane outputs become one nested frame whose dtypes mirror
-:mod:`.shapes`; every table is then a select / explode of it, conformed
-to its schema from :mod:`.schemas`."""
+:class:`TableRows` takes lane outputs in any order (a live run adds each case
+as it completes) and turns every full batch into table rows at once: the
+batch becomes one nested frame whose dtypes mirror :mod:`.shapes`, every
+table a select / explode of it, conformed to its schema from
+:mod:`.schemas`. :meth:`TableRows.finish` puts the batches' rows in case
+order and stamps the run id, so the tables are the same whatever the batch
+size and arrival order (``tests/test_table_rows.py``). :func:`build_tables`
+is the same for a list of outputs already at hand (an artifact read back,
+tests)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 import polars as pl
 
@@ -205,11 +211,69 @@ def _explode_list(frame: pl.DataFrame, column: str, index_name: str) -> pl.DataF
     )
 
 
-def build_tables(lane_outputs: Sequence[LaneOutput], run_id: str) -> RunTables:
+DEFAULT_BATCH: Final = 256
+"""Cases per batch: large enough that the per-batch Polars work is amortised, small
+enough that turning a batch into rows holds the event loop for only milliseconds
+(benchmarks/README.md, "Lane outputs as they arrive")."""
+
+
+class TableRows:
+    """The run's tables, accumulated batch by batch from lane outputs in any order.
+
+    A live run adds each case's output as it completes (``run.runner``), so
+    by the end of the network phase all but the last batch are rows already
+    and no nested frame of every case is ever built. Another lane producing
+    :class:`LaneOutput` rows (one per case) can share one accumulator.
+    """
+
+    def __init__(self, batch_size: int = DEFAULT_BATCH) -> None:
+        self._batch_size = max(1, batch_size)
+        self._pending: list[LaneOutput] = []
+        self._batches: list[dict[str, pl.DataFrame]] = []
+
+    def add(self, output: LaneOutput) -> None:
+        """One case's lane output; a full batch becomes rows at once."""
+        self._pending.append(output)
+        if len(self._pending) >= self._batch_size:
+            self._flush()
+
+    def extend(self, outputs: Iterable[LaneOutput]) -> None:
+        for output in outputs:
+            self.add(output)
+
+    def _flush(self) -> None:
+        self._batches.append(_batch_tables(self._pending))
+        self._pending = []
+
+    def finish(self, run_id: str) -> RunTables:
+        """Every table in case order (the order within a case kept), stamped with ``run_id``."""
+        if self._pending or not self._batches:
+            self._flush()
+        batches, self._batches = self._batches, []
+        run = pl.lit(run_id, dtype=pl.String).alias("run_id")
+        frames: dict[str, pl.DataFrame] = {}
+        for name in batches[0]:
+            frame = pl.concat([batch[name] for batch in batches], how="vertical", rechunk=True)
+            if len(batches) > 1:
+                order = ["case_index", "seq"] if name == "calls" else ["case_index"]
+                frame = frame.sort(order, maintain_order=True)
+            frames[name] = frame.with_columns(run)
+        return RunTables(run_id=run_id, **frames)
+
+
+def build_tables(lane_outputs: Iterable[LaneOutput], run_id: str) -> RunTables:
     """Turn the lanes' per-case outputs into the run's flat frames (case order kept)."""
+    rows = TableRows()
+    rows.extend(lane_outputs)
+    return rows.finish(run_id)
+
+
+def _batch_tables(lane_outputs: Sequence[LaneOutput]) -> dict[str, pl.DataFrame]:
+    """One batch of lane outputs as rows of every table (keyed by RunTables field,
+    conformed, in the batch's case order; ``run_id`` left empty for :meth:`TableRows.finish`)."""
     nested = _lane_output_frame(lane_outputs).sort("case_index", maintain_order=True)
     keys = [
-        pl.lit(run_id, dtype=pl.String).alias("run_id"),
+        pl.lit("", dtype=pl.String).alias("run_id"),
         pl.col("case_index"),
         pl.col("case_id"),
     ]
@@ -345,17 +409,16 @@ def build_tables(lane_outputs: Sequence[LaneOutput], run_id: str) -> RunTables:
         nested.select(*keys, pl.col("calls").fill_null([]).alias("call")), "call", "call_pos"
     ).with_columns(pl.col("call").struct.unnest())
 
-    return RunTables(
-        run_id=run_id,
-        case_lanes=conform(case_lanes, CASE_LANES),
-        calls=conform(call_rows.sort(["case_index", "seq"], maintain_order=True), CALLS),
-        hits=conform(hits, HITS),
-        resolutions=conform(resolutions, RESOLUTIONS),
-        probes=conform(probes, PROBES),
-        attributions=conform(attributions, ATTRIBUTIONS),
-        citation_checks=conform(citation_checks, CITATION_CHECKS),
-        evidence_items=conform(evidence_items, EVIDENCE_ITEMS),
-    )
+    return {
+        "case_lanes": conform(case_lanes, CASE_LANES),
+        "calls": conform(call_rows.sort(["case_index", "seq"], maintain_order=True), CALLS),
+        "hits": conform(hits, HITS),
+        "resolutions": conform(resolutions, RESOLUTIONS),
+        "probes": conform(probes, PROBES),
+        "attributions": conform(attributions, ATTRIBUTIONS),
+        "citation_checks": conform(citation_checks, CITATION_CHECKS),
+        "evidence_items": conform(evidence_items, EVIDENCE_ITEMS),
+    }
 
 
 def _flatten_hits(frame: pl.DataFrame) -> pl.DataFrame:
