@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from taguru_eval._base import collector
 from taguru_eval.artifact.build import RunContext, build_artifact, write_json_atomic
 from taguru_eval.errors import EXIT_OK, PREFIX
 from taguru_eval.gate import (
@@ -100,8 +101,15 @@ async def execute_async(
 ) -> RunResult:
     """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
     console = console or Console()
-    phase = await network_phase(prepared, console=console, transport=transport, progress=progress)
-    return finish_run(prepared, phase, console)
+    # Nothing a run keeps is cyclic: the collector skips the finished cases'
+    # outputs while more arrive, and rests while the tables, scores, artifact
+    # and store are built (_base/collector.py).
+    with collector.long_lived():
+        phase = await network_phase(
+            prepared, console=console, transport=transport, progress=progress
+        )
+        with collector.paused():
+            return finish_run(prepared, phase, console)
 
 
 def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> RunResult:

@@ -24,9 +24,7 @@ and keeps the last value of a repeated key, as the strict reader does.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
 from typing import Final
@@ -34,6 +32,7 @@ from typing import Final
 import msgspec
 import polars as pl
 
+from taguru_eval._base import collector
 from taguru_eval._base.jsonstrict import U64_MAX
 from taguru_eval._base.text import WHITE_SPACE, to_f32
 from taguru_eval.inputs.evalcase import (
@@ -129,7 +128,9 @@ def _decode(
     case_ids: list[str] = []
     queries: list[str] = []
     try:
-        with _gc_paused():
+        # Every tuple decoded is a tracked container: collections would run over and
+        # over during a large load without ever finding a cycle.
+        with collector.paused():
             for index in range(start, len(lines)):
                 line = lines[index]
                 if not line or line.isspace():
@@ -148,22 +149,6 @@ def _decode(
     except (msgspec.DecodeError, msgspec.ValidationError, _NotPlain):
         return None
     return cases, case_ids, queries
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Hold the cyclic collector off while acyclic objects are made by the hundred thousand.
-
-    Every tuple decoded is a tracked container, so collections would run over
-    and over during a large load without ever finding a cycle.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _case(case: _CaseLine) -> EvalCase:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 import httpx
 
+from taguru_eval._base import collector
 from taguru_eval.inputs.dataset import EvalCase
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import Budget
@@ -24,6 +25,11 @@ from taguru_eval.run.lanes import run_case
 from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
 from taguru_eval.tables.flatten import TableRows
 from taguru_eval.tables.shapes import LaneOutput
+
+SETTLE_EVERY = 256
+"""Cases between two :func:`collector.settle` calls: the finished cases' outputs stay
+until the artifact is written, so the collector stops rescanning them (inside the
+pipeline's ``collector.long_lived`` scope; elsewhere settling does nothing)."""
 
 
 async def run_cases(
@@ -56,6 +62,8 @@ async def run_cases(
         if rows is not None:
             rows.add(output)
         done += 1
+        if done % SETTLE_EVERY == 0:
+            collector.settle()
         if progress is not None:
             progress(done, len(cases))
         return output
