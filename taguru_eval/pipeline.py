@@ -68,7 +68,7 @@ def run_context(
     )
 
 
-@dataclass
+@dataclass(repr=False)
 class RunResult:
     """A finished run: its artifact, frames, gate verdict and where it was written."""
 
@@ -82,6 +82,15 @@ class RunResult:
     out_path: Path
     store_path: Path | None
     stdout_lines: list[str]
+
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio.run formats the repr of the task that returned
+        # this (restoring its SIGINT handler), and a dataclass repr would render
+        # every case of the artifact first — 30 s at 100,000 cases.
+        return (
+            f"RunResult(run_id={self.run_id!r}, exit_code={self.exit_code}, "
+            f"cases={len(self.lane_outputs)}, out_path={str(self.out_path)!r})"
+        )
 
 
 def resolve_store_dir(prepared: PreparedRun) -> Path | None:
@@ -109,7 +118,11 @@ async def execute_async(
             prepared, console=console, transport=transport, progress=progress
         )
         with collector.paused():
-            return finish_run(prepared, phase, console)
+            result = finish_run(prepared, phase, console)
+            # What the run hands back (artifact document, frames) goes out of sight
+            # too, or the collector would scan it all the moment it resumes.
+            collector.settle()
+    return result
 
 
 def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> RunResult:

@@ -49,33 +49,40 @@ async def run_cases(
     case's output as soon as the case completes (the tables are built batch
     by batch while the other cases wait on the network).
 
-    The slot is taken before a case's first call, so waiting for it is never
-    part of any latency (the client times the exchange alone).
+    ``concurrency`` workers take the cases in file order, each starting its
+    next case the moment its last one finished: the next request leaves in
+    the same step of the event loop, not after every other ready callback,
+    so requests stay spread over time instead of bunching into waves (and no
+    task waits per case). A case is taken before its first call, so waiting
+    for a worker is never part of any latency (the client times the exchange
+    alone).
     """
-    slots = asyncio.Semaphore(max(1, concurrency))
+    outputs: list[LaneOutput | None] = [None] * len(cases)
+    queue = iter(enumerate(cases))  # shared: each case is taken once, in file order
     done = 0
 
-    async def one(index: int, case: EvalCase) -> LaneOutput:
+    async def worker() -> None:
         nonlocal done
-        async with slots:
+        for index, case in queue:
             output = await run_case(client, context, index, case, budget, assembly)
-        if rows is not None:
-            rows.add(output)
-        done += 1
-        if done % SETTLE_EVERY == 0:
-            collector.settle()
-        if progress is not None:
-            progress(done, len(cases))
-        return output
+            outputs[index] = output
+            if rows is not None:
+                rows.add(output)
+            done += 1
+            if done % SETTLE_EVERY == 0:
+                collector.settle()
+            if progress is not None:
+                progress(done, len(cases))
 
-    tasks = [asyncio.ensure_future(one(index, case)) for index, case in enumerate(cases)]
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, concurrency), len(cases)))]
     try:
-        return list(await asyncio.gather(*tasks))
+        await asyncio.gather(*workers)
     except BaseException:
-        for task in tasks:
+        for task in workers:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*workers, return_exceptions=True)
         raise
+    return [output for output in outputs if output is not None]
 
 
 @dataclass
