@@ -33,6 +33,7 @@ client instead (e.g. ``git archive <commit> taguru_eval``), to compare.
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import os
 import pickle
@@ -143,6 +144,16 @@ def child(eval_path: Path, url: str, concurrency: int, work: Path, tree: Path) -
     pipeline.write_json_atomic = timed("artifact", pipeline.write_json_atomic)
     pipeline.write_run = timed("store", pipeline.write_run)
 
+    collecting = {"started": 0.0, "seconds": 0.0, "full": 0}
+
+    def collection(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collecting["started"] = time.perf_counter()
+        else:
+            collecting["seconds"] += time.perf_counter() - collecting["started"]
+            collecting["full"] += info["generation"] == 2
+
+    gc.callbacks.append(collection)
     options = RunOptions(
         eval_path=str(eval_path),
         context=DEMO_CONTEXT,
@@ -165,6 +176,8 @@ def child(eval_path: Path, url: str, concurrency: int, work: Path, tree: Path) -
             "cpu": cpu,
             "seconds": seconds,
             "peak_kib": status_kib("VmHWM"),
+            "gc_seconds": collecting["seconds"],
+            "gc_full": collecting["full"],
             "cases": len(result.lane_outputs),
             "calls": result.tables.calls.height,
             "exit_code": result.exit_code,
@@ -231,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
                 "    breakdown: "
                 + ", ".join(f"{stage} {stages[stage]:.2f} s" for stage in STAGES)
                 + f", rest {rest:.2f} s (of the network phase, {batches:.2f} s built table rows "
-                "batch by batch)\n"
+                f"batch by batch); the cyclic collector ran {result['gc_seconds']:.2f} s in all "
+                f"({result['gc_full']} full collections)\n"
                 f"    peak RSS {result['peak_kib'] / 1024:,.0f} MiB; evaluation.json "
                 f"{result['artifact_bytes'] / 1e6:,.0f} MB; requests by route {not_found}"
             )

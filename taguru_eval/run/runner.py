@@ -74,14 +74,19 @@ async def run_cases(
             if progress is not None:
                 progress(done, len(cases))
 
-    workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, concurrency), len(cases)))]
-    try:
-        await asyncio.gather(*workers)
-    except BaseException:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        raise
+    # The pipeline opens this scope around the whole run; alone (a benchmark,
+    # a test) the cases settle their own outputs.
+    with collector.long_lived():
+        workers = [
+            asyncio.ensure_future(worker()) for _ in range(min(max(1, concurrency), len(cases)))
+        ]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
     return [output for output in outputs if output is not None]
 
 
