@@ -86,6 +86,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 if TYPE_CHECKING:  # aiohttp comes with httpx-aiohttp, which a run can do without
     from aiohttp import ClientResponse, ClientTimeout
+    from yarl import URL
 
 TransportName = Literal["aiohttp", "httpx"]
 _URL_CACHE_SIZE = 256
@@ -856,11 +857,14 @@ class _DirectAiohttp:
     def __init__(self, transport: httpx.AsyncBaseTransport) -> None:
         from aiohttp import ClientSession, ClientTimeout
         from httpx_aiohttp import AiohttpTransport
+        from yarl import URL
 
         assert isinstance(transport, AiohttpTransport)
         self._transport = transport
         self._session_type = ClientSession
         self._timeout_type = ClientTimeout
+        self._url_type = URL
+        self._urls: dict[str, URL] = {}  # aiohttp parses the URL text each call otherwise
         self._timeouts: dict[tuple[float | None, float | None, float | None], ClientTimeout] = {}
 
     @staticmethod
@@ -882,6 +886,11 @@ class _DirectAiohttp:
         headers = wire.headers
         if content is not None:
             headers = {**headers, "content-length": str(len(content))}
+        url = self._urls.get(wire.url)
+        if url is None:
+            url = self._url_type(wire.url)  # exactly what aiohttp makes of the text
+            if len(self._urls) < _URL_CACHE_SIZE:
+                self._urls[wire.url] = url
         key = wire.timeout
         client_timeout = self._timeouts.get(key)
         if client_timeout is None:
@@ -891,7 +900,7 @@ class _DirectAiohttp:
         with map_aiohttp_exceptions():
             answer: ClientResponse = await transport.client.request(
                 method=method,
-                url=wire.url,
+                url=url,
                 headers=headers,
                 data=content or None,
                 allow_redirects=False,
