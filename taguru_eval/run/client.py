@@ -38,7 +38,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Literal
@@ -565,17 +565,13 @@ class TaguruClient:
         try:
             async with asyncio.timeout(limit):
                 response = await self._send_following(request, url, limit, started)
-                try:
-                    data = await _read_capped(response, ticket)
-                except Exception as exc:
-                    raise self._failure(
-                        f"{url}: unreadable response: {_error_text(exc)}",
-                        status=response.status_code,
-                        latency_ms=_elapsed_ms(started),
-                    ) from None
-                finally:
-                    with contextlib.suppress(Exception):
-                        await response.aclose()
+                data = await self._body(
+                    _read_capped(response, ticket),
+                    _closer(response),
+                    response.status_code,
+                    url,
+                    started,
+                )
         except TimeoutError:
             what = "unreadable response: " if response is not None else ""
             raise self._failure(
@@ -583,6 +579,26 @@ class TaguruClient:
                 latency_ms=_elapsed_ms(started),
             ) from None
         return response.status_code, data, response.headers
+
+    async def _body(
+        self,
+        reading: Awaitable[bytearray],
+        close: Callable[[], Awaitable[None]],
+        status: int,
+        url: str,
+        started: int,
+    ) -> bytearray:
+        """The body ``reading`` reads, the response closed after; a failure is unreadable."""
+        try:
+            return await reading
+        except Exception as exc:
+            raise self._failure(
+                f"{url}: unreadable response: {_error_text(exc)}",
+                status=status,
+                latency_ms=_elapsed_ms(started),
+            ) from None
+        finally:
+            await close()
 
     def _wire(self, method: str, url: str, content: bytes | None, limit: float) -> _Wire:
         """What the transport would send for :meth:`_new_request`'s request, built once per
@@ -634,28 +650,21 @@ class TaguruClient:
                     request = self._new_request(method, url, content, limit)
                     first = _DirectAiohttp.as_httpx(answer, request)
                     response = await self._send_following(request, url, limit, started, first)
-                    try:
-                        data = await _read_capped(response, ticket)
-                    except Exception as exc:
-                        raise self._failure(
-                            f"{url}: unreadable response: {_error_text(exc)}",
-                            status=response.status_code,
-                            latency_ms=_elapsed_ms(started),
-                        ) from None
-                    finally:
-                        with contextlib.suppress(Exception):
-                            await response.aclose()
+                    data = await self._body(
+                        _read_capped(response, ticket),
+                        _closer(response),
+                        response.status_code,
+                        url,
+                        started,
+                    )
                     return response.status_code, data, response.headers
-                try:
-                    data = await _read_aiohttp(answer, ticket)
-                except Exception as exc:
-                    raise self._failure(
-                        f"{url}: unreadable response: {_error_text(exc)}",
-                        status=answer.status,
-                        latency_ms=_elapsed_ms(started),
-                    ) from None
-                finally:
-                    await _close_aiohttp(answer)
+                data = await self._body(
+                    _read_aiohttp(answer, ticket),
+                    _aiohttp_closer(answer),
+                    answer.status,
+                    url,
+                    started,
+                )
         except TimeoutError:
             what = "unreadable response: " if answer is not None else ""
             raise self._failure(
@@ -952,12 +961,23 @@ async def _read_aiohttp(answer: ClientResponse, ticket: _Ticket) -> bytearray:
     return data
 
 
-async def _close_aiohttp(answer: ClientResponse) -> None:
-    """Release the connection, as the transport's stream does when closed."""
+def _closer(response: httpx.Response) -> Callable[[], Awaitable[None]]:
+    async def close() -> None:
+        with contextlib.suppress(Exception):
+            await response.aclose()
+
+    return close
+
+
+def _aiohttp_closer(answer: ClientResponse) -> Callable[[], Awaitable[None]]:
+    """Releases the connection, as the transport's stream does when closed."""
     from httpx_aiohttp.transport import map_aiohttp_exceptions
 
-    with contextlib.suppress(Exception), map_aiohttp_exceptions():
-        await answer.__aexit__(None, None, None)
+    async def close() -> None:
+        with contextlib.suppress(Exception), map_aiohttp_exceptions():
+            await answer.__aexit__(None, None, None)
+
+    return close
 
 
 def skew_warning(body: str, base_url: str, cli_version: str = CLAIMED_TAGURU_VERSION) -> str | None:
