@@ -573,12 +573,15 @@ class TaguruClient:
                     started,
                 )
         except TimeoutError:
-            what = "unreadable response: " if response is not None else ""
-            raise self._failure(
-                f"{url}: {what}timed out after {limit:g} s",
-                latency_ms=_elapsed_ms(started),
-            ) from None
+            raise self._timed_out(url, limit, started, response is not None) from None
         return response.status_code, data, response.headers
+
+    def _timed_out(self, url: str, limit: float, started: int, answered: bool) -> CallFailure:
+        """The one deadline passed: while reading the body once the answer had begun."""
+        what = "unreadable response: " if answered else ""
+        return self._failure(
+            f"{url}: {what}timed out after {limit:g} s", latency_ms=_elapsed_ms(started)
+        )
 
     async def _body(
         self,
@@ -666,11 +669,7 @@ class TaguruClient:
                     started,
                 )
         except TimeoutError:
-            what = "unreadable response: " if answer is not None else ""
-            raise self._failure(
-                f"{url}: {what}timed out after {limit:g} s",
-                latency_ms=_elapsed_ms(started),
-            ) from None
+            raise self._timed_out(url, limit, started, answer is not None) from None
         # The headers only word a failure (Retry-After): not parsed for a 200.
         return answer.status, data, _NO_HEADERS if answer.status == 200 else _headers_of(answer)
 
