@@ -28,8 +28,8 @@ from taguru_eval.tables.shapes import LaneOutput
 
 SETTLE_EVERY = 256
 """Cases between two :func:`collector.settle` calls: the finished cases' outputs stay
-until the artifact is written, so the collector stops rescanning them (inside the
-pipeline's ``collector.long_lived`` scope; elsewhere settling does nothing)."""
+until the artifact is written, so the collector stops rescanning them (within the
+pipeline's ``collector.long_lived`` scope, or run_cases' own when it runs alone)."""
 
 
 async def run_cases(
