@@ -90,7 +90,7 @@ def _rescored(output: Mapping[str, Any], rnd: random.Random) -> dict[str, Any]:
 def artifact_document(cases: int, seed: int = 15) -> dict[str, Any]:
     """A ``cases``-case evaluation.json document built the way a run builds it."""
     from taguru_eval.artifact.build import build_artifact
-    from taguru_eval.gate import case_metric_frame, evaluate_gate
+    from taguru_eval.gate import case_values_from_cases_frame, evaluate_gate
     from taguru_eval.inputs.dataset import load_eval
     from taguru_eval.score.aggregate import score_run
     from taguru_eval.tables.flatten import build_tables
@@ -117,8 +117,8 @@ def artifact_document(cases: int, seed: int = 15) -> dict[str, Any]:
     if prepared.thresholds is not None:
         report = evaluate_gate(
             prepared.thresholds,
-            doc["metrics"],
-            case_metric_frame(doc["cases"]),
+            scores.metrics_frame,
+            case_values_from_cases_frame(scores.cases),
             stable=bool(doc["corpus"]["stable"]),
             case_ids=eval_set.case_ids,
         )

@@ -1,14 +1,15 @@
 """Throughput and latency fidelity of run mode against a 50 ms stub server.
 
-Starts its own stub (an aiohttp app on a loopback port, in a child process,
-that answers every route after a fixed 50 ms), then runs the real network
-phase of ``taguru_eval`` (preflight, the cases, the second context read) over
-a synthetic 2,000-case eval set:
+Starts the lean stub (``stub.py``: an asyncio protocol in a child process
+that answers every route after a fixed 50 ms from pre-encoded bodies, so its
+own CPU per request is small beside the client's), then runs the real
+network phase of ``taguru_eval`` (preflight, the cases, the second context
+read) over a synthetic 2,000-case eval set:
 
 * throughput: passage calls per second at ``--concurrency 64`` against the
-  ideal 64 / 0.050 s = 1,280 calls/s (target: at least 80 %);
+  ideal 64 / 0.050 s = 1,280 calls/s (target: at least 90 %);
 * latency fidelity: p50 of ``latency.passage_ms`` at concurrency 64 vs 1
-  (target: within 20 %);
+  (target: within 10 %);
 * the ``--assembly`` lane: the same 2,000 cases as evidence calls (the stub
   answers ``POST …/evidence`` with a small, well-formed package) against the
   baseline search calls, and against search calls whose answer is padded to the
@@ -18,10 +19,12 @@ a synthetic 2,000-case eval set:
   own CPU time per case, and the answer handling is timed in-process.
 
 Both transports are measured side by side (httpx's own pool and
-httpx-aiohttp), each figure the median of ``--repeats`` runs. The stub stops
-with the script (and by itself after ``--stub-lifetime`` seconds).
+httpx-aiohttp), each figure the median of ``--repeats`` runs. Where the
+client's CPU goes per call is ``profile_client.py``'s, written down in
+``benchmarks/README.md``. The stub stops with the script (and by itself after
+``--stub-lifetime`` seconds).
 
-    python benchmarks/throughput.py [--cases 2000] [--concurrency 64] [--repeats 3]
+    python benchmarks/throughput.py [--cases 2000] [--concurrency 64] [--repeats 5]
                                     [--transports httpx,aiohttp] [--modes baseline,assembly,padded]
 """
 
@@ -32,7 +35,6 @@ import asyncio
 import gc
 import io
 import json
-import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -41,7 +43,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stub import Stub
+
 DELAY_S = 0.050
+RATE_TARGET = 0.90
+P50_TARGET = 0.10
 CONTEXT = "bench"
 PADDED = "bench-padded"
 """A context whose search answers are padded to the evidence answer's size."""
@@ -134,10 +140,8 @@ def _padded_search_page() -> dict[str, Any]:
     return {**_search_page(), "padding": "." * (missing - len(', "padding": ""'))}
 
 
-def _stub_main(port_queue: Any, lifetime_s: float) -> None:
-    """The stub server process: every route answers after DELAY_S."""
-    from aiohttp import web
-
+def stub_routes() -> dict[str, bytes]:
+    """The stub's answer per route (``stub.route_of``): one small page each."""
     entry = {
         "name": CONTEXT,
         "description": "",
@@ -150,53 +154,16 @@ def _stub_main(port_queue: Any, lifetime_s: float) -> None:
         "revision": {"graph": 1, "passages": 1, "config": 0},
         "schema_mode": None,
     }
-    page = _search_page()
-    package = _evidence_package()
-
-    ok = _envelope
-
-    bodies = {
-        "entry": ok(entry),
-        "embeddings": ok({"provider_model": None}),
-        "sources_first": ok({"total": 1, "sources": ["doc.md"], "entries": []}),
-        "sources_end": ok({"total": 1, "sources": [], "entries": []}),
-        "search": ok(page),
-        "search_padded": ok(_padded_search_page()),
-        "evidence": ok(package),
-        "empty": ok([]),
+    return {
+        "health": b'{"status":"ok","version":"0.9.3"}',
+        "entry": _envelope(entry),
+        "embeddings": _envelope({"provider_model": None}),
+        "sources_first": _envelope({"total": 1, "sources": ["doc.md"], "entries": []}),
+        "sources_end": _envelope({"total": 1, "sources": [], "entries": []}),
+        "search": _envelope(_search_page()),
+        f"search:{PADDED}": _envelope(_padded_search_page()),
+        "evidence": _envelope(_evidence_package()),
     }
-
-    async def handle(request: web.Request) -> web.Response:
-        await asyncio.sleep(DELAY_S)
-        path = request.path
-        if path == "/health":
-            body = b'{"status":"ok","version":"0.9.3"}'
-        elif path.endswith("/evidence"):
-            body = bodies["evidence"]
-        elif path.endswith("/sources/search"):
-            body = bodies["search_padded" if f"/{PADDED}/" in path else "search"]
-        elif path.endswith("/sources"):
-            body = bodies["sources_end" if "after" in request.query else "sources_first"]
-        elif path.endswith("/embeddings"):
-            body = bodies["embeddings"]
-        elif path.count("/") == 2:
-            body = bodies["entry"]
-        else:
-            body = bodies["empty"]
-        return web.Response(body=body, content_type="application/json")
-
-    async def serve() -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=2048)
-        await site.start()
-        port_queue.put(runner.addresses[0][1])
-        await asyncio.sleep(lifetime_s)
-        await runner.cleanup()
-
-    asyncio.run(serve())
 
 
 def _write_eval(directory: Path, cases: int) -> Path:
@@ -351,19 +318,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sequential-cases", type=int, default=200)
     parser.add_argument("--stub-lifetime", type=float, default=900.0)
     parser.add_argument("--transports", default="httpx,aiohttp")
     parser.add_argument("--modes", default="baseline,assembly,padded")
     args = parser.parse_args(argv)
 
-    context = multiprocessing.get_context("spawn")
-    ports = context.Queue()
-    stub = context.Process(target=_stub_main, args=(ports, args.stub_lifetime), daemon=True)
-    stub.start()
+    stub = Stub(DELAY_S, stub_routes(), lifetime_s=args.stub_lifetime)
     try:
-        port = ports.get(timeout=30)
+        port = stub.port
         ideal = args.concurrency / DELAY_S
         with tempfile.TemporaryDirectory() as tmp:
             big = _write_eval(Path(tmp), args.cases)
@@ -387,18 +351,22 @@ def main(argv: list[str] | None = None) -> int:
                 rate = statistics.median(rates)
                 par = statistics.median(p50_parallel)
                 seq = statistics.median(p50_sequential)
+                rate_ok = rate / ideal >= RATE_TARGET
+                p50_ok = par / seq - 1 <= P50_TARGET
                 print(
                     f"{name:8s} {rate:8,.0f} calls/s = {rate / ideal:6.1%} of ideal | "
                     f"p50 latency.passage_ms: {par:.0f} ms at {args.concurrency} vs "
-                    f"{seq:.0f} ms at 1 = {par / seq - 1:+.1%}"
+                    f"{seq:.0f} ms at 1 = {par / seq - 1:+.1%} | runs: "
+                    + ", ".join(f"{r / ideal:.1%}" for r in rates)
+                    + f" | targets: >= {RATE_TARGET:.0%} {'met' if rate_ok else 'MISSED'}, "
+                    f"p50 <= +{P50_TARGET:.0%} {'met' if p50_ok else 'MISSED'}"
                 )
                 sys.stdout.flush()
             modes = [mode for mode in args.modes.split(",") if mode]
             if modes:
                 _compare_modes(big, port, args.concurrency, args.repeats, modes, ideal)
     finally:
-        stub.terminate()
-        stub.join(timeout=10)
+        stub.stop()
     return 0
 
 

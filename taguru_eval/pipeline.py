@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from taguru_eval._base import collector
 from taguru_eval.artifact.abstention import VectorFacts, abstention_block, answerability_entries
 from taguru_eval.artifact.build import RunContext, build_artifact, write_json_atomic
 from taguru_eval.errors import (
@@ -39,7 +40,6 @@ from taguru_eval.run.runner import NetworkPhase, network_phase
 from taguru_eval.score.aggregate import Scores, score_run
 from taguru_eval.store import DEFAULT_STORE_DIR, RunOrigin, new_run_id, write_run
 from taguru_eval.summary import must_refuse_lines, must_refuse_stderr_lines, summary_lines
-from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.schemas import RunTables
 from taguru_eval.tables.shapes import LaneOutput
 
@@ -110,7 +110,7 @@ def abstention_extras(
     return {"abstention": block}, answerability_entries(scores.cases)
 
 
-@dataclass
+@dataclass(repr=False)
 class RunResult:
     """A finished run: its artifact, frames, gate verdict and where it was written."""
 
@@ -124,6 +124,15 @@ class RunResult:
     out_path: Path
     store_path: Path | None
     stdout_lines: list[str]
+
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio.run formats the repr of the task that returned
+        # this (restoring its SIGINT handler), and a dataclass repr would render
+        # every case of the artifact first — 30 s at 100,000 cases.
+        return (
+            f"RunResult(run_id={self.run_id!r}, exit_code={self.exit_code}, "
+            f"cases={len(self.lane_outputs)}, out_path={str(self.out_path)!r})"
+        )
 
 
 def resolve_store_dir(prepared: PreparedRun) -> Path | None:
@@ -143,8 +152,19 @@ async def execute_async(
 ) -> RunResult:
     """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
     console = console or Console()
-    phase = await network_phase(prepared, console=console, transport=transport, progress=progress)
-    return finish_run(prepared, phase, console)
+    # Nothing a run keeps is cyclic: the collector skips the finished cases'
+    # outputs while more arrive, and rests while the tables, scores, artifact
+    # and store are built (_base/collector.py).
+    with collector.long_lived():
+        phase = await network_phase(
+            prepared, console=console, transport=transport, progress=progress
+        )
+        with collector.paused():
+            result = finish_run(prepared, phase, console)
+            # What the run hands back (artifact document, frames) goes out of sight
+            # too, or the collector would scan it all the moment it resumes.
+            collector.settle()
+    return result
 
 
 def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> RunResult:
@@ -155,7 +175,7 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     """
     options = prepared.options
     run_id = new_run_id(phase.finished_at)
-    tables = build_tables(phase.outputs, run_id, phase.refusal_outputs)
+    tables = phase.rows.finish(run_id, phase.refusal_outputs)
     must_refuse = prepared.must_refuse is not None
     scores = score_run(
         prepared.eval_set,

@@ -129,7 +129,8 @@ def load_eval_fast(raw: bytes, label: str) -> EvalSet | None:
         name = _parse_header(js.loads(header), label, header_index + 1)
     except (UnicodeDecodeError, js.JsonSyntaxError, InputError):
         return None
-    decoded = decode_cases(lines, header_index + 1)
+    offset = sum(len(line) + 1 for line in lines[: header_index + 1])
+    decoded = decode_cases(raw, lines, header_index + 1, offset)
     if decoded is None:
         return None
     cases, expected = decoded

@@ -3,11 +3,18 @@
 :func:`decode_cases` answers only when it is sure. It returns the cases
 exactly as the strict loader (:mod:`.dataset`) builds them, or ``None``
 whenever a case line is anything but plainly well-formed: a decoding or typing
-failure of any kind, Unicode white space that JSON itself does not skip, an
-explicit ``null`` where the strict path reads "absent", a value outside a u64,
-or any rule of Steps B–F (EVALUATE.md §1.3) that fails. ``None`` sends the
-whole file through the strict loader, which then reports the first problem in
-its own exact words — so the fast path never has to reproduce a message.
+failure of any kind, Unicode white space that JSON itself does not skip, a
+value outside a u64, or any rule of Steps B–F (EVALUATE.md §1.3) that fails.
+``None`` sends the whole file through the strict loader, which then reports
+the first problem in its own exact words — so the fast path never has to
+reproduce a message.
+
+Each line is decoded into :class:`~.evalcase.EvalCase` itself; a line that
+does not fit it (an explicit ``null`` where the strict path reads "absent")
+is decoded again into :class:`_CaseLine`, the null-tolerant shape, and
+converted. Meanwhile Arrow reads the ``expected`` table from the same bytes on
+a second thread (:mod:`.expected_arrow`); whenever its reading is not plainly
+the cases', the table is built from the decoded cases instead.
 
 What it relies on (each pinned by ``tests/inputs/test_dataset_fast.py``): msgspec's
 typed decoding rejects ``3.0``/``3e0`` for an integer, ``true`` for a number,
@@ -17,17 +24,20 @@ and keeps the last value of a repeated key, as the strict reader does.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Annotated, Final
+from collections.abc import Sequence
+from itertools import chain
+from operator import attrgetter
+from typing import Final
 
 import msgspec
 import polars as pl
 
+from taguru_eval._base import collector
 from taguru_eval._base.jsonstrict import U64_MAX
 from taguru_eval._base.text import WHITE_SPACE, to_f32
 from taguru_eval.inputs.evalcase import (
+    ABSENT,
+    U64,
     CaseOptions,
     EvalCase,
     ExpectedAssociation,
@@ -35,9 +45,7 @@ from taguru_eval.inputs.evalcase import (
     ExpectedSource,
     expected_frame,
 )
-
-U64 = Annotated[int, msgspec.Meta(ge=0)]
-"""Non-negative; msgspec cannot bound above i64, so the u64 ceiling is checked after decoding."""
+from taguru_eval.inputs.expected_arrow import expected_from_arrow, start_reading
 
 
 class _Options(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -54,7 +62,7 @@ _NO_OPTIONS: Final = _Options()
 
 
 class _CaseLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
-    """One case line as written (Step A and the Step F typing in one closed shape)."""
+    """One case line as written, nulls included (Step A and the Step F typing in one shape)."""
 
     case_id: str
     query: str
@@ -67,8 +75,9 @@ class _CaseLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fals
     expected_citations: tuple[ExpectedCitation, ...] | None = None
 
 
-_DECODER: Final = msgspec.json.Decoder(_CaseLine)
-_DEFAULT_OPTIONS: Final = CaseOptions()
+_CASE_DECODER: Final = msgspec.json.Decoder(EvalCase)
+_LINE_DECODER: Final = msgspec.json.Decoder(_CaseLine)
+_DEFAULT_OPTIONS: Final = EvalCase("", "").options
 _HEADS: Final = {"case_id": pl.String, "query": pl.String}
 
 
@@ -76,59 +85,79 @@ class _NotPlain(Exception):
     """A case the strict loader must judge."""
 
 
-def decode_cases(lines: Sequence[bytes], start: int) -> tuple[list[EvalCase], pl.DataFrame] | None:
-    """The cases of ``lines[start:]`` and their ``expected`` table (``lines`` split on
-    ``\\n``; line n is ``lines[n - 1]``).
+def decode_cases(
+    raw: bytes, lines: Sequence[bytes], start: int, offset: int
+) -> tuple[list[EvalCase], pl.DataFrame] | None:
+    """The cases of ``lines[start:]`` and their ``expected`` table (``lines`` is
+    ``raw`` split on ``\\n``, line n is ``lines[n - 1]``; ``offset`` is where
+    line ``start + 1`` begins in ``raw``).
 
     ``None`` when the strict loader must read the file (see the module
     docstring), including when there is no case line at all.
     """
-    decode = _DECODER.decode
-    cases: list[EvalCase] = []
+    arrow = start_reading(memoryview(raw)[offset:])
     try:
-        with _gc_paused():
-            for index in range(start, len(lines)):
-                line = lines[index]
-                if line and not line.isspace():
-                    cases.append(_case(decode(line), index + 1))
-    except (msgspec.DecodeError, msgspec.ValidationError, _NotPlain):
+        decoded = _decode(lines, start)
+    finally:
+        table = arrow.result()
+    if decoded is None:
         return None
-    case_ids = [case.case_id for case in cases]
+    cases, case_ids, queries = decoded
     if not cases or len(set(case_ids)) != len(cases):
         return None
     # Steps B and C over the whole file at once.
-    heads = pl.DataFrame(
-        {"case_id": case_ids, "query": [case.query for case in cases]}, schema=_HEADS
-    )
+    heads = pl.DataFrame({"case_id": case_ids, "query": queries}, schema=_HEADS)
     if heads.select((_blank("case_id") | _blank("query")).any()).item():
         return None
-    expected = expected_frame(cases)
+    expected = None
+    if table is not None:
+        declared = None if raw.find(b"null", offset) == -1 else _section_declared(cases)
+        expected = expected_from_arrow(table, heads["case_id"], declared)
+    if expected is None:
+        expected = expected_frame(cases)
     return None if _breaks_a_rule(expected) else (cases, expected)
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Hold the cyclic collector off while acyclic objects are made by the hundred thousand.
-
-    Every tuple decoded is a tracked container, so collections would run over
-    and over during a large load without ever finding a cycle.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
+def _decode(
+    lines: Sequence[bytes], start: int
+) -> tuple[list[EvalCase], list[str], list[str]] | None:
+    """The cases with their lines set, their ids and queries; ``None`` on any doubt."""
+    decode = _CASE_DECODER.decode
+    set_line = msgspec.structs.force_setattr
+    cases: list[EvalCase] = []
+    case_ids: list[str] = []
+    queries: list[str] = []
     try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+        # Every tuple decoded is a tracked container: collections would run over and
+        # over during a large load without ever finding a cycle.
+        with collector.paused():
+            for index in range(start, len(lines)):
+                line = lines[index]
+                if not line or line.isspace():
+                    continue
+                try:
+                    case = decode(line)
+                except msgspec.ValidationError:
+                    case = _case(_LINE_DECODER.decode(line))
+                else:
+                    if case.options is not _DEFAULT_OPTIONS:
+                        _finish_options(case.options)
+                set_line(case, "line", index + 1)
+                cases.append(case)
+                case_ids.append(case.case_id)
+                queries.append(case.query)
+    except (msgspec.DecodeError, msgspec.ValidationError, _NotPlain):
+        return None
+    return cases, case_ids, queries
 
 
-def _case(case: _CaseLine, line_no: int) -> EvalCase:
-    """The loaded case; ``null`` extension lists read as absent (Step F)."""
+def _case(case: _CaseLine) -> EvalCase:
+    """The loaded case of a line with nulls; ``null`` extension lists read as absent (Step F)."""
     options = case.options
     return EvalCase(
         case.case_id,
         case.query,
-        line_no,
+        0,
         case.cues,
         case.expected_sources,
         case.expected_concepts,
@@ -140,20 +169,33 @@ def _case(case: _CaseLine, line_no: int) -> EvalCase:
 
 
 def _options(options: _Options) -> CaseOptions:
-    """Step F of ``options``: u64 ceilings, ``floor`` as binary32 within 0..=1."""
-    for value in (options.limit, options.since, options.until):
-        if value is not None and value > U64_MAX:
-            raise _NotPlain
-    floor = None if options.floor is None else to_f32(options.floor)
-    if floor is not None and not 0.0 <= floor <= 1.0:
-        raise _NotPlain
-    return CaseOptions(
+    loaded = CaseOptions(
         limit=options.limit,
-        floor=floor,
+        floor=options.floor,
         tags=options.tags or (),
         since=options.since,
         until=options.until,
     )
+    _finish_options(loaded)
+    return loaded
+
+
+def _finish_options(options: CaseOptions) -> None:
+    """Step F of decoded ``options``: u64 ceilings, ``floor`` as binary32 within 0..=1."""
+    for value in (options.limit, options.since, options.until):
+        if value is not None and value > U64_MAX:
+            raise _NotPlain
+    if options.floor is not None:
+        floor = to_f32(options.floor)
+        if not 0.0 <= floor <= 1.0:
+            raise _NotPlain
+        msgspec.structs.force_setattr(options, "floor", floor)
+
+
+def _section_declared(cases: Sequence[EvalCase]) -> list[bool]:
+    """Whether each expected citation, in file order, declares ``section``."""
+    citations = chain.from_iterable(map(attrgetter("expected_citations"), cases))
+    return [citation.section is not ABSENT for citation in citations]
 
 
 def _blank(column: str) -> pl.Expr:

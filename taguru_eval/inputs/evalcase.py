@@ -1,10 +1,10 @@
 """The loaded eval set: case types, the ``expected`` table built from them (EVALUATE.md §1.6).
 
 Both eval.jsonl loaders produce these types: the strict one builds them field
-by field, the fast one has msgspec decode case lines straight into the entry
-types (:class:`ExpectedSource`, :class:`ExpectedAssociation`,
-:class:`ExpectedCitation` are their own closed-object wire shapes), so the
-two paths cannot drift apart in what a loaded case is.
+by field, the fast one has msgspec decode case lines straight into them
+(:class:`EvalCase`, :class:`CaseOptions` and the entry types are their own
+closed-object wire shapes), so the two paths cannot drift apart in what a
+loaded case is.
 
 The ``expected`` table
 ----------------------
@@ -61,6 +61,11 @@ from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
 
 U8 = Annotated[int, msgspec.Meta(ge=0, le=U8_MAX)]
 U32 = Annotated[int, msgspec.Meta(ge=0, le=U32_MAX)]
+U64 = Annotated[int, msgspec.Meta(ge=0)]
+"""Non-negative; msgspec cannot bound above i64, so the fast loader checks the u64 ceiling."""
+NotOnTheWire = Annotated[int, msgspec.Meta(ge=1, le=0)]
+"""A field no JSON value can decode into (no integer is both >= 1 and <= 0): a case line
+naming it fails decoding, as the unknown key it is, while the loaders set it themselves."""
 
 Absent = msgspec.UnsetType
 """The type of :data:`ABSENT` (``isinstance(section, Absent)``)."""
@@ -104,14 +109,17 @@ class ExpectedCitation(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
         return self.section is not ABSENT
 
 
-class CaseOptions(msgspec.Struct, frozen=True, gc=False):
-    """A case's ``options`` (``limit`` range-checked later by validate_limits)."""
+class CaseOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """A case's ``options`` (``limit`` range-checked later by validate_limits).
 
-    limit: int | None = None
+    As decoded, ``floor`` is still binary64 and the u64 ceilings unchecked:
+    the fast loader finishes both (Step F)."""
+
+    limit: U64 | None = None
     floor: float | None = None
     tags: tuple[str, ...] = ()
-    since: int | None = None
-    until: int | None = None
+    since: U64 | None = None
+    until: U64 | None = None
 
     @property
     def effective_limit(self) -> int:
@@ -119,12 +127,16 @@ class CaseOptions(msgspec.Struct, frozen=True, gc=False):
         return DEFAULT_LIMIT if self.limit is None else self.limit
 
 
-class EvalCase(msgspec.Struct, frozen=True, gc=False):
-    """One loaded case (EVALUATE.md §1.6); ``line`` is its 1-based file line."""
+class EvalCase(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """One loaded case (EVALUATE.md §1.6); ``line`` is its 1-based file line.
+
+    The fast loader decodes a case line straight into it and then sets
+    ``line`` (a key of that name in the file fails decoding, see
+    :data:`NotOnTheWire`)."""
 
     case_id: str
     query: str
-    line: int
+    line: NotOnTheWire = 0
     cues: tuple[str, ...] = ()
     expected_sources: tuple[ExpectedSource, ...] = ()
     expected_concepts: tuple[str, ...] = ()
@@ -201,11 +213,14 @@ def expected_frame(cases: Sequence[EvalCase]) -> pl.DataFrame:
         "association": _association_entries(lists("expected_associations")),
         "citation": _citation_entries(lists("expected_citations")),
     }
-    return _assemble(entries, pl.Series("case_id", lists("case_id"), dtype=pl.String))
+    return assemble(entries, pl.Series("case_id", lists("case_id"), dtype=pl.String))
 
 
-def _assemble(entries: dict[str, pl.DataFrame], case_ids: pl.Series) -> pl.DataFrame:
+def assemble(entries: dict[str, pl.DataFrame], case_ids: pl.Series) -> pl.DataFrame:
     """The table from each kind's entry rows (``case_index``, ``entry_index``, values).
+
+    Shared by the object builder (:func:`expected_frame`) and Arrow's reading
+    of the file (:mod:`.expected_arrow`), so both number and order alike.
 
     A source entry arrives as one row per listed paragraph (null when it
     lists none) tagged with ``entry_row``; a paragraph listed twice in one

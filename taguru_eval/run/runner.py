@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import httpx
 
+from taguru_eval._base import collector
 from taguru_eval.inputs.dataset import EvalCase
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import Budget
@@ -23,7 +24,13 @@ from taguru_eval.run.evidence import Assembly
 from taguru_eval.run.lanes import run_case
 from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
 from taguru_eval.run.probes import run_probes
+from taguru_eval.tables.flatten import TableRows
 from taguru_eval.tables.shapes import LaneOutput, RefusalOutput
+
+SETTLE_EVERY = 256
+"""Cases between two :func:`collector.settle` calls: the finished cases' outputs stay
+until the artifact is written, so the collector stops rescanning them (within the
+pipeline's ``collector.long_lived`` scope, or run_cases' own when it runs alone)."""
 
 
 async def run_cases(
@@ -34,17 +41,32 @@ async def run_cases(
     progress: Progress | None = None,
     budget: Budget | None = None,
     assembly: Assembly | None = None,
+    rows: TableRows | None = None,
 ) -> list[LaneOutput]:
     """Every case's lanes, at most ``concurrency`` cases in flight, in case order.
 
     ``budget`` truncates baseline hits client-side; ``assembly`` switches every
-    case to the evidence lane (EVALUATE.md §7.1).
+    case to the evidence lane (EVALUATE.md §7.1). ``rows`` receives each
+    case's output as soon as the case completes (the tables are built batch
+    by batch while the other cases wait on the network).
     """
+    done = 0
 
     async def lanes(index: int, case: EvalCase) -> LaneOutput:
         return await run_case(client, context, index, case, budget, assembly)
 
-    return await in_order(cases, lanes, concurrency, progress)
+    def finished(output: LaneOutput) -> None:
+        nonlocal done
+        if rows is not None:
+            rows.add(output)
+        done += 1
+        if done % SETTLE_EVERY == 0:
+            collector.settle()
+
+    # The pipeline opens this scope around the whole run; alone (a benchmark,
+    # a test) the cases settle their own outputs.
+    with collector.long_lived():
+        return await in_order(cases, lanes, concurrency, progress, finished)
 
 
 @dataclass
@@ -54,6 +76,7 @@ class NetworkPhase:
     preflight: Preflight
     after: ContextEntry
     outputs: list[LaneOutput]
+    rows: TableRows  # the outputs as table rows, built while the cases ran
     started_at: datetime
     finished_at: datetime
     cases_elapsed_s: float  # wall time of the cases alone (monotonic clock)
@@ -92,6 +115,7 @@ async def network_phase(
         checked = await preflight(client, prepared, console.err)
         started = datetime.now(UTC)
         clock = time.monotonic()
+        rows = TableRows()
         outputs = await run_cases(
             client,
             options.context,
@@ -100,6 +124,7 @@ async def network_phase(
             progress,
             options.budget if options.budget_given and not options.assembly else None,
             Assembly(options.budget, options.rerank) if options.assembly else None,
+            rows,
         )
         cases_elapsed = time.monotonic() - clock
         refusal_outputs = (
@@ -120,6 +145,7 @@ async def network_phase(
         preflight=checked,
         after=after,
         outputs=outputs,
+        rows=rows,
         started_at=started,
         finished_at=finished,
         cases_elapsed_s=cases_elapsed,

@@ -1,15 +1,23 @@
-"""Lane outputs -> the run's flat tables, in one columnar pass.
+"""Lane outputs -> the run's flat tables, batch by batch as the cases finish.
 
-All lane outputs become one nested frame whose dtypes mirror
-:mod:`.shapes`; every table is then a select / explode of it, conformed
-to its schema from :mod:`.schemas`."""
+:class:`TableRows` takes lane outputs in any order (a live run adds each case
+as it completes) and turns every full batch into table rows at once: the
+batch becomes one nested frame whose dtypes mirror :mod:`.shapes`, every
+table a select / explode of it, conformed to its schema from
+:mod:`.schemas`. :meth:`TableRows.finish` puts the batches' rows in case
+order and stamps the run id, so the tables are the same whatever the batch
+size and arrival order (``tests/test_table_rows.py``). :func:`build_tables`
+is the same for a list of outputs already at hand (an artifact read back,
+tests). A run given ``--must-refuse`` adds its probes' outputs at the end:
+their rows follow the eval rows with ``population`` ``must_refuse``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 import polars as pl
+import pyarrow as pa
 
 from taguru_eval.tables.schemas import (
     ATTRIBUTIONS,
@@ -224,10 +232,31 @@ _REFUSAL_OUTPUT = pl.Schema(
 )
 
 
-def _nested_frame(outputs: Sequence[Mapping[str, Any]], schema: pl.Schema) -> pl.DataFrame:
-    """Outputs as one nested frame of ``schema`` (missing optional keys become null)."""
+_LANE_OUTPUT_ARROW: Final = pl.DataFrame(schema=_LANE_OUTPUT).to_arrow().schema
+_REFUSAL_OUTPUT_ARROW: Final = pl.DataFrame(schema=_REFUSAL_OUTPUT).to_arrow().schema
+
+
+def _nested_frame(
+    outputs: Sequence[Mapping[str, Any]], schema: pl.Schema, arrow_schema: pa.Schema
+) -> pl.DataFrame:
+    """Outputs as one nested frame of ``schema`` in case order (missing optional keys
+    become null).
+
+    pyarrow converts the nested dicts about ten times faster than Polars' own
+    constructor (9–14 µs vs 130 µs a case, benchmarks/README.md) into the same
+    frame; a value pyarrow will not take (an integer past i64, say) goes the
+    Polars way, as before.
+    """
     rows = [{name: output.get(name) for name in schema.names()} for output in outputs]
-    return pl.DataFrame(rows, schema=schema).sort("case_index", maintain_order=True)
+    try:
+        table = pa.Table.from_pylist(rows, schema=arrow_schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        frame = pl.DataFrame(rows, schema=schema)
+    else:
+        converted = pl.from_arrow(table)
+        assert isinstance(converted, pl.DataFrame)
+        frame = converted
+    return frame.sort("case_index", maintain_order=True)
 
 
 def _passage_columns() -> list[pl.Expr]:
@@ -287,20 +316,90 @@ def _explode_list(frame: pl.DataFrame, column: str, index_name: str) -> pl.DataF
     )
 
 
+DEFAULT_BATCH: Final = 2048
+"""Cases per batch: the per-batch Polars work (about 20 ms whatever the size) is
+amortised, and turning a batch into rows holds the event loop for tens of
+milliseconds once every couple of thousand cases (benchmarks/README.md)."""
+
+
+class TableRows:
+    """The run's tables, accumulated batch by batch from lane outputs in any order.
+
+    A live run adds each case's output as it completes (``run.runner``), so
+    by the end of the network phase all but the last batch are rows already
+    and no nested frame of every case is ever built. Another lane producing
+    :class:`LaneOutput` rows (one per case) can share one accumulator.
+    """
+
+    def __init__(self, batch_size: int = DEFAULT_BATCH) -> None:
+        self._batch_size = max(1, batch_size)
+        self._pending: list[LaneOutput] = []
+        self._batches: list[dict[str, pl.DataFrame]] = []
+
+    def add(self, output: LaneOutput) -> None:
+        """One case's lane output; a full batch becomes rows at once."""
+        self._pending.append(output)
+        if len(self._pending) >= self._batch_size:
+            self._flush()
+
+    def extend(self, outputs: Iterable[LaneOutput]) -> None:
+        for output in outputs:
+            self.add(output)
+
+    def _flush(self) -> None:
+        self._batches.append(_batch_tables(self._pending))
+        self._pending = []
+
+    def finish(self, run_id: str, refusal_outputs: Sequence[RefusalOutput] = ()) -> RunTables:
+        """Every table in case order (the order within a case kept), stamped with
+        ``run_id``; ``refusal_outputs`` (a run given ``--must-refuse``) add their
+        calls, hits, cue resolutions and evidence rows after the eval rows, and
+        one ``refusal_lanes`` row per must-refuse case."""
+        if self._pending or not self._batches:
+            self._flush()
+        if len(self._batches) > 1:
+            # The batches become one, kept: finishing again (the same phase
+            # finished twice, with and without its probes) gives the same rows.
+            self._batches = [
+                {
+                    name: pl.concat(
+                        [batch[name] for batch in self._batches], how="vertical", rechunk=True
+                    ).sort(
+                        ["case_index", "seq"] if name == "calls" else ["case_index"],
+                        maintain_order=True,
+                    )
+                    for name in self._batches[0]
+                }
+            ]
+        run = pl.lit(run_id, dtype=pl.String).alias("run_id")
+        refusal = _refusal_tables(refusal_outputs, run)
+        frames: dict[str, pl.DataFrame] = {}
+        for name, rows in self._batches[0].items():
+            frame = rows.with_columns(run)
+            if name in refusal:
+                frame = pl.concat([frame, refusal.pop(name)], how="vertical")
+            frames[name] = frame
+        return RunTables(run_id=run_id, **frames, **refusal)
+
+
 def build_tables(
-    lane_outputs: Sequence[LaneOutput],
+    lane_outputs: Iterable[LaneOutput],
     run_id: str,
     refusal_outputs: Sequence[RefusalOutput] = (),
 ) -> RunTables:
-    """Turn the lanes' per-case outputs into the run's flat frames (case order kept).
+    """Turn the lanes' per-case outputs into the run's flat frames (case order kept)."""
+    rows = TableRows()
+    rows.extend(lane_outputs)
+    return rows.finish(run_id, refusal_outputs)
 
-    ``refusal_outputs`` (a run given ``--must-refuse``) add their calls, hits
-    and cue resolutions with ``population`` ``must_refuse`` after the eval
-    rows, and one ``refusal_lanes`` row per must-refuse case.
-    """
-    nested = _nested_frame(lane_outputs, _LANE_OUTPUT)
+
+def _batch_tables(lane_outputs: Sequence[LaneOutput]) -> dict[str, pl.DataFrame]:
+    """One batch of lane outputs as rows of every eval-population table (keyed by
+    RunTables field, conformed, in the batch's case order; ``run_id`` left empty
+    for :meth:`TableRows.finish`)."""
+    nested = _nested_frame(lane_outputs, _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
     keys = [
-        pl.lit(run_id, dtype=pl.String).alias("run_id"),
+        pl.lit("", dtype=pl.String).alias("run_id"),
         pl.col("case_index"),
         pl.col("case_id"),
     ]
@@ -390,26 +489,17 @@ def build_tables(
     evidence_items = _evidence_rows(nested, keys)
 
     call_rows = _call_rows(nested, keys).sort(["case_index", "seq"], maintain_order=True)
-    refusal = _refusal_tables(refusal_outputs, keys)
     population = pl.lit(POPULATION_EVAL).alias("population")
-
-    def both(eval_rows: pl.DataFrame, name: str, schema: pl.Schema) -> pl.DataFrame:
-        return pl.concat(
-            [conform(eval_rows.with_columns(population), schema), refusal[name]], how="vertical"
-        )
-
-    return RunTables(
-        run_id=run_id,
-        case_lanes=conform(case_lanes, CASE_LANES),
-        calls=both(call_rows, "calls", CALLS),
-        hits=both(hits, "hits", HITS),
-        resolutions=both(resolutions, "resolutions", RESOLUTIONS),
-        probes=conform(probes, PROBES),
-        attributions=conform(attributions, ATTRIBUTIONS),
-        citation_checks=conform(citation_checks, CITATION_CHECKS),
-        evidence_items=both(evidence_items, "evidence_items", EVIDENCE_ITEMS),
-        refusal_lanes=refusal["refusal_lanes"],
-    )
+    return {
+        "case_lanes": conform(case_lanes, CASE_LANES),
+        "calls": conform(call_rows.with_columns(population), CALLS),
+        "hits": conform(hits.with_columns(population), HITS),
+        "resolutions": conform(resolutions.with_columns(population), RESOLUTIONS),
+        "probes": conform(probes, PROBES),
+        "attributions": conform(attributions, ATTRIBUTIONS),
+        "citation_checks": conform(citation_checks, CITATION_CHECKS),
+        "evidence_items": conform(evidence_items.with_columns(population), EVIDENCE_ITEMS),
+    }
 
 
 def _one_row_per_name(rows: pl.DataFrame) -> pl.DataFrame:
@@ -440,12 +530,13 @@ def _one_row_per_name(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _refusal_tables(
-    refusal_outputs: Sequence[RefusalOutput], keys: list[pl.Expr]
+    refusal_outputs: Sequence[RefusalOutput], run: pl.Expr
 ) -> dict[str, pl.DataFrame]:
     """The must-refuse rows: ``refusal_lanes`` and the ``must_refuse`` rows of
     ``calls``, ``hits``, ``resolutions`` and ``evidence_items`` (conformed to
     their schemas)."""
-    nested = _nested_frame(refusal_outputs, _REFUSAL_OUTPUT)
+    nested = _nested_frame(refusal_outputs, _REFUSAL_OUTPUT, _REFUSAL_OUTPUT_ARROW)
+    keys = [run, pl.col("case_index"), pl.col("case_id")]
     population = pl.lit(POPULATION_MUST_REFUSE).alias("population")
     lanes = nested.select(
         *keys,

@@ -1,0 +1,163 @@
+"""The ``expected`` table read straight from the case lines' bytes by Arrow's JSON reader.
+
+The loader's fast path (:mod:`.dataset_fast`) decodes every case line with
+msgspec, which both validates the file and builds the case objects the lanes
+need. Building the ``expected`` table from those objects walks half a million
+Python objects again (a getter per value, a conversion per string) and was
+most of a large load. Arrow parses the same bytes in C++ *without the GIL*, so
+:func:`start_reading` runs it on a second thread while msgspec decodes on the
+first, and :func:`expected_from_arrow` turns its nested columns into the table
+by the same assembly as the object builder (:func:`.evalcase.assemble`).
+
+It is only ever asked about a file msgspec accepted in full, so every value
+Arrow reads there was already checked; what remains is where Arrow's reading
+could differ from msgspec's, and each one sends the table back to the object
+builder (``None``):
+
+* a repeated key: msgspec keeps the last value, Arrow refuses the row;
+* two objects on one line, or a line Arrow skips or refuses that msgspec
+  did not: the row count or the ``case_id`` column then disagrees;
+* any other Arrow error.
+
+One column Arrow cannot read: ``"section": null`` (declared, outside every
+section) and an absent ``section`` (not checked) both arrive as null. When
+the bytes hold no ``null`` at all, a null section is an absent one; else the
+caller passes ``section_declared`` read from the decoded citations.
+
+``tests/test_expected_arrow.py`` pins these and checks the two builders agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Final
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.json as pa_json
+
+from taguru_eval.inputs.evalcase import assemble
+
+_BLOCK_BYTES: Final = 1 << 22
+"""Arrow's parsing block (a longer line is still read whole: Arrow grows the block)."""
+
+
+def _structs(*fields: tuple[str, pa.DataType]) -> pa.DataType:
+    return pa.list_(pa.struct(list(fields)))
+
+
+_SCHEMA: Final = pa.schema(
+    [
+        ("case_id", pa.string()),
+        (
+            "expected_sources",
+            _structs(
+                ("source", pa.string()),
+                ("paragraphs", pa.list_(pa.int64())),
+                ("relevance", pa.int64()),
+            ),
+        ),
+        ("expected_concepts", pa.list_(pa.string())),
+        ("expected_labels", pa.list_(pa.string())),
+        (
+            "expected_associations",
+            _structs(("subject", pa.string()), ("label", pa.string()), ("object", pa.string())),
+        ),
+        (
+            "expected_citations",
+            _structs(
+                ("source", pa.string()),
+                ("paragraph", pa.int64()),
+                ("section", pa.string()),
+                ("quote", pa.string()),
+            ),
+        ),
+    ]
+)
+_PARSE: Final = pa_json.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
+_READ: Final = pa_json.ReadOptions(use_threads=False, block_size=_BLOCK_BYTES)
+
+
+class ArrowRead:
+    """Arrow's reading of the case lines, under way on a thread of its own."""
+
+    def __init__(self, future: Future[pa.Table | None], pool: ThreadPoolExecutor) -> None:
+        self._future = future
+        self._pool = pool
+
+    def result(self) -> pa.Table | None:
+        """The table (one row per case line), or ``None`` when Arrow refused the bytes."""
+        try:
+            return self._future.result()
+        finally:
+            self._pool.shutdown(wait=False)
+
+
+def start_reading(cases: memoryview) -> ArrowRead:
+    """Start parsing the bytes of the case lines (everything after the header line)."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-jsonl-arrow")
+    return ArrowRead(pool.submit(_read, cases), pool)
+
+
+def _read(cases: memoryview) -> pa.Table | None:
+    try:
+        return pa_json.read_json(
+            pa.BufferReader(pa.py_buffer(cases)), read_options=_READ, parse_options=_PARSE
+        )
+    except (pa.ArrowException, ValueError):
+        return None
+
+
+def expected_from_arrow(
+    table: pa.Table, case_ids: pl.Series, section_declared: Sequence[bool] | None
+) -> pl.DataFrame | None:
+    """The ``expected`` table from Arrow's rows; ``None`` unless they are exactly the cases.
+
+    ``section_declared``: one flag per expected citation in file order, needed
+    when the bytes hold a ``null`` (``None``: a null section is an absent one).
+    """
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    if frame.height != len(case_ids) or not frame["case_id"].equals(case_ids):
+        return None
+    indexed = frame.with_row_index("case_index")
+    sources = _entries(indexed, "expected_sources").unnest("expected_sources")
+    # One row per listed paragraph, one null-paragraph row for an entry listing none.
+    listed = pl.col("paragraphs")
+    sources = (
+        sources.with_columns(
+            entry_row=pl.int_range(pl.len(), dtype=pl.UInt32),
+            relevance=pl.col("relevance").fill_null(1),
+            paragraph=pl.when(listed.list.len() > 0).then(listed).otherwise(pl.lit([None])),
+        )
+        .drop("paragraphs")
+        .explode("paragraph")
+    )
+    citations = _entries(indexed, "expected_citations").unnest("expected_citations")
+    declared = (
+        pl.col("section").is_not_null()
+        if section_declared is None
+        else pl.Series(section_declared, dtype=pl.Boolean)
+    )
+    if section_declared is not None and len(section_declared) != citations.height:
+        return None
+    citations = citations.with_columns(section_declared=declared)
+    entries = {
+        "source": sources,
+        "concept": _entries(indexed, "expected_concepts").rename({"expected_concepts": "text"}),
+        "label": _entries(indexed, "expected_labels").rename({"expected_labels": "text"}),
+        "association": _entries(indexed, "expected_associations").unnest("expected_associations"),
+        "citation": citations,
+    }
+    return assemble(entries, case_ids)
+
+
+def _entries(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+    """(case_index, entry_index, entry) for every entry of list column ``column``."""
+    return (
+        frame.select("case_index", column)
+        .filter(pl.col(column).list.len() > 0)
+        .with_columns(entry_index=pl.int_ranges(pl.col(column).list.len(), dtype=pl.UInt32))
+        .explode(column, "entry_index")
+    )

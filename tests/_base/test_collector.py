@@ -1,0 +1,44 @@
+"""The collector helpers: a pause restores the previous state, settling only inside a scope."""
+
+from __future__ import annotations
+
+import gc
+
+from taguru_eval._base import collector
+
+
+def test_paused_restores_whatever_state_it_found() -> None:
+    assert gc.isenabled()
+    with collector.paused():
+        assert not gc.isenabled()
+        with collector.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_settle_freezes_only_inside_a_scope_and_the_scope_hands_everything_back() -> None:
+    assert gc.get_freeze_count() == 0
+    collector.settle()
+    assert gc.get_freeze_count() == 0
+    with collector.long_lived():
+        kept = [{"case": index} for index in range(100)]
+        collector.settle()
+        assert gc.get_freeze_count() > 0
+        with collector.long_lived():  # nested: the outer scope still owns it
+            collector.settle()
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    assert len(kept) == 100
+
+
+def test_a_process_that_froze_objects_itself_keeps_them_frozen() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector.long_lived():
+            collector.settle()
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

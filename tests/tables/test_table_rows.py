@@ -1,0 +1,130 @@
+"""Tables built batch by batch as cases finish equal the tables of the whole list at once.
+
+A live run hands each case's lane output to :class:`TableRows` when the case
+completes, in whatever order the network returns them, and the rows of every
+full batch are built right away. Whatever the batch size and the order, the
+finished tables must be exactly :func:`build_tables` of the outputs in case
+order — same rows, same order within a case, same dtypes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import random
+from dataclasses import fields
+from pathlib import Path
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.must_refuse import lease_data
+
+from taguru_eval.demo.data import DEMO_CONTEXT, demo_data_dir
+from taguru_eval.demo.synthetic import template_eval_set, template_outputs
+from taguru_eval.inputs.prepare import prepare_run
+from taguru_eval.options import RunOptions
+from taguru_eval.refserver.serve import running_server
+from taguru_eval.run.console import Console
+from taguru_eval.run.runner import network_phase
+from taguru_eval.tables.flatten import TableRows, build_tables
+from taguru_eval.tables.schemas import RunTables
+from taguru_eval.tables.shapes import LaneOutput
+
+TEMPLATE_OUTPUTS = template_outputs(template_eval_set())
+TABLE_FIELDS = [field.name for field in fields(RunTables) if field.name != "run_id"]
+
+
+def assert_same_tables(got: RunTables, expected: RunTables) -> None:
+    assert got.run_id == expected.run_id
+    for name in TABLE_FIELDS:
+        frame, reference = getattr(got, name), getattr(expected, name)
+        assert frame.schema == reference.schema, name
+        assert frame.equals(reference), name
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch_size=st.integers(1, 40), seed=st.integers(0, 2**32 - 1))
+def test_any_batch_size_and_arrival_order_gives_the_same_tables(batch_size: int, seed: int) -> None:
+    arrived = list(TEMPLATE_OUTPUTS)
+    random.Random(seed).shuffle(arrived)
+    rows = TableRows(batch_size)
+    rows.extend(arrived)
+    assert_same_tables(rows.finish("run-x"), build_tables(TEMPLATE_OUTPUTS, "run-x"))
+
+
+def test_every_table_has_rows_in_the_template_outputs() -> None:
+    """The comparison above means something only if the outputs fill the tables."""
+    tables = build_tables(TEMPLATE_OUTPUTS, "run-x")
+    empty = [name for name in TABLE_FIELDS if getattr(tables, name).height == 0]
+    assert empty == ["evidence_items", "refusal_lanes"]  # no assembly, no must-refuse probes
+    assert tables.case_lanes["run_id"].unique().to_list() == ["run-x"]
+
+
+def test_no_outputs_finish_as_empty_tables_with_their_schemas() -> None:
+    tables = TableRows(8).finish("empty")
+    for name in TABLE_FIELDS:
+        frame = getattr(tables, name)
+        assert frame.height == 0
+        assert frame.schema == getattr(build_tables([], "empty"), name).schema
+
+
+def test_a_live_run_builds_its_tables_while_the_cases_run(tmp_path: Path) -> None:
+    """The network phase feeds its accumulator case by case, batches flushed along the way."""
+    with running_server(demo_data_dir()) as url:
+        options = RunOptions(
+            eval_path=str(demo_data_dir() / DEMO_CONTEXT / "eval.jsonl"),
+            context=DEMO_CONTEXT,
+            url=url,
+            out=str(tmp_path / "evaluation.json"),
+            concurrency=4,
+            no_store=True,
+        )
+        console = Console(stdout=io.StringIO(), stderr=io.StringIO())
+        prepared = prepare_run(options, {}, stderr=console.err)
+        phase = asyncio.run(network_phase(prepared, console=console))
+    outputs: list[LaneOutput] = phase.outputs
+    assert [output["case_index"] for output in outputs] == list(range(len(outputs)))
+    assert_same_tables(phase.rows.finish("live"), build_tables(outputs, "live"))
+    # Finishing again (a phase finished with and without its probes) gives the same rows.
+    assert_same_tables(phase.rows.finish("live"), build_tables(outputs, "live"))
+
+
+def test_must_refuse_rows_follow_the_eval_rows_of_every_batch(tmp_path: Path) -> None:
+    """A live --must-refuse run: the probes' rows are appended at finish, after
+    the eval rows the batches built, exactly as build_tables puts them."""
+    lease_data(tmp_path)
+    with running_server(tmp_path / "data") as url:
+        options = RunOptions(
+            eval_path=str(tmp_path / "eval.jsonl"),
+            context="lease-vec",
+            url=url,
+            out=str(tmp_path / "evaluation.json"),
+            concurrency=3,
+            no_store=True,
+            must_refuse=str(tmp_path / "mr.jsonl"),
+        )
+        console = Console(stdout=io.StringIO(), stderr=io.StringIO())
+        prepared = prepare_run(options, {}, stderr=console.err)
+        phase = asyncio.run(network_phase(prepared, console=console))
+    assert phase.refusal_outputs
+    rows = TableRows(1)
+    rows.extend(phase.outputs)
+    tables = rows.finish("mr", phase.refusal_outputs)
+    assert_same_tables(tables, build_tables(phase.outputs, "mr", phase.refusal_outputs))
+    assert tables.refusal_lanes.height == len(phase.refusal_outputs)
+    populations = tables.calls.get_column("population").to_list()
+    assert populations == sorted(populations, key=lambda name: name != "eval")
+    assert set(populations) == {"eval", "must_refuse"}
+
+
+def test_rows_of_one_case_keep_their_order_across_batches() -> None:
+    """Calls sort by (case, seq); every other table keeps the order the case produced."""
+    arrived = TEMPLATE_OUTPUTS[::-1]
+    rows = TableRows(1)
+    rows.extend(arrived)
+    tables = rows.finish("r")
+    resolutions = tables.resolutions.group_by("case_index", maintain_order=True).agg(
+        pl.col("cue_index")
+    )
+    assert all(indices == sorted(indices) for indices in resolutions["cue_index"].to_list())
