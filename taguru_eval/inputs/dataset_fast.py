@@ -45,7 +45,7 @@ from taguru_eval.inputs.evalcase import (
     ExpectedSource,
     expected_frame,
 )
-from taguru_eval.inputs.expected_arrow import expected_from_arrow, start_reading
+from taguru_eval.inputs.expected_arrow import start_reading
 
 
 class _Options(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -95,11 +95,14 @@ def decode_cases(
     ``None`` when the strict loader must read the file (see the module
     docstring), including when there is no case line at all.
     """
+    if not _lines_open_objects(raw, lines, start, offset):
+        return None
     arrow = start_reading(memoryview(raw)[offset:])
     try:
         decoded = _decode(lines, start)
     finally:
-        table = arrow.result()
+        # Waits for Arrow's thread whatever happened (the loader never leaves it running).
+        arrow.result()
     if decoded is None:
         return None
     cases, case_ids, queries = decoded
@@ -109,13 +112,25 @@ def decode_cases(
     heads = pl.DataFrame({"case_id": case_ids, "query": queries}, schema=_HEADS)
     if heads.select((_blank("case_id") | _blank("query")).any()).item():
         return None
-    expected = None
-    if table is not None:
-        declared = None if raw.find(b"null", offset) == -1 else _section_declared(cases)
-        expected = expected_from_arrow(table, heads["case_id"], declared)
+    declared = None if raw.find(b"null", offset) == -1 else _section_declared(cases)
+    expected = arrow.expected(heads["case_id"], declared)
     if expected is None:
         expected = expected_frame(cases)
     return None if _breaks_a_rule(expected) else (cases, expected)
+
+
+def _lines_open_objects(raw: bytes, lines: Sequence[bytes], start: int, offset: int) -> bool:
+    """Whether every non-blank case line begins (after JSON white space) with ``{``.
+
+    A line that does not cannot be a case, so the strict loader answers for the
+    file; and Arrow's JSON reader must never see one: a ``null`` where its
+    reading begins kills the process (a segmentation fault, seen with pyarrow 26).
+    """
+    case_lines = len(lines) - start - (lines[-1] == b"")
+    # The common file first: each of its case lines starts with "{" right after "\n".
+    if raw.count(b"\n{", offset - 1) == case_lines:
+        return True
+    return all(line.lstrip(b" \t\r")[:1] in (b"{", b"") for line in lines[start:])
 
 
 def _decode(

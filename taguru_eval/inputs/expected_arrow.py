@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Final
 
 import polars as pl
@@ -79,34 +80,79 @@ _PARSE: Final = pa_json.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_b
 _READ: Final = pa_json.ReadOptions(use_threads=False, block_size=_BLOCK_BYTES)
 
 
-class ArrowRead:
-    """Arrow's reading of the case lines, under way on a thread of its own."""
+@dataclass(frozen=True)
+class _Read:
+    table: pa.Table
+    case_ids: pl.Series  # Arrow's own case_id column
+    expected: pl.DataFrame | None  # built with a null section read as absent
 
-    def __init__(self, future: Future[pa.Table | None], pool: ThreadPoolExecutor) -> None:
+
+class ArrowRead:
+    """Arrow's reading of the case lines, and the ``expected`` table built from it,
+    under way on a thread of its own."""
+
+    def __init__(self, future: Future[_Read | None], pool: ThreadPoolExecutor) -> None:
         self._future = future
         self._pool = pool
 
-    def result(self) -> pa.Table | None:
-        """The table (one row per case line), or ``None`` when Arrow refused the bytes."""
+    def _read(self) -> _Read | None:
         try:
             return self._future.result()
         finally:
             self._pool.shutdown(wait=False)
 
+    def result(self) -> pa.Table | None:
+        """The table (one row per case line), or ``None`` when Arrow refused the bytes."""
+        read = self._read()
+        return None if read is None else read.table
+
+    def expected(
+        self, case_ids: pl.Series, section_declared: Sequence[bool] | None
+    ) -> pl.DataFrame | None:
+        """What :func:`expected_from_arrow` answers for these arguments, from the
+        table the thread already built (only ``section_declared`` is set here)."""
+        read = self._read()
+        if read is None or read.expected is None or not read.case_ids.equals(case_ids):
+            return None
+        if section_declared is None:
+            return read.expected
+        return _with_section_declared(read.expected, section_declared)
+
 
 def start_reading(cases: memoryview) -> ArrowRead:
-    """Start parsing the bytes of the case lines (everything after the header line)."""
+    """Start parsing the bytes of the case lines (everything after the header line)
+    and building the ``expected`` table from them."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval-jsonl-arrow")
-    return ArrowRead(pool.submit(_read, cases), pool)
+    return ArrowRead(pool.submit(_read_and_build, cases), pool)
 
 
-def _read(cases: memoryview) -> pa.Table | None:
+def _read_and_build(cases: memoryview) -> _Read | None:
+    # Polars releases the GIL too: the table is built while msgspec still decodes.
     try:
-        return pa_json.read_json(
+        table = pa_json.read_json(
             pa.BufferReader(pa.py_buffer(cases)), read_options=_READ, parse_options=_PARSE
         )
     except (pa.ArrowException, ValueError):
         return None
+    case_ids = pl.Series("case_id", table.column("case_id"), dtype=pl.String)
+    try:
+        expected = expected_from_arrow(table, case_ids, None)
+    except pl.exceptions.PolarsError:
+        expected = None
+    return _Read(table, case_ids, expected)
+
+
+def _with_section_declared(
+    expected: pl.DataFrame, section_declared: Sequence[bool]
+) -> pl.DataFrame | None:
+    """``section_declared`` set from the decoded citations (file order is the
+    order of the citation rows: the table sorts stably by case, then kind)."""
+    rows = (expected.get_column("kind") == "citation").arg_true()
+    if rows.len() != len(section_declared):
+        return None
+    column = expected.get_column("section_declared").clone()
+    column.scatter(rows, pl.Series(section_declared, dtype=pl.Boolean))
+    return expected.with_columns(column)
 
 
 def expected_from_arrow(

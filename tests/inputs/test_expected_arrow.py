@@ -8,6 +8,9 @@ well-formed files, and pin the bytes on which it must give way.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -108,3 +111,31 @@ def test_a_line_longer_than_arrows_block_is_read_whole() -> None:
     )
     expected = arrow_expected(raw)
     assert expected is not None and expected.equals(strict_expected(raw))
+
+
+@pytest.mark.parametrize(
+    "case_lines",
+    [["null"], [" null"], ["", "null", '{"case_id":"a","query":"q"}'], ["1"], ['"x"']],
+    ids=["null", "spaced-null", "null-after-blank", "number", "string"],
+)
+def test_a_line_that_is_no_object_never_reaches_arrow(case_lines: list[str]) -> None:
+    """pyarrow's JSON reader kills the process on a ``null`` where its reading
+    begins: such a file goes to the strict loader without Arrow (run in a child,
+    so a regression fails this test instead of the whole session)."""
+    raw = _file(*case_lines)
+    script = (
+        "import sys\n"
+        "from taguru_eval.errors import InputError\n"
+        "from taguru_eval.inputs.dataset import load_eval_fast, load_eval_text\n"
+        "raw = sys.stdin.buffer.read()\n"
+        "assert load_eval_fast(raw, 'eval.jsonl') is None\n"
+        "try:\n"
+        "    load_eval_text(raw.decode(), 'eval.jsonl')\n"
+        "except InputError as error:\n"
+        "    print(error.exit_code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=raw, capture_output=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert done.stdout.decode().strip() == "2"
