@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from taguru_eval._base.files import write_bytes_atomic
     from taguru_eval._base.text import encode_json
     from taguru_eval.artifact.build import write_json_atomic
-    from taguru_eval.store import write_run
+    from taguru_eval.store import RunOrigin, write_run
 
     print("load average at start: " + ", ".join(f"{load:.1f}" for load in os.getloadavg()))
     started = time.perf_counter()
@@ -96,13 +96,15 @@ def main(argv: list[str] | None = None) -> int:
             out, store = work / "old.json", work / "old-runs"
             shutil.rmtree(store, ignore_errors=True)
             write_bytes_atomic(out, old_dumps_json(doc, 2).encode("utf-8"))
-            return write_run(store, "sake", "old", {}, old_dumps_json(doc, 2))
+            return write_run(
+                store, "sake", "old", {}, old_dumps_json(doc, 2), origin=RunOrigin("run")
+            )
 
         def new_run() -> Path:
             out, store = work / "new.json", work / "new-runs"
             shutil.rmtree(store, ignore_errors=True)
             write_json_atomic(out, doc)
-            return write_run(store, "sake", "new", {}, out)
+            return write_run(store, "sake", "new", {}, out, origin=RunOrigin("run"))
 
         old_run_seconds, old_stored = _timed(old_run, args.old_repeats)
         new_run_seconds, new_stored = _timed(new_run, args.repeats)

@@ -237,6 +237,40 @@ def _measure(
     )
 
 
+async def _bare_aiohttp_phase(port: int, calls: int, concurrency: int) -> float:
+    """Calls per second of aiohttp alone (no taguru_eval): ``concurrency`` workers
+    each posting the search body, reading and JSON-decoding the answer."""
+    import aiohttp
+
+    url = f"http://127.0.0.1:{port}/contexts/{CONTEXT}/sources/search"
+    body = json.dumps({"query": "query 1", "limit": 10}).encode()
+    headers = {"Content-Type": "application/json"}
+    remaining = iter(range(calls))
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            for _ in remaining:
+                async with session.post(url, data=body, headers=headers) as answer:
+                    json.loads(await answer.read())
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return calls / (time.monotonic() - started)
+
+
+def _bare_aiohttp(port: int, calls: int, concurrency: int, repeats: int, ideal: float) -> None:
+    """The same stub at the same concurrency through bare aiohttp, as the ceiling
+    the transport and the event loop allow on this machine."""
+    rates = [asyncio.run(_bare_aiohttp_phase(port, calls, concurrency)) for _ in range(repeats)]
+    rate = statistics.median(rates)
+    print(
+        f"bare aiohttp (no taguru_eval, {calls} search calls): {rate:8,.0f} calls/s = "
+        f"{rate / ideal:6.1%} of ideal | runs: " + ", ".join(f"{r / ideal:.1%}" for r in rates)
+    )
+    sys.stdout.flush()
+
+
 def _decode_costs(repeats: int) -> tuple[float, float]:
     """Client-side handling of one answer body once received, in µs (medians):
     the search page (envelope, typed hits, locators) and the evidence package
@@ -323,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stub-lifetime", type=float, default=900.0)
     parser.add_argument("--transports", default="httpx,aiohttp")
     parser.add_argument("--modes", default="baseline,assembly,padded")
+    parser.add_argument(
+        "--bare", action="store_true", help="also measure bare aiohttp against the same stub"
+    )
     args = parser.parse_args(argv)
 
     stub = Stub(DELAY_S, stub_routes(), lifetime_s=args.stub_lifetime)
@@ -362,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"p50 <= +{P50_TARGET:.0%} {'met' if p50_ok else 'MISSED'}"
                 )
                 sys.stdout.flush()
+            if args.bare:
+                _bare_aiohttp(port, args.cases, args.concurrency, args.repeats, ideal)
             modes = [mode for mode in args.modes.split(",") if mode]
             if modes:
                 _compare_modes(big, port, args.concurrency, args.repeats, modes, ideal)

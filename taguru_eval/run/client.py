@@ -561,19 +561,30 @@ class TaguruClient:
             return await self._exchange_direct(
                 self._direct, wire, method, url, content, limit, started, ticket
             )
-        response: httpx.Response | None = None
+        answered: list[httpx.Response] = []
         try:
             async with asyncio.timeout(limit):
-                response = await self._send_following(request, url, limit, started)
-                data = await self._body(
-                    _read_capped(response, ticket),
-                    _closer(response),
-                    response.status_code,
-                    url,
-                    started,
-                )
+                return await self._follow_and_read(request, url, limit, started, ticket, answered)
         except TimeoutError:
-            raise self._timed_out(url, limit, started, response is not None) from None
+            raise self._timed_out(url, limit, started, bool(answered)) from None
+
+    async def _follow_and_read(
+        self,
+        request: httpx.Request,
+        url: str,
+        limit: float,
+        started: int,
+        ticket: _Ticket,
+        answered: list[httpx.Response],
+        first: httpx.Response | None = None,
+    ) -> tuple[int, bytearray, httpx.Headers]:
+        """The httpx path of one exchange: redirects followed, then the whole body
+        (the final response is put in ``answered`` before its body is read)."""
+        response = await self._send_following(request, url, limit, started, first)
+        answered.append(response)
+        data = await self._body(
+            _read_capped(response, ticket), _closer(response), response.status_code, url, started
+        )
         return response.status_code, data, response.headers
 
     def _timed_out(self, url: str, limit: float, started: int, answered: bool) -> CallFailure:
@@ -652,15 +663,9 @@ class TaguruClient:
                 if _is_redirect(answer.status) or "Content-Encoding" in answer.headers:
                     request = self._new_request(method, url, content, limit)
                     first = _DirectAiohttp.as_httpx(answer, request)
-                    response = await self._send_following(request, url, limit, started, first)
-                    data = await self._body(
-                        _read_capped(response, ticket),
-                        _closer(response),
-                        response.status_code,
-                        url,
-                        started,
+                    return await self._follow_and_read(
+                        request, url, limit, started, ticket, [], first
                     )
-                    return response.status_code, data, response.headers
                 data = await self._body(
                     _read_aiohttp(answer, ticket),
                     _aiohttp_closer(answer),
@@ -877,12 +882,22 @@ class _DirectAiohttp:
 
     @staticmethod
     def serves(transport: httpx.AsyncBaseTransport) -> bool:
-        """Only the plain aiohttp transport, without a proxy."""
+        """Only the plain aiohttp transport, without a proxy, of an httpx-aiohttp
+        that has the parts this path uses (else the httpx path serves it all)."""
         try:
             from httpx_aiohttp import AiohttpTransport
+            from httpx_aiohttp.transport import (  # noqa: F401
+                AiohttpResponseStream,
+                map_aiohttp_exceptions,
+            )
         except ImportError:
             return False
-        return isinstance(transport, AiohttpTransport) and transport.proxy is None
+        return (
+            isinstance(transport, AiohttpTransport)
+            and getattr(transport, "proxy", None) is None
+            and callable(getattr(transport, "get_client", None))
+            and hasattr(transport, "client")
+        )
 
     async def send(self, method: str, wire: _Wire, content: bytes | None) -> ClientResponse:
         """The response (status and headers read, not the body); raises httpx's errors."""
