@@ -211,6 +211,7 @@ def _measure(
     from taguru_eval.run.client import make_transport
     from taguru_eval.run.console import Console
     from taguru_eval.run.runner import network_phase
+    from taguru_eval.score.stats import nearest_rank_index
 
     options = RunOptions(
         eval_path=str(eval_path),
@@ -229,10 +230,9 @@ def _measure(
     cpu = time.process_time() - cpu
     cases = len(phase.outputs)
     latencies = sorted(output["passage"]["latency_ms"] for output in phase.outputs)
-    rank = (50 * len(latencies) + 99) // 100
     return Measured(
         rate=cases / phase.cases_elapsed_s,
-        p50_ms=float(latencies[max(rank, 1) - 1]),
+        p50_ms=float(latencies[nearest_rank_index(len(latencies), 50)]),
         cpu_us=cpu / cases * 1e6,
     )
 
