@@ -25,7 +25,7 @@ and keeps the last value of a repeated key, as the strict reader does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Final
 
@@ -95,42 +95,58 @@ def decode_cases(
     ``None`` when the strict loader must read the file (see the module
     docstring), including when there is no case line at all.
     """
-    if not _lines_open_objects(raw, lines, start, offset):
+    if not _lines_open_objects(lines, start):
         return None
-    arrow = start_reading(memoryview(raw)[offset:])
-    try:
-        decoded = _decode(lines, start)
-    finally:
-        # Waits for Arrow's thread whatever happened (the loader never leaves it running).
-        arrow.result()
+    # Nothing loaded is cyclic, and every tuple decoded is a tracked container: the
+    # collector would rescan them over and over during a large load (both threads).
+    with collector.paused():
+        arrow = start_reading(memoryview(raw)[offset:])
+        try:
+            checked = _decode_and_check(raw, lines, start, offset)
+        finally:
+            # Waits for Arrow's thread whatever happened (the loader never leaves it running).
+            arrow.result()
+        if checked is None:
+            return None
+        case_ids, cases, declared = checked
+        expected = arrow.expected(case_ids, declared)
+        if expected is None:
+            expected = expected_frame(cases)
+        return None if _breaks_a_rule(expected) else (cases, expected)
+
+
+def _decode_and_check(
+    raw: bytes, lines: Sequence[bytes], start: int, offset: int
+) -> tuple[pl.Series, list[EvalCase], list[bool] | None] | None:
+    """The main thread's share, done while Arrow still reads: the cases, Steps B–D
+    over their ids and queries, and ``section_declared`` (``None`` when the bytes
+    hold no ``null``, where a null section is an absent one)."""
+    decoded = _decode(lines, start)
     if decoded is None:
         return None
     cases, case_ids, queries = decoded
     if not cases or len(set(case_ids)) != len(cases):
         return None
-    # Steps B and C over the whole file at once.
     heads = pl.DataFrame({"case_id": case_ids, "query": queries}, schema=_HEADS)
     if heads.select((_blank("case_id") | _blank("query")).any()).item():
         return None
     declared = None if raw.find(b"null", offset) == -1 else _section_declared(cases)
-    expected = arrow.expected(heads["case_id"], declared)
-    if expected is None:
-        expected = expected_frame(cases)
-    return None if _breaks_a_rule(expected) else (cases, expected)
+    return heads["case_id"], cases, declared
 
 
-def _lines_open_objects(raw: bytes, lines: Sequence[bytes], start: int, offset: int) -> bool:
+def _lines_open_objects(lines: Sequence[bytes], start: int) -> bool:
     """Whether every non-blank case line begins (after JSON white space) with ``{``.
 
     A line that does not cannot be a case, so the strict loader answers for the
     file; and Arrow's JSON reader must never see one: a ``null`` where its
     reading begins kills the process (a segmentation fault, seen with pyarrow 26).
     """
-    case_lines = len(lines) - start - (lines[-1] == b"")
-    # The common file first: each of its case lines starts with "{" right after "\n".
-    if raw.count(b"\n{", offset - 1) == case_lines:
+    case_lines = lines[start:]
+    # The common file first: each of its case lines starts with "{" (the last may be empty).
+    opening = sum(map(bytes.startswith, case_lines, repeat(b"{")))
+    if opening == len(case_lines) - (case_lines[-1:] == [b""]):
         return True
-    return all(line.lstrip(b" \t\r")[:1] in (b"{", b"") for line in lines[start:])
+    return all(line.lstrip(b" \t\r")[:1] in (b"{", b"") for line in case_lines)
 
 
 def _decode(
@@ -143,24 +159,21 @@ def _decode(
     case_ids: list[str] = []
     queries: list[str] = []
     try:
-        # Every tuple decoded is a tracked container: collections would run over and
-        # over during a large load without ever finding a cycle.
-        with collector.paused():
-            for index in range(start, len(lines)):
-                line = lines[index]
-                if not line or line.isspace():
-                    continue
-                try:
-                    case = decode(line)
-                except msgspec.ValidationError:
-                    case = _case(_LINE_DECODER.decode(line))
-                else:
-                    if case.options is not _DEFAULT_OPTIONS:
-                        _finish_options(case.options)
-                set_line(case, "line", index + 1)
-                cases.append(case)
-                case_ids.append(case.case_id)
-                queries.append(case.query)
+        for index in range(start, len(lines)):
+            line = lines[index]
+            if not line or line.isspace():
+                continue
+            try:
+                case = decode(line)
+            except msgspec.ValidationError:
+                case = _case(_LINE_DECODER.decode(line))
+            else:
+                if case.options is not _DEFAULT_OPTIONS:
+                    _finish_options(case.options)
+            set_line(case, "line", index + 1)
+            cases.append(case)
+            case_ids.append(case.case_id)
+            queries.append(case.query)
     except (msgspec.DecodeError, msgspec.ValidationError, _NotPlain):
         return None
     return cases, case_ids, queries

@@ -230,24 +230,47 @@ def assemble(entries: dict[str, pl.DataFrame], case_ids: pl.Series) -> pl.DataFr
     parts = []
     for rank, kind in enumerate(EXPECTED_KINDS):
         frame = entries[kind].with_columns(
-            kind=pl.lit(kind, pl.String),
-            kind_rank=pl.lit(rank, pl.UInt8),
-            item_index=pl.col("entry_index"),
+            kind_rank=pl.lit(rank, pl.UInt8), item_index=pl.col("entry_index")
         )
         if kind == "source":
-            frame = frame.filter(pl.struct("entry_row", "paragraph").is_first_distinct())
-            position = pl.int_range(pl.len(), dtype=pl.UInt32)
-            first = pl.when(pl.col("case_index").is_first_distinct()).then(position)
-            frame = frame.with_columns(item_index=position - first.forward_fill())
+            frame = _numbered_sources(frame)
         parts.append(frame)
-    # Case first, then kind; a stable sort keeps declaration order within both.
-    order = pl.col("case_index").cast(pl.UInt64) * len(EXPECTED_KINDS) + pl.col("kind_rank")
-    frame = pl.concat(parts, how="diagonal_relaxed").sort(order, maintain_order=True)
-    frame = frame.with_columns(case_id=case_ids.gather(frame["case_index"]))
+    frame = pl.concat(parts, how="diagonal_relaxed").rechunk()
+    frame = frame.sort(_file_order(frame.height, len(case_ids)))
+    frame = frame.with_columns(
+        case_id=case_ids.gather(frame["case_index"]),
+        kind=pl.col("kind_rank").replace_strict(
+            dict(enumerate(EXPECTED_KINDS)), return_dtype=pl.String
+        ),
+    )
     return frame.select(
         pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype).alias(name)
         for name, dtype in EXPECTED_SCHEMA.items()
     )
+
+
+def _numbered_sources(frame: pl.DataFrame) -> pl.DataFrame:
+    """Source rows with a paragraph listed twice in one entry dropped, numbered per case."""
+    entry = pl.col("entry_row")
+    # An entry's rows are adjacent: only an entry spanning rows can repeat a paragraph,
+    # and hashing every row to find none was a tenth of a large load.
+    if frame.select((entry == entry.shift(1)).any()).item():
+        frame = frame.filter(pl.struct("entry_row", "paragraph").is_first_distinct())
+    position = pl.int_range(pl.len(), dtype=pl.UInt32)
+    case = pl.col("case_index")
+    first = pl.when(case.ne_missing(case.shift(1))).then(position)
+    return frame.with_columns(item_index=position - first.forward_fill())
+
+
+def _file_order(rows: int, cases: int) -> list[pl.Expr]:
+    """Case first, then kind, then declaration: each kind's rows arrive in case order,
+    declaration order within a case, so their position breaks every tie."""
+    group = pl.col("case_index").cast(pl.UInt64) * len(EXPECTED_KINDS) + pl.col("kind_rank")
+    position = pl.int_range(pl.len(), dtype=pl.UInt64)
+    if cases * len(EXPECTED_KINDS) * max(rows, 1) < 1 << 63:
+        # One distinct key per row: no stable sort needed (twice as fast).
+        return [group * rows + position]
+    return [group, position]
 
 
 def _flatten(lists: Sequence[Sequence[Entry]]) -> tuple[pl.DataFrame, list[Entry]]:
