@@ -142,18 +142,26 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON value")
 
 
+_READER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_WRITER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""One reader and one writer for every call (``json.loads``/``dumps`` with options
+build a new one each time)."""
+
+
 def parse_json(text: str) -> object:
     """Parse a response body: no NaN/Infinity literals, no lone surrogate escape,
     a repeated key keeps its last value (EVALUATE.md §0.1); raises ``ValueError``.
 
-    Plain ``json.loads`` on purpose: this runs once per call on the hot path,
+    The stdlib reader on purpose: this runs once per call on the hot path,
     and the lanes type every value they read with ``jsonstrict`` afterwards.
     serde refuses a lone ``\\ud800`` escape, so taguru records such a body as
     "not a taguru response"; strings are only walked when the text holds a
     surrogate escape at all.
     """
+    if text.startswith("\ufeff"):  # json.loads' own refusal, in its words
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     try:
-        value: object = json.loads(text, parse_constant=_reject_constant)
+        value: object = _READER.decode(text)
     except RecursionError:
         raise ValueError("recursion limit exceeded") from None
     if "\\u" in text and _SURROGATE_ESCAPE.search(text):
@@ -549,7 +557,7 @@ class TaguruClient:
         limit = self._timeout_s if timeout_s is None else timeout_s
         content: bytes | None = None
         if body is not None:
-            content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+            content = _WRITER.encode(body).encode()
         try:
             if self._direct is not None:
                 wire = self._wire(method, url, content, limit)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -349,3 +350,29 @@ async def test_misbehaving_server_over_loopback(transport_name: str) -> None:
     assert short.message.startswith(f"{base}/short: unreadable response: ")
     assert garbage.message.startswith(f"{base}/garbage: ")
     assert "\n" not in garbage.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "a": 2.5e-3}',
+        '[1e400, -0.0, 123456789012345678901234567890, "\\u00e9\\ud83d\\ude00"]',
+        "\ufeff{}",
+        '{"a": NaN}',
+        "-Infinity",
+        '{"a": 1',
+        "",
+    ],
+    ids=["repeated-key", "numbers-and-escapes", "bom", "nan", "infinity", "truncated", "empty"],
+)
+def test_parse_json_reads_as_json_loads_without_constants(text: str) -> None:
+    def reject(name: str) -> object:
+        raise ValueError(f"{name} is not a JSON value")
+
+    try:
+        wanted: object = json.loads(text, parse_constant=reject)
+    except ValueError as error:
+        with pytest.raises(type(error), match=re.escape(str(error))):
+            client_module.parse_json(text)
+    else:
+        assert repr(client_module.parse_json(text)) == repr(wanted)
