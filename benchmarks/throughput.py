@@ -26,6 +26,11 @@ client's CPU goes per call is ``profile_client.py``'s, written down in
 
     python benchmarks/throughput.py [--cases 2000] [--concurrency 64] [--repeats 5]
                                     [--transports httpx,aiohttp] [--modes baseline,assembly,padded]
+                                    [--bare] [--bare-busy-us 100]
+
+``--bare`` adds bare aiohttp (no taguru_eval) against the same stub, the
+ceiling of the transport and the event loop; ``--bare-busy-us N`` measures
+what N µs of the client's own work per call costs that ceiling.
 """
 
 from __future__ import annotations
@@ -237,9 +242,13 @@ def _measure(
     )
 
 
-async def _bare_aiohttp_phase(port: int, calls: int, concurrency: int) -> float:
+async def _bare_aiohttp_phase(
+    port: int, calls: int, concurrency: int, busy_us: float = 0.0
+) -> float:
     """Calls per second of aiohttp alone (no taguru_eval): ``concurrency`` workers
-    each posting the search body, reading and JSON-decoding the answer."""
+    each posting the search body, reading and JSON-decoding the answer, then
+    keeping the event loop busy for ``busy_us`` (a stand-in for a client's own
+    work per call)."""
     import aiohttp
 
     url = f"http://127.0.0.1:{port}/contexts/{CONTEXT}/sources/search"
@@ -253,6 +262,10 @@ async def _bare_aiohttp_phase(port: int, calls: int, concurrency: int) -> float:
             for _ in remaining:
                 async with session.post(url, data=body, headers=headers) as answer:
                     json.loads(await answer.read())
+                if busy_us:
+                    until = time.perf_counter() + busy_us / 1e6
+                    while time.perf_counter() < until:
+                        pass
 
         started = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -267,6 +280,26 @@ def _bare_aiohttp(port: int, calls: int, concurrency: int, repeats: int, ideal: 
     print(
         f"bare aiohttp (no taguru_eval, {calls} search calls): {rate:8,.0f} calls/s = "
         f"{rate / ideal:6.1%} of ideal | runs: " + ", ".join(f"{r / ideal:.1%}" for r in rates)
+    )
+    sys.stdout.flush()
+
+
+def _bare_busy(
+    port: int, calls: int, concurrency: int, repeats: int, ideal: float, busy_us: float
+) -> None:
+    """What ``busy_us`` of client work per call costs in call rate: bare aiohttp
+    with and without it, run by run in alternation on the same stub."""
+    rates: dict[float, list[float]] = {0.0: [], busy_us: []}
+    for repeat in range(repeats):
+        for busy in (0.0, busy_us) if repeat % 2 == 0 else (busy_us, 0.0):
+            rates[busy].append(asyncio.run(_bare_aiohttp_phase(port, calls, concurrency, busy)))
+    idle, busy_rate = (statistics.median(rates[key]) / ideal for key in (0.0, busy_us))
+    print(
+        f"bare aiohttp + {busy_us:.0f} µs of loop work per call: {busy_rate:6.1%} of ideal vs "
+        f"{idle:6.1%} without ({(idle - busy_rate) * 100:+.1f} points) | runs: "
+        + ", ".join(f"{r / ideal:.1%}" for r in rates[busy_us])
+        + " vs "
+        + ", ".join(f"{r / ideal:.1%}" for r in rates[0.0])
     )
     sys.stdout.flush()
 
@@ -360,6 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bare", action="store_true", help="also measure bare aiohttp against the same stub"
     )
+    parser.add_argument(
+        "--bare-busy-us",
+        type=float,
+        default=0.0,
+        help="also measure what this much loop work per call costs bare aiohttp",
+    )
     args = parser.parse_args(argv)
 
     stub = Stub(DELAY_S, stub_routes(), lifetime_s=args.stub_lifetime)
@@ -401,6 +440,10 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.flush()
             if args.bare:
                 _bare_aiohttp(port, args.cases, args.concurrency, args.repeats, ideal)
+            if args.bare_busy_us > 0:
+                _bare_busy(
+                    port, args.cases, args.concurrency, args.repeats, ideal, args.bare_busy_us
+                )
             modes = [mode for mode in args.modes.split(",") if mode]
             if modes:
                 _compare_modes(big, port, args.concurrency, args.repeats, modes, ideal)

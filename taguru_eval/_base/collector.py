@@ -23,6 +23,10 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Final
+
+YOUNG_THRESHOLD: Final = 100_000
+"""Allocations between two collections of the youngest generation inside a scope."""
 
 _settling = False
 
@@ -44,13 +48,16 @@ def long_lived() -> Iterator[None]:
     """A scope in which :func:`settle` may hide long-lived objects from the collector."""
     global _settling
     owns = not _settling and gc.get_freeze_count() == 0
+    thresholds = gc.get_threshold()
     if owns:
         _settling = True
+        gc.set_threshold(max(thresholds[0], YOUNG_THRESHOLD), *thresholds[1:])
     try:
         yield
     finally:
         if owns:
             _settling = False
+            gc.set_threshold(*thresholds)
             gc.unfreeze()
 
 

@@ -85,7 +85,7 @@ _FRAGMENT_ESCAPED = frozenset(b'"<>`')
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 if TYPE_CHECKING:  # aiohttp comes with httpx-aiohttp, which a run can do without
-    from aiohttp import ClientResponse, ClientTimeout
+    from aiohttp import ClientResponse
     from yarl import URL
 
 TransportName = Literal["aiohttp", "httpx"]
@@ -413,7 +413,7 @@ class TaguruClient:
         # With the plain aiohttp transport (no proxy, nothing injected) the common
         # path goes straight to its aiohttp session (see _exchange_direct).
         self._direct = _DirectAiohttp(chosen) if _DirectAiohttp.serves(chosen) else None
-        self._wires: dict[tuple[str, str, bool, float], _Wire] = {}
+        self._wires: dict[tuple[str, str, bool], _Wire] = {}
         self._plain_headers = httpx.Headers(self._http.headers)
         self._json_headers = httpx.Headers(self._http.headers)
         self._json_headers["Content-Type"] = "application/json"
@@ -560,7 +560,7 @@ class TaguruClient:
             content = _WRITER.encode(body).encode()
         try:
             if self._direct is not None:
-                wire = self._wire(method, url, content, limit)
+                wire = self._wire(method, url, content)
             else:
                 request = self._new_request(method, url, content, limit)
         except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
@@ -622,19 +622,14 @@ class TaguruClient:
         finally:
             await close()
 
-    def _wire(self, method: str, url: str, content: bytes | None, limit: float) -> _Wire:
+    def _wire(self, method: str, url: str, content: bytes | None) -> _Wire:
         """What the transport would send for :meth:`_new_request`'s request, built once per
-        URL: its URL text, headers (``content-length`` set per call) and timeouts."""
-        key = (method, url, content is None, limit)
+        URL: its URL text and headers (``content-length`` set per call)."""
+        key = (method, url, content is None)
         wire = self._wires.get(key)
         if wire is None:
-            template = self._new_request(method, url, None if content is None else b"", limit)
-            timeout = template.extensions["timeout"]
-            wire = _Wire(
-                str(template.url),
-                dict(template.headers.items()),
-                (timeout.get("connect"), timeout.get("read"), timeout.get("pool")),
-            )
+            template = self._new_request(method, url, None if content is None else b"", 1.0)
+            wire = _Wire(str(template.url), dict(template.headers.items()))
             if len(self._wires) < _URL_CACHE_SIZE:
                 self._wires[key] = wire
         return wire
@@ -861,7 +856,6 @@ class _Wire:
 
     url: str
     headers: dict[str, str]
-    timeout: tuple[float | None, float | None, float | None]  # connect, read, pool
 
 
 _CHUNK_BYTES: Final = 16 * 1024  # httpx-aiohttp's chunk size
@@ -871,7 +865,7 @@ class _DirectAiohttp:
     """The aiohttp session of an ``AiohttpTransport``, sent to without httpx in between.
 
     Each request goes out exactly as the transport sends it: the same URL
-    text, headers, body, per-phase timeouts and session (so the same pool),
+    text, headers, body and session (so the same pool; no per-phase timeouts),
     under httpx-aiohttp's own mapping of aiohttp's errors to httpx's.
     """
 
@@ -883,10 +877,12 @@ class _DirectAiohttp:
         assert isinstance(transport, AiohttpTransport)
         self._transport = transport
         self._session_type = ClientSession
-        self._timeout_type = ClientTimeout
+        # No per-phase timers: every direct exchange runs under the one overall
+        # deadline (asyncio.timeout), which starts first and so always fires first;
+        # aiohttp's own timers were two more timer handles per call.
+        self._no_timeout = ClientTimeout(total=None)
         self._url_type = URL
         self._urls: dict[str, URL] = {}  # aiohttp parses the URL text each call otherwise
-        self._timeouts: dict[tuple[float | None, float | None, float | None], ClientTimeout] = {}
 
     @staticmethod
     def serves(transport: httpx.AsyncBaseTransport) -> bool:
@@ -922,12 +918,6 @@ class _DirectAiohttp:
             url = self._url_type(wire.url)  # exactly what aiohttp makes of the text
             if len(self._urls) < _URL_CACHE_SIZE:
                 self._urls[wire.url] = url
-        key = wire.timeout
-        client_timeout = self._timeouts.get(key)
-        if client_timeout is None:
-            client_timeout = self._timeouts[key] = self._timeout_type(
-                sock_connect=key[0], sock_read=key[1], connect=key[2]
-            )
         with map_aiohttp_exceptions():
             answer: ClientResponse = await transport.client.request(
                 method=method,
@@ -937,7 +927,7 @@ class _DirectAiohttp:
                 allow_redirects=False,
                 auto_decompress=False,
                 compress=False,
-                timeout=client_timeout,
+                timeout=self._no_timeout,
                 server_hostname=None,  # no sni_hostname extension is ever set here
                 proxy=None,
             ).__aenter__()

@@ -42,3 +42,14 @@ def test_a_process_that_froze_objects_itself_keeps_them_frozen() -> None:
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_a_scope_collects_the_young_generation_less_often_and_restores_the_thresholds() -> None:
+    before = gc.get_threshold()
+    with collector.long_lived():
+        assert gc.get_threshold()[0] == max(before[0], collector.YOUNG_THRESHOLD)
+        assert gc.get_threshold()[1:] == before[1:]
+        with collector.long_lived():
+            assert gc.get_threshold()[0] == max(before[0], collector.YOUNG_THRESHOLD)
+        assert gc.get_threshold()[0] == max(before[0], collector.YOUNG_THRESHOLD)
+    assert gc.get_threshold() == before
