@@ -53,3 +53,13 @@ def test_a_scope_collects_the_young_generation_less_often_and_restores_the_thres
             assert gc.get_threshold()[0] == max(before[0], collector.YOUNG_THRESHOLD)
         assert gc.get_threshold()[0] == max(before[0], collector.YOUNG_THRESHOLD)
     assert gc.get_threshold() == before
+
+
+def test_what_a_pause_made_is_old_when_it_ends() -> None:
+    gc.collect()
+    with collector.paused():
+        made = [[index, []] for index in range(10_000)]
+    # Nothing young is left for the next collection to scan.
+    assert gc.get_count()[0] < 100
+    assert all(gc.is_tracked(row) for row in made[:10])
+    assert any(made[0] is item for item in gc.get_objects(generation=2))
