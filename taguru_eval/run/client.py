@@ -628,6 +628,7 @@ class TaguruClient:
         key = (method, url, content is None)
         wire = self._wires.get(key)
         if wire is None:
+            # Any limit: it only sets httpx's per-phase timeouts, which this path leaves out.
             template = self._new_request(method, url, None if content is None else b"", 1.0)
             wire = _Wire(str(template.url), dict(template.headers.items()))
             if len(self._wires) < _URL_CACHE_SIZE:

@@ -31,9 +31,9 @@ SETTLE_EVERY = 8
 """Cases between two :func:`collector.settle` calls: the finished cases' outputs stay
 until the artifact is written, so the collector stops rescanning them (within the
 pipeline's ``collector.long_lived`` scope, or run_cases' own when it runs alone).
-Settling is a constant-time splice of the collector's lists; every 8 cases it
-keeps the young collections from rescanning up to 256 cases' outputs, as every
-256 did (benchmarks/README.md)."""
+Settling is a constant-time splice of the collector's lists, so it can come
+often: every 256 cases let the young collections rescan up to 256 finished
+outputs again and again (benchmarks/README.md)."""
 
 
 async def run_cases(
