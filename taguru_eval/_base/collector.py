@@ -10,9 +10,10 @@ None of that data is cyclic, so:
 
 * :func:`paused` holds the collector off while acyclic objects are made by
   the hundred thousand (decoding eval.jsonl, building the tables, the
-  artifact and the store), and on leaving hands them to the oldest
-  generation at once: else the first young collection after it scans every
-  one of them (0.9 s after loading 1,000,000 cases);
+  artifact and the store), and on leaving, when it made more than
+  :data:`YOUNG_THRESHOLD` of them, hands them to the oldest generation at
+  once: else the first young collection after it scans every one of them
+  (0.9 s after loading 1,000,000 cases);
 * inside :func:`long_lived`, :func:`settle` moves everything allocated so far
   out of the collector's sight (``gc.freeze``), so a collection only looks
   at what is new; leaving the scope hands it all back (``gc.unfreeze``),
@@ -28,7 +29,8 @@ from contextlib import contextmanager
 from typing import Final
 
 YOUNG_THRESHOLD: Final = 100_000
-"""Allocations between two collections of the youngest generation inside a scope."""
+"""Allocations between two collections of the youngest generation inside a scope,
+and what a pause must have made for its objects to go straight to the oldest one."""
 
 _settling = False
 
@@ -41,9 +43,10 @@ def paused() -> Iterator[None]:
     try:
         yield
     finally:
-        if gc.get_freeze_count() == 0:
+        if gc.get_count()[0] > YOUNG_THRESHOLD and gc.get_freeze_count() == 0:
             # Freezing and thawing moves every tracked object to the oldest
             # generation in constant time (a process's own frozen objects stay put).
+            # Only after bulk work: whatever young garbage the process had goes too.
             gc.freeze()
             gc.unfreeze()
         if enabled:
