@@ -17,6 +17,7 @@ import httpx
 import pytest
 from support.paths import WIRE
 from support.refserver import (
+    BASIC_ASSOCIATIONS,
     Server,
     blank,
     context_path,
@@ -121,7 +122,7 @@ async def recall_as_query(server: Server, fixture: dict[str, Any]) -> httpx.Resp
     cue's subject must produce the recorded page byte for byte.
     """
     await server.create("corpus-a", {"description": "wire-contract corpus"})
-    await server.associate("corpus-a", [dict(BASIC_ITEM)])
+    await server.associate("corpus-a", [dict(BASIC_ASSOCIATIONS[0])])
     await server.store(
         "corpus-a",
         {
@@ -130,16 +131,6 @@ async def recall_as_query(server: Server, fixture: dict[str, Any]) -> httpx.Resp
         },
     )
     return await server.call("POST", context_path("corpus-a", "/query"), {"subject": "alpha"})
-
-
-BASIC_ITEM = {
-    "subject": "alpha",
-    "label": "connects_to",
-    "object": "beta",
-    "weight": 2.0,
-    "source": "doc.md",
-    "paragraph": 0,
-}
 
 
 async def no_context(server: Server, fixture: dict[str, Any]) -> httpx.Response:
