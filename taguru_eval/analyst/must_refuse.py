@@ -75,7 +75,13 @@ def run_facts(document: Mapping[str, Any], tables: Mapping[str, pl.DataFrame]) -
     """The rule, file, embedding model, effective floors and warnings of a run
     given --must-refuse, from its ``inputs``/``corpus`` head and its tables (the
     same floors and warnings the artifact's ``abstention`` block records);
-    ``None`` for any other run."""
+    ``None`` for any other run.
+
+    The warnings are the block's own when ``document`` has it (a whole
+    evaluation.json): only it holds the notes found before the run (a
+    must-refuse filter ``--assembly`` cannot send). A stored run's head stops
+    before the block, so there they are worked out again from the tables,
+    without those notes."""
     inputs = document.get("inputs") or {}
     declared = inputs.get("must_refuse") if isinstance(inputs, Mapping) else None
     if not isinstance(declared, Mapping):
@@ -93,8 +99,17 @@ def run_facts(document: Mapping[str, Any], tables: Mapping[str, pl.DataFrame]) -
         if isinstance(embeddings, Mapping)
         else None,
         floors=floors,
-        warnings=abstention_warnings(str(rule), probes, frames["refusal_cases"], floors),
+        warnings=recorded
+        if (recorded := _recorded_warnings(document)) is not None
+        else abstention_warnings(str(rule), probes, frames["refusal_cases"], floors),
     )
+
+
+def _recorded_warnings(document: Mapping[str, Any]) -> list[str] | None:
+    """The ``abstention`` block's warnings, or ``None`` when the document has no block."""
+    block = document.get("abstention")
+    recorded = block.get("warnings") if isinstance(block, Mapping) else None
+    return [str(text) for text in recorded] if isinstance(recorded, list) else None
 
 
 def trade_off_frame(metrics: pl.DataFrame) -> pl.DataFrame:

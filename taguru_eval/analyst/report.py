@@ -411,7 +411,9 @@ def must_refuse_section(
     """ABSTENTION.md §3.11: the must-refuse population beside the answerable one
     (each rate with its own n), the verdicts by kind and case, and what limits the
     claim; empty for a run without --must-refuse. Read from the tables and the
-    artifact's head, so a stored run and its evaluation.json show the same."""
+    artifact's head, so a stored run and its evaluation.json show the same
+    (but for the notes found before the run, which only a whole evaluation.json
+    holds: see :func:`must_refuse.run_facts`)."""
     facts = must_refuse.run_facts(document, tables)
     if facts is None:
         return ""

@@ -88,6 +88,24 @@ def test_the_report_shows_the_must_refuse_section(page: str, stored: taguru_eval
     assert false_refusal["label"] == "2 / 16"
 
 
+def test_the_report_shows_the_warnings_the_artifact_recorded(stored: taguru_eval.Run) -> None:
+    tables = {
+        **stored.tables.frames(),
+        "metrics": stored.metrics,
+        "refusal_cases": stored.refusal_cases,
+    }
+    head = {key: value for key, value in stored.doc.items() if key != "abstention"}
+    recomputed = must_refuse.run_facts(head, tables)
+    assert recomputed is not None
+    assert recomputed.warnings == stored.doc["abstention"]["warnings"]
+    # A note found before the run (an --assembly filter) lives only in the block.
+    note = "must-refuse case 'mr-tour': options.tags/since/until are not sent under --assembly"
+    block = {**stored.doc["abstention"], "warnings": [note, *recomputed.warnings]}
+    facts = must_refuse.run_facts({**stored.doc, "abstention": block}, tables)
+    assert facts is not None
+    assert facts.warnings == [note, *recomputed.warnings]
+
+
 def test_a_plain_run_has_no_must_refuse_section(tmp_path: Path) -> None:
     with running_server(DATA) as url:
         run = taguru_eval.run(
