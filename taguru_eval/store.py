@@ -510,6 +510,10 @@ def read_origin(run_directory: str | Path) -> RunOrigin | None:
         raise InputError(f"reading {path}: {os_error_text(exc)}", path=str(path)) from None
     except ValueError as exc:  # invalid UTF-8 or JSON
         raise InputError(f"{path}: malformed run.json: {exc}", path=str(path)) from None
+    except RecursionError:
+        raise InputError(
+            f"{path}: malformed run.json: recursion limit exceeded", path=str(path)
+        ) from None
     fields = recorded if isinstance(recorded, dict) else {}
     kind, writer, source = fields.get("kind"), fields.get("writer"), fields.get("source")
     if kind not in ("run", "ingest") or not isinstance(writer, str):

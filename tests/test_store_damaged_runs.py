@@ -56,7 +56,13 @@ def _wrong_type(path: Path) -> None:
         path.write_text('{"kind": 5, "writer": "taguru_eval 0.1.0"}', encoding="utf-8")
 
 
+def _deeply_nested(path: Path) -> None:
+    # Past Python's recursion limit: a JSON reader must fail with a message, not a trace.
+    path.write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")
+
+
 DAMAGES: dict[str, Callable[[Path], None]] = {
+    "deeply-nested": _deeply_nested,
     "truncated": _truncate,
     "garbage": _garbage,
     "wrong-type": _wrong_type,

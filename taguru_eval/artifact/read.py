@@ -46,6 +46,8 @@ def parse_artifact(text: str, path: str) -> dict[str, Any]:
         ) from None
     except ValueError as exc:
         raise InputError(f"{path}: not valid JSON: {exc}", path=path) from None
+    except RecursionError:
+        raise InputError(f"{path}: not valid JSON: recursion limit exceeded", path=path) from None
     if not isinstance(doc, dict):
         raise InputError(f"{path}: not an evaluation.json: expected a JSON object", path=path)
     stamp = doc.get("taguru_evaluation")

@@ -107,6 +107,8 @@ def parse_args(argv: Sequence[str]) -> ImportArgs | None:
         if flag in values and "--context" not in values:
             raise UsageError(f"{flag} requires --context")
     csv_path = positionals[0]
+    if not Path(csv_path).name:
+        raise UsageError(f"import-golden takes a CSV file, not '{csv_path}'")
     stem = str(Path(csv_path).with_suffix(""))
     return ImportArgs(
         csv=csv_path,

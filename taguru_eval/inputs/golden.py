@@ -98,7 +98,8 @@ class _Row:
 def _read_rows(path: Path, shown: str) -> tuple[list[str], list[_Row], bool]:
     _raw, text = read_utf8(path, shown)
     bom = text.startswith(_BOM)
-    reader = csv.reader(io.StringIO(text.removeprefix(_BOM), newline=""))
+    # strict: an unclosed quote is an error, not the rest of the file read as one cell.
+    reader = csv.reader(io.StringIO(text.removeprefix(_BOM), newline=""), strict=True)
     try:
         header = next(reader, None)
         if header is None or not any(cell.strip() for cell in header):

@@ -185,6 +185,11 @@ def test_what_citenexus_would_misread_is_a_warning(tmp_path: Path) -> None:
             "case_id 'a' repeats row 1",
         ),
         ("question,question\nq,q\n", [], "repeated header column(s): question"),
+        (
+            'question,expected\n"What is x?,1\nWhat is y?,2\n',
+            [],
+            "line 3: not valid CSV: unexpected end of data",
+        ),
     ],
 )
 def test_malformed_input_is_exit_2(tmp_path: Path, csv: str, args: list[str], message: str) -> None:
@@ -202,6 +207,9 @@ def test_usage_errors() -> None:
     assert code == 2 and "--blank-expected must be 'must-refuse' or 'skip'" in err
     code, _out, err = run(["a.csv", "--source-template", "x/{}"])
     assert code == 2 and "--source-template requires --sources-column" in err
+    for no_file in (".", "", "/"):
+        code, _out, err = run([no_file])
+        assert code == 2 and f"import-golden takes a CSV file, not '{no_file}'" in err
     code, out, _err = run(["--help"])
     assert code == 0 and out.startswith("usage: python -m taguru_eval import-golden")
 
