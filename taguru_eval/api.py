@@ -38,7 +38,7 @@ from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, REFUSAL_RULES, RunOptions
 from taguru_eval.pipeline import RunResult, execute_async
 from taguru_eval.run.console import CaseProgress, Console, Progress
-from taguru_eval.store import read_origin, read_tables, scan_runs
+from taguru_eval.store import read_origin, read_tables, require_tables, scan_runs
 from taguru_eval.tables.schemas import TABLE, RunTables, conform
 
 T = TypeVar("T")
@@ -236,6 +236,7 @@ def _load_stored(directory: Path) -> Run:
         raise InputError(f"{directory}: not a stored run (no {ARTIFACT_NAME})", path=str(directory))
     doc = read_artifact(artifact)
     read_origin(directory)  # a damaged run.json is an error here, as any damaged file is
+    require_tables(directory)  # a lost hits.parquet must not read as a run that served nothing
     frames = read_tables(directory)
     run_id = directory.name.removeprefix("run=")
 

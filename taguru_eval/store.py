@@ -255,6 +255,47 @@ def require_store(store_dir: str | Path) -> Path:
     return path
 
 
+ALWAYS_STORED: Final = (
+    "calls",
+    "case_lanes",
+    "hits",
+    "resolutions",
+    "probes",
+    "attributions",
+    "citation_checks",
+    "cases",
+    "metrics",
+)
+"""The tables every version of the store has written for every run. A run
+directory without one of them is damaged (a file deleted or lost by hand): read
+as an empty table it would say the run served no hit. The later tables
+(``evidence_items``, ``refusal_*``) are absent from runs stored before them."""
+
+
+def missing_table(run_directory: str | Path, tables: Sequence[str] = ALWAYS_STORED) -> Path | None:
+    """The file of the first of ``tables`` every stored run holds that this run
+    directory lacks (:data:`ALWAYS_STORED`), or ``None``."""
+    directory = Path(run_directory)
+    for name in tables:
+        path = directory / TABLE[name].file_name
+        if name in ALWAYS_STORED and not path.is_file():
+            return path
+    return None
+
+
+def missing_table_error(path: Path) -> InputError:
+    """The error for a stored run's missing table file."""
+    return table_error(path, "the file is missing (every stored run holds this table)")
+
+
+def require_tables(run_directory: str | Path, tables: Sequence[str] = ALWAYS_STORED) -> None:
+    """An :class:`InputError` naming the first of ``tables`` every stored run holds
+    that ``run_directory`` lacks."""
+    missing = missing_table(run_directory, tables)
+    if missing is not None:
+        raise missing_table_error(missing)
+
+
 def checked_schema(
     path: str | Path, declared: Mapping[str, pl.DataType], shown: str | Path | None = None
 ) -> dict[str, pl.DataType]:
@@ -313,16 +354,25 @@ def table_files(
     other one is left out with a :class:`DamagedRunWarning` naming it.
 
     An extra column (one a catalog adds) takes the type of the first run that
-    has it; a later run holding it with another type is left out too.
+    has it; a later run holding it with another type is left out too. A run
+    without the file of a table every run holds (:data:`ALWAYS_STORED`) is
+    left out with a warning too: it is damaged, not a run with no rows.
     """
     spec = table_spec(table, catalog)
     root = require_store(store_dir)
     columns: dict[str, pl.DataType] = dict(spec.polars)
     usable: list[Path] = []
     if run_dirs is None:
+        artifacts = sorted(root.glob(f"context=*/run=*/{ARTIFACT_NAME}"))
+        run_dirs = [artifact.parent for artifact in artifacts]
         candidates = table_paths(root, table)
     else:
         candidates = [path for path in (d / spec.file_name for d in run_dirs) if path.is_file()]
+    if table in ALWAYS_STORED:
+        for directory in run_dirs:
+            missing = missing_table(directory, (table,))
+            if missing is not None:
+                warn_damaged(missing_table_error(missing))
     for path in candidates:
         try:
             found = checked_schema(path, columns)
@@ -341,10 +391,12 @@ _DECLARED: Final[Mapping[str, pl.Schema]] = {spec.name: spec.polars for spec in 
 
 def check_run(run_directory: str | Path, tables: Sequence[str] = ("cases", "metrics")) -> None:
     """Check the cheap signs of a stored run's health: its ``run.json`` (when
-    present) and the footers and column types of its ``tables`` files. The
-    first damaged file is an :class:`InputError` naming it."""
+    present) and the footers and column types of its ``tables`` files (each
+    one every run holds present). The first damaged or missing file is an
+    :class:`InputError` naming it."""
     directory = Path(run_directory)
     read_origin(directory)
+    require_tables(directory, tables)
     for name in tables:
         path = directory / TABLE[name].file_name
         if path.is_file():

@@ -61,13 +61,27 @@ def _deeply_nested(path: Path) -> None:
     path.write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")
 
 
+def _missing(path: Path) -> None:
+    path.unlink()
+
+
 DAMAGES: dict[str, Callable[[Path], None]] = {
     "deeply-nested": _deeply_nested,
+    "missing": _missing,
     "truncated": _truncate,
     "garbage": _garbage,
     "wrong-type": _wrong_type,
 }
 FILES = ("metrics.parquet", "cases.parquet", "evaluation.json", "run.json")
+DAMAGED_FILES = [
+    (file_name, how)
+    for file_name in FILES
+    for how in sorted(DAMAGES)
+    # A run without run.json is one stored before it existed; without evaluation.json,
+    # not a run at all.
+    if how != "missing" or file_name.endswith(".parquet")
+]
+"""Every damage of every file a report or the drift helpers read."""
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +118,7 @@ def report_cli(argv: list[str]) -> tuple[int, str]:
     return code, err.getvalue()
 
 
-@pytest.mark.parametrize("how", sorted(DAMAGES))
-@pytest.mark.parametrize("file_name", FILES)
+@pytest.mark.parametrize(("file_name", "how"), DAMAGED_FILES)
 def test_report_on_another_run_exits_0_and_warns_naming_the_file(
     store: Path, tmp_path: Path, file_name: str, how: str
 ) -> None:
@@ -122,8 +135,7 @@ def test_report_on_another_run_exits_0_and_warns_naming_the_file(
     assert "Drift over 2 stored runs" in out.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("how", sorted(DAMAGES))
-@pytest.mark.parametrize("file_name", FILES)
+@pytest.mark.parametrize(("file_name", "how"), DAMAGED_FILES)
 def test_report_on_the_damaged_run_itself_is_one_error_naming_the_file(
     store: Path, tmp_path: Path, file_name: str, how: str
 ) -> None:
@@ -136,8 +148,7 @@ def test_report_on_the_damaged_run_itself_is_one_error_naming_the_file(
     assert not (tmp_path / "report.html").exists()
 
 
-@pytest.mark.parametrize("how", sorted(DAMAGES))
-@pytest.mark.parametrize("file_name", FILES)
+@pytest.mark.parametrize(("file_name", "how"), DAMAGED_FILES)
 def test_the_drift_helpers_leave_the_damaged_run_out_with_a_warning(
     store: Path, file_name: str, how: str
 ) -> None:
@@ -155,8 +166,10 @@ def test_the_drift_helpers_leave_the_damaged_run_out_with_a_warning(
     assert sorted(cases.get_column("run").unique().to_list()) == healthy
 
 
-@pytest.mark.parametrize("how", sorted(DAMAGES))
-@pytest.mark.parametrize("file_name", FILES)
+@pytest.mark.parametrize(
+    ("file_name", "how"),
+    [*DAMAGED_FILES, ("hits.parquet", "missing"), ("calls.parquet", "missing")],
+)
 def test_load_run_of_the_damaged_run_raises_input_error_naming_the_file(
     store: Path, file_name: str, how: str
 ) -> None:

@@ -17,6 +17,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -106,10 +107,63 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     ``path`` keeps whatever it held before.
     """
     target = Path(path)
-    directory = target.parent
+    temp = _staged(target, data)
+    try:
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    fsync_directory(target.parent)
+
+
+class WriteFailed(OSError):
+    """One of the files :func:`write_all_atomic` writes could not be written."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(error.errno, error.strerror)
+        self.path = path
+        self.error = error
+
+
+def write_all_atomic(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> None:
+    """Write every file of a set or none of them: each is written to a temp file
+    beside its target (as :func:`write_bytes_atomic`), and only once all are
+    written are they renamed into place, so a full disk or a missing directory
+    halfway leaves every target as it was (only a rename failing after another
+    succeeded, a directory removed meanwhile, could leave part of the set). A
+    failure is :class:`WriteFailed` naming the file; the temp files are removed.
+    """
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files:
+            target = Path(path)
+            try:
+                staged.append((_staged(target, data), target))
+            except OSError as exc:
+                raise WriteFailed(target, exc) from exc
+        for index, (temp, target) in enumerate(staged):
+            try:
+                os.replace(temp, target)
+            except OSError as exc:
+                raise WriteFailed(target, exc) from exc
+            staged[index] = (target, target)  # in place: nothing to clean up
+    except BaseException:
+        for temp, target in staged:
+            if temp != target:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp)
+        raise
+    for directory in dict.fromkeys(target.parent for _, target in staged):
+        fsync_directory(directory)
+
+
+def _staged(target: Path, data: bytes) -> Path:
+    """``data`` written and flushed to a fresh temp file beside ``target`` (removed
+    again on failure)."""
     remove_abandoned_temp_files(target)
     fd, temp = tempfile.mkstemp(
-        dir=directory, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp"
+        dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp"
     )
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -120,12 +174,11 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temp, 0o666 & ~umask)
-        os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
-    fsync_directory(directory)
+    return Path(temp)
 
 
 def fsync_directory(directory: str | os.PathLike[str]) -> None:

@@ -42,7 +42,7 @@ from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import Budget, read_view
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.contract import ARTIFACT_NAME
-from taguru_eval.store import RunOrigin, read_origin, read_table
+from taguru_eval.store import RunOrigin, read_origin, read_table, require_tables
 from taguru_eval.tables.schemas import TABLE
 
 _RATIO_METRICS_UNIT: Final = "ratio"
@@ -125,7 +125,12 @@ class ReportRun:
 
 
 def _stored_tables(directory: Path) -> bool:
-    return all((directory / TABLE[name].file_name).is_file() for name in ("cases", "metrics"))
+    """Whether ``directory`` is a stored run: it holds the tables of one (raises
+    naming the first missing table every stored run holds when it holds any)."""
+    if not any(directory.glob("*.parquet")):
+        return False
+    require_tables(directory, _REPORT_TABLES)
+    return True
 
 
 def load_report_run(run: str | Path) -> ReportRun:

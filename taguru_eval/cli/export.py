@@ -17,7 +17,7 @@ from typing import Final, TextIO
 
 from taguru_eval.analyst.export import trec_qrels, trec_run, wildcard_expectations
 from taguru_eval.api import load_run
-from taguru_eval.cli.flags import run_subcommand, scan_flags, write_report
+from taguru_eval.cli.flags import run_subcommand, scan_flags, write_reports
 from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
@@ -46,7 +46,7 @@ arguments:
   RUN          a stored run directory (runs/context=<ctx>/run=<id>/) or an
                evaluation.json
   --trec DIR   where to write run.trec and qrels.trec (created if missing;
-               each file is replaced atomically)
+               both files are replaced atomically, together or not at all)
   --eval FILE  the eval.jsonl the qrels come from (default: the file the run
                recorded as inputs.eval.path, when it exists)
   -h, --help   show this help and exit
@@ -103,14 +103,16 @@ def export(args: ExportArgs, out: TextIO, err: TextIO) -> int:
     eval_path = _eval_source(args, recorded)
     eval_set = load_eval(eval_path)
     directory = Path(args.trec)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--trec {args.trec} is a file; it names the directory to write into")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunError(f"creating {directory}: {os_error_text(exc)}") from None
     run_text = trec_run(run.tables.hits, run.run_id)
     qrels_text = trec_qrels(eval_set.expected)
-    write_report(directory / RUN_FILE, run_text)
-    write_report(directory / QRELS_FILE, qrels_text)
+    # Both or neither: a run file beside the qrels of another export misleads every tool.
+    write_reports([(directory / RUN_FILE, run_text), (directory / QRELS_FILE, qrels_text)])
     wildcards = wildcard_expectations(eval_set.expected)
     if wildcards:
         err.write(

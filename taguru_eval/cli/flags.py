@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO, TypeVar
 
-from taguru_eval._base.files import write_bytes_atomic
+from taguru_eval._base.files import WriteFailed, write_all_atomic, write_bytes_atomic
 from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
@@ -135,6 +135,15 @@ def scan_flags(
         found.positionals.append(arg)
         index += 1
     return found
+
+
+def write_reports(files: Sequence[tuple[str | Path, str]]) -> None:
+    """Write a set of output files, all of them or none (:func:`write_all_atomic`);
+    a failure is a :class:`RunError` (exit 1) naming the file."""
+    try:
+        write_all_atomic([(path, text.encode("utf-8")) for path, text in files])
+    except WriteFailed as exc:
+        raise RunError(f"writing {exc.path}: {os_error_text(exc.error)}") from None
 
 
 def write_report(path: str | Path, text: str) -> None:

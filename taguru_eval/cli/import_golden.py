@@ -3,7 +3,8 @@
 The logic is :mod:`taguru_eval.inputs.golden`; this module parses the flags,
 optionally checks the mapped sources against a context (``--context``, like
 taguru's own exit 2 on an unknown source), writes the eval.jsonl, the
-must-refuse file and the report atomically, and prints where every row went.
+must-refuse file and the report atomically as one set (all three or none;
+no output may be the CSV or another output), and prints where every row went.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
-from taguru_eval.cli.flags import run_subcommand, scan_flags, write_report
+from taguru_eval.cli.flags import run_subcommand, scan_flags, write_reports
 from taguru_eval.errors import EXIT_OK, PREFIX, InputError, UsageError
 from taguru_eval.inputs.config import effective_env, resolve_base_url, resolve_token
 from taguru_eval.inputs.golden import GoldenImport, GoldenOptions, import_golden, report_text
@@ -110,11 +111,17 @@ def parse_args(argv: Sequence[str]) -> ImportArgs | None:
     if not Path(csv_path).name:
         raise UsageError(f"import-golden takes a CSV file, not '{csv_path}'")
     stem = str(Path(csv_path).with_suffix(""))
+    outputs = {
+        "--eval-out": values.get("--eval-out", f"{stem}.eval.jsonl"),
+        "--must-refuse-out": values.get("--must-refuse-out", f"{stem}.must_refuse.jsonl"),
+        "--report-out": values.get("--report-out", f"{stem}.import-report.json"),
+    }
+    _refuse_overlapping_outputs(csv_path, outputs)
     return ImportArgs(
         csv=csv_path,
-        eval_out=values.get("--eval-out", f"{stem}.eval.jsonl"),
-        must_refuse_out=values.get("--must-refuse-out", f"{stem}.must_refuse.jsonl"),
-        report_out=values.get("--report-out", f"{stem}.import-report.json"),
+        eval_out=outputs["--eval-out"],
+        must_refuse_out=outputs["--must-refuse-out"],
+        report_out=outputs["--report-out"],
         options=GoldenOptions(
             name=values.get("--name"),
             id_prefix=values.get("--id-prefix", "golden"),
@@ -127,6 +134,16 @@ def parse_args(argv: Sequence[str]) -> ImportArgs | None:
         url=values.get("--url"),
         config=values.get("--config"),
     )
+
+
+def _refuse_overlapping_outputs(csv_path: str, outputs: dict[str, str]) -> None:
+    """Every output a file of its own, none of them the CSV being read."""
+    seen = {os.path.realpath(csv_path): "the CSV"}
+    for flag, path in outputs.items():
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UsageError(f"{flag} '{path}' is the same file as {seen[real]}")
+        seen[real] = flag
 
 
 def check_sources(args: ImportArgs, imported: GoldenImport) -> None:
@@ -160,13 +177,16 @@ def run_import(args: ImportArgs, out: TextIO, err: TextIO) -> int:
         "eval": None if imported.eval_text is None else args.eval_out,
         "must_refuse": None if imported.must_refuse_text is None else args.must_refuse_out,
     }
-    for path, text in (
-        (args.eval_out, imported.eval_text),
-        (args.must_refuse_out, imported.must_refuse_text),
-    ):
-        if text is not None:
-            write_report(path, text)
-    write_report(args.report_out, report_text(report))
+    outputs = [
+        (path, text)
+        for path, text in (
+            (args.eval_out, imported.eval_text),
+            (args.must_refuse_out, imported.must_refuse_text),
+            (args.report_out, report_text(report)),
+        )
+        if text is not None
+    ]
+    write_reports(outputs)  # the set or nothing: never a new eval.jsonl beside an old report
     counts = imported.counts
     out.write(
         f"import-golden: {report['rows']} row(s) from {args.csv} — {counts['eval']} to "

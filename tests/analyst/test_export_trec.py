@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,34 @@ def test_identifiers_stay_one_field_and_grades_keep_the_highest() -> None:
     assert trec_run(hits, "tag x") == (
         "a%20b%25c Q0 dir/my%20doc.md#4 1 3 tag%20x\na%20b%25c Q0 other.md#0 2 2 tag%20x\n"
     )
+
+
+def test_a_stored_run_that_lost_its_hits_is_an_error_not_an_empty_run_file(
+    stored: dict[str, Any], tmp_path: Path
+) -> None:
+    run_dir = tmp_path / Path(stored["run"].path).name
+    shutil.copytree(stored["run"].path, run_dir)
+    (run_dir / "hits.parquet").unlink()
+    out, err = io.StringIO(), io.StringIO()
+    argv = [str(run_dir), "--trec", str(tmp_path / "t"), "--eval", str(EVAL)]
+    assert main(argv, stdout=out, stderr=err) == 2
+    assert err.getvalue() == (
+        f"{PREFIX}{run_dir / 'hits.parquet'}: malformed run-store table: "
+        "the file is missing (every stored run holds this table)\n"
+    )
+    assert not (tmp_path / "t").exists()
+
+
+def test_trec_naming_a_file_is_a_usage_error_and_the_file_stays(
+    stored: dict[str, Any], tmp_path: Path
+) -> None:
+    target = tmp_path / "results.trec"
+    target.write_text("mine\n", encoding="utf-8")
+    err = io.StringIO()
+    argv = [str(stored["run"].path), "--trec", str(target), "--eval", str(EVAL)]
+    assert main(argv, stdout=io.StringIO(), stderr=err) == 2
+    assert err.getvalue() == (
+        f"{PREFIX}--trec {target} is a file; it names the directory to write into"
+        " — try 'python -m taguru_eval export --help'\n"
+    )
+    assert target.read_text(encoding="utf-8") == "mine\n"

@@ -242,3 +242,47 @@ def test_context_checks_the_mapped_sources(law: Path, tmp_path: Path, server: st
 def test_the_subcommand_is_registered(law: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["import-golden", str(law), "--blank-expected", "skip"]) == 0
     assert "import-golden: 6 row(s)" in capsys.readouterr().out
+
+
+def test_no_output_may_be_the_csv_or_another_output(law: Path, tmp_path: Path) -> None:
+    before = law.read_bytes()
+    same_csv = str(tmp_path / "sub" / ".." / "golden.csv")
+    (tmp_path / "sub").mkdir()
+    code, _out, err = run([str(law), "--blank-expected", "skip", "--eval-out", same_csv])
+    assert code == 2
+    assert f"--eval-out '{same_csv}' is the same file as the CSV" in err
+    shared = str(tmp_path / "out.json")
+    code, _out, err = run(
+        [str(law), "--blank-expected", "skip", "--must-refuse-out", shared, "--report-out", shared]
+    )
+    assert code == 2
+    assert f"--report-out '{shared}' is the same file as --must-refuse-out" in err
+    assert law.read_bytes() == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["golden.csv", "sub"]
+
+
+def test_the_outputs_are_written_all_or_none(law: Path, tmp_path: Path) -> None:
+    eval_out, report_out = tmp_path / "golden.eval.jsonl", tmp_path / "golden.import-report.json"
+    eval_out.write_text("old eval\n", encoding="utf-8")
+    report_out.write_text("old report\n", encoding="utf-8")
+    unwritable = tmp_path / "missing-dir" / "refuse.jsonl"
+    code, out, err = run(
+        [
+            str(law),
+            "--sources-column",
+            "correct_docs",
+            "--must-refuse-out",
+            str(unwritable),
+        ]
+    )
+    assert code == 1
+    assert err.startswith(f"taguru: evaluate: writing {unwritable}: "), err
+    assert out == ""
+    # The eval.jsonl (staged first) and the report are as they were: no half-new set.
+    assert eval_out.read_text(encoding="utf-8") == "old eval\n"
+    assert report_out.read_text(encoding="utf-8") == "old report\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "golden.csv",
+        "golden.eval.jsonl",
+        "golden.import-report.json",
+    ]
