@@ -410,6 +410,27 @@ def test_compare_against_a_base_without_the_block(semantic_vec: taguru_eval.Run)
     assert compare(base, base).header("t").get("abstention") is None
 
 
+def test_compare_counts_a_repeated_must_refuse_case_once_and_warns(
+    semantic_vec: taguru_eval.Run, any_vec: taguru_eval.Run
+) -> None:
+    base = json.loads(json.dumps(semantic_vec.doc))
+    cases = base["abstention"]["cases"]
+    (pets,) = [case for case in cases if case["case_id"] == "mr-pets"]
+    earlier = {**pets, "verdict": "surfaced"}
+    cases.insert(0, earlier)  # an edited document: the last occurrence is the one that counts
+    cases.append(json.loads(json.dumps(pets)))
+    block = compare(base, any_vec.doc).abstention
+    assert block is not None
+    expected = compare(semantic_vec.doc, any_vec.doc).abstention
+    assert expected is not None
+    assert block.to_json()["counts"] == expected.to_json()["counts"]
+    assert block.to_json()["changes"] == expected.to_json()["changes"]
+    assert block.warnings == (
+        "BASE: duplicate must-refuse case_id 'mr-pets' — using the last occurrence",
+        *expected.warnings,
+    )
+
+
 def test_the_compare_command_prints_the_flips_and_writes_the_block(
     semantic_vec: taguru_eval.Run,
     any_vec: taguru_eval.Run,

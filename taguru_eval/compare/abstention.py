@@ -59,11 +59,30 @@ class AbstentionComparison:
         }
 
 
+def _last_occurrences(side: AbstentionSide, label: str) -> tuple[pl.DataFrame, list[str]]:
+    """The side's cases with a repeated case_id kept once (its last occurrence, as
+    compare reads repeated case records), and a warning for each repeated id.
+
+    The must-refuse loader refuses a repeated case_id, so only an edited
+    document holds one; joined as it is, it would count one case several times.
+    """
+    cases = side.cases
+    repeated = cases.filter(~pl.col("case_id").is_last_distinct()).get_column("case_id")
+    if repeated.is_empty():
+        return cases, []
+    warnings = [
+        f"{label}: duplicate must-refuse case_id '{case_id}' — using the last occurrence"
+        for case_id in repeated.unique(maintain_order=True).to_list()
+    ]
+    return cases.filter(pl.col("case_id").is_last_distinct()), warnings
+
+
 def _missing_side(present: AbstentionSide, side: str, missing: str) -> AbstentionComparison:
     """Every case of the one side with a block is not comparable (§3.10)."""
     verdict = pl.col("verdict")
     absent = pl.lit(None, dtype=pl.String)
-    cases = present.cases.select(
+    kept, repeats = _last_occurrences(present, side)
+    cases = kept.select(
         "case_id",
         "kind",
         (verdict if side == "BASE" else absent).alias("base"),
@@ -76,7 +95,7 @@ def _missing_side(present: AbstentionSide, side: str, missing: str) -> Abstentio
         f"{missing} has no abstention block (a run without --must-refuse, or a file taguru "
         f"wrote): the {cases.height} must-refuse case(s) of {side} are not comparable"
     )
-    return AbstentionComparison(counts, cases, (warning,))
+    return AbstentionComparison(counts, cases, (*repeats, warning))
 
 
 def compare_abstention(
@@ -90,12 +109,14 @@ def compare_abstention(
         return _missing_side(head, "HEAD", "BASE")
     if head is None:
         return _missing_side(base, "BASE", "HEAD")
+    base_cases, base_repeats = _last_occurrences(base, "BASE")
+    head_cases, head_repeats = _last_occurrences(head, "HEAD")
     joined = (
-        base.cases.select(
+        base_cases.select(
             "case_id", pl.col("kind").alias("base_kind"), pl.col("verdict").alias("base")
         )
         .join(
-            head.cases.select(
+            head_cases.select(
                 "case_id", pl.col("kind").alias("head_kind"), pl.col("verdict").alias("head")
             ),
             on="case_id",
@@ -125,7 +146,8 @@ def compare_abstention(
     for name, count in classified.group_by("direction").len().iter_rows():
         counts[name] = count
     changes = classified.filter(pl.col("direction") != "unchanged").sort("case_id")
-    return AbstentionComparison(counts, changes, tuple(_warnings(base, head)))
+    warnings = (*base_repeats, *head_repeats, *_warnings(base, head))
+    return AbstentionComparison(counts, changes, warnings)
 
 
 def _warnings(base: AbstentionSide, head: AbstentionSide) -> list[str]:
