@@ -39,6 +39,8 @@ class TaguruEvalError(Exception):
     """Base of every error the CLI renders as one line plus an exit code."""
 
     exit_code: int = EXIT_RUN_FAILED
+    carries_prefix: bool = False
+    """The message is the whole stderr text, prefix included (printed as it is)."""
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
         message = one_line(message)
@@ -87,11 +89,19 @@ class LinesError(InputError):
     escaped on its own, so the error stays exactly ``len(lines)`` lines.
     """
 
+    carries_prefix = True
+
     def __init__(self, lines: Sequence[str]) -> None:
         super().__init__(lines[0] if lines else "")
         self.lines = tuple(one_line(line) for line in lines)
         self.message = "\n".join(self.lines)
         self.args = (self.message,)
+
+
+def error_text(error: TaguruEvalError) -> str:
+    """What stderr shows for ``error`` (a usage error's hint aside): its message
+    under the ``taguru: evaluate:`` prefix, unless it carries its own."""
+    return error.message if error.carries_prefix else f"{PREFIX}{error.message}"
 
 
 class RunError(TaguruEvalError):

@@ -27,6 +27,7 @@ from taguru_eval.errors import (
     TaguruEvalError,
     TaguruEvalWarning,
     UsageError,
+    error_text,
     os_error_text,
 )
 
@@ -86,7 +87,7 @@ def run_subcommand(
         err.write(f"{PREFIX}{exc.message} — try 'python -m taguru_eval {word} --help'\n")
         return exc.exit_code
     except TaguruEvalError as exc:
-        err.write(f"{PREFIX}{exc.message}\n")
+        err.write(f"{error_text(exc)}\n")
         return exc.exit_code
 
 

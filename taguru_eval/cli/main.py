@@ -56,6 +56,7 @@ from taguru_eval.errors import (
     USAGE_SUFFIX,
     TaguruEvalError,
     UsageError,
+    error_text,
 )
 
 SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
@@ -81,9 +82,7 @@ MSG_UNKNOWN_SUBCOMMAND: Final = (
 def _error_line(error: TaguruEvalError) -> str:
     if isinstance(error, UsageError):
         return f"{PREFIX}{error.message}{USAGE_SUFFIX}"
-    if error.message.startswith("taguru: "):  # config-file lines carry their own prefix
-        return error.message
-    return f"{PREFIX}{error.message}"
+    return error_text(error)
 
 
 def subcommand(word: str, args: Sequence[str]) -> int:

@@ -111,7 +111,10 @@ Warn = Callable[[str], None]
 
 
 class ConfigError(InputError):
-    """A bad ``--config`` file; the message is the complete stderr line."""
+    """A bad ``--config`` file; the message is the complete stderr line (taguru's
+    own ``taguru: …`` words, ERRATA (4))."""
+
+    carries_prefix = True
 
 
 def _stderr(line: str) -> None:
