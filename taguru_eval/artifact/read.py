@@ -42,7 +42,9 @@ def parse_artifact(text: str, path: str) -> dict[str, Any]:
         doc = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise InputError(
-            f"{path}: line {exc.lineno}: not valid JSON: {exc.msg}", path=path, line=exc.lineno
+            f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON: {exc.msg}",
+            path=path,
+            line=exc.lineno,
         ) from None
     except ValueError as exc:
         raise InputError(f"{path}: not valid JSON: {exc}", path=path) from None

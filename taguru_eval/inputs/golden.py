@@ -227,6 +227,14 @@ def import_golden(path: str | Path, options: GoldenOptions | None = None) -> Gol
     width = max(3, len(str(len(rows))))
     if importer.decision is None and opts.blank_expected is None:
         blank = [row.number for row in rows if not trim(importer.cell(row, importer.expected))]
+        if blank and importer.expected is None:
+            raise InputError(
+                f"{shown}: the file has neither an 'expected' nor an 'expect_decision' column, "
+                f"so all {len(rows)} row(s) read as blank-expected; in citenexus a blank expected "
+                "means 'any answer counts', not 'refuse' — pass --blank-expected must-refuse "
+                "or --blank-expected skip",
+                path=shown,
+            )
         if blank:
             listed = ", ".join(str(number) for number in blank[:20])
             more = f" and {len(blank) - 20} more" if len(blank) > 20 else ""

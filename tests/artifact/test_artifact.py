@@ -472,7 +472,7 @@ def test_written_file_has_no_trailing_newline(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ('{"taguru_evaluation": 1,', "line 1: not valid JSON"),
+        ('{"taguru_evaluation": 1,', "line 1 column 25: not valid JSON"),
         ('{"taguru_evaluation": NaN}', "not valid JSON"),
         ("[1]", "expected a JSON object"),
         ("{}", "taguru_evaluation"),

@@ -155,6 +155,21 @@ def test_a_bare_question_expected_csv_needs_a_decision_about_blank_rows(tmp_path
     assert report_of(tmp_path / "r.json")["counts"]["skipped"] == 1
 
 
+def test_a_csv_without_an_expected_column_says_so_when_asking_for_a_decision(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "questions.csv"
+    path.write_text("question\nWhat year?\nWho brews?\n", encoding="utf-8")
+    code, out, err = run([str(path)])
+    assert (code, out) == (2, "")
+    assert err == (
+        f"taguru: evaluate: {path}: the file has neither an 'expected' nor an "
+        "'expect_decision' column, so all 2 row(s) read as blank-expected; in citenexus a "
+        "blank expected means 'any answer counts', not 'refuse' — pass --blank-expected "
+        "must-refuse or --blank-expected skip\n"
+    )
+
+
 def test_what_citenexus_would_misread_is_a_warning(tmp_path: Path) -> None:
     path = tmp_path / "padded.csv"
     path.write_bytes(
