@@ -34,7 +34,12 @@ from taguru_eval.inputs.must_refuse import load_must_refuse
 from taguru_eval.options import DEFAULT_CONCURRENCY
 from taguru_eval.run.bands import SWEEP_FLOOR, sweep
 from taguru_eval.run.client import TaguruClient
-from taguru_eval.run.preflight import check_health, read_context
+from taguru_eval.run.preflight import (
+    check_expected_sources,
+    check_health,
+    read_context,
+    walk_sources,
+)
 from taguru_eval.score.bands import Bands, bands
 from taguru_eval.tables.schemas import POPULATION_EVAL
 
@@ -173,6 +178,8 @@ def run_bands(args: BandsArgs, out: TextIO, _err: TextIO) -> int:
         async with TaguruClient(base_url, resolve_token(env)) as client:
             await check_health(client, mask_url(base_url))
             await read_context(client, args.context)
+            # As run mode (exit 2): a misspelled source would read as a case never served.
+            check_expected_sources(eval_set, args.context, await walk_sources(client, args.context))
             return await sweep(
                 client,
                 args.context,

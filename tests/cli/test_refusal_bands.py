@@ -146,6 +146,25 @@ def test_the_command_reports_and_exits_by_what_it_found(tmp_path: Path) -> None:
     )
 
 
+def test_an_expected_source_the_context_does_not_carry_is_exit_2(tmp_path: Path) -> None:
+    text = (DATA / "sake" / "eval.jsonl").read_text("utf-8")
+    misspelled = tmp_path / "eval.jsonl"
+    misspelled.write_text(text.replace("corpus/rice.md", "corpus/rice.markdown"), "utf-8")
+    args = [
+        "--eval", str(misspelled),
+        "--must-refuse", str(DATA / "sake" / "must_refuse.jsonl"),
+        "--context", "sake",
+    ]  # fmt: skip
+    with running_server(DATA, vector_lane=True) as url:
+        code, out, err = _run([*args, "--url", url])
+    assert (code, out) == (2, "")
+    lines = err.splitlines()
+    unknown = "expected_sources names 'corpus/rice.markdown', which 'sake' does not carry"
+    assert lines and all(
+        line.startswith("taguru: evaluate: case '") and line.endswith(unknown) for line in lines
+    ), err
+
+
 def test_usage() -> None:
     code, _out, err = _run(["--eval", "e"])
     assert code == 2 and "--must-refuse is required" in err
