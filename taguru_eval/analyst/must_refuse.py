@@ -78,10 +78,10 @@ def run_facts(document: Mapping[str, Any], tables: Mapping[str, pl.DataFrame]) -
     ``None`` for any other run.
 
     The warnings are the block's own when ``document`` has it (a whole
-    evaluation.json): only it holds the notes found before the run (a
-    must-refuse filter ``--assembly`` cannot send). A stored run's head stops
-    before the block, so there they are worked out again from the tables,
-    without those notes."""
+    evaluation.json, or a stored run's head the report gave the block's
+    warnings): only it holds the notes found before the run (a must-refuse
+    filter ``--assembly`` cannot send). Without it they are worked out again
+    from the tables, without those notes."""
     inputs = document.get("inputs") or {}
     declared = inputs.get("must_refuse") if isinstance(inputs, Mapping) else None
     if not isinstance(declared, Mapping):

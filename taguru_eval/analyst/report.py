@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 import polars as pl
 
 from taguru_eval._base.html import pairs_html, table_html
@@ -133,6 +134,37 @@ def _stored_tables(directory: Path) -> bool:
     return True
 
 
+class _RecordedWarnings(msgspec.Struct):
+    warnings: list[str] = msgspec.field(default_factory=list)
+
+
+class _Tail(msgspec.Struct):
+    abstention: _RecordedWarnings | None = None
+
+
+_TAIL_DECODER: Final = msgspec.json.Decoder(_Tail)
+"""Reads only the ``abstention`` block's warnings; msgspec skips every other member."""
+
+
+def _with_abstention_warnings(head: dict[str, Any], artifact: Path) -> dict[str, Any]:
+    """A stored run's head with its ``abstention`` block's warnings when the run was
+    given --must-refuse: the block follows the cases the head leaves out, and only
+    it holds the notes found before the run (a filter ``--assembly`` cannot send)."""
+    inputs = head.get("inputs")
+    if "abstention" in head or not (
+        isinstance(inputs, dict) and isinstance(inputs.get("must_refuse"), dict)
+    ):
+        return head
+    try:
+        tail = _TAIL_DECODER.decode(artifact.read_bytes())
+    except (OSError, msgspec.DecodeError):
+        # The head already read: the section then works the warnings out from the tables.
+        return head
+    if tail.abstention is None:
+        return head
+    return {**head, "abstention": {"warnings": tail.abstention.warnings}}
+
+
 def load_report_run(run: str | Path) -> ReportRun:
     """Read ``run`` for the report: a stored run from its tables and the head of its
     evaluation.json (validated by compare's reader), anything else from the
@@ -148,7 +180,8 @@ def load_report_run(run: str | Path) -> ReportRun:
             for name in _REPORT_TABLES
             if (path / TABLE[name].file_name).is_file()
         }
-        return ReportRun(run, label, drift.read_run_head(path), tables, path, origin)
+        head = _with_abstention_warnings(drift.read_run_head(path), path / ARTIFACT_NAME)
+        return ReportRun(run, label, head, tables, path, origin)
     document = load_document(run)
     tables = tables_from_document(document, label, shown=str(run))
     return ReportRun(run, label, document, tables, None, origin)
@@ -416,9 +449,9 @@ def must_refuse_section(
     """ABSTENTION.md §3.11: the must-refuse population beside the answerable one
     (each rate with its own n), the verdicts by kind and case, and what limits the
     claim; empty for a run without --must-refuse. Read from the tables and the
-    artifact's head, so a stored run and its evaluation.json show the same
-    (but for the notes found before the run, which only a whole evaluation.json
-    holds: see :func:`must_refuse.run_facts`)."""
+    artifact's head (with a stored run's recorded warnings added, see
+    :func:`_with_abstention_warnings`), so a stored run and its evaluation.json
+    show the same."""
     facts = must_refuse.run_facts(document, tables)
     if facts is None:
         return ""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -104,6 +106,23 @@ def test_the_report_shows_the_warnings_the_artifact_recorded(stored: taguru_eval
     facts = must_refuse.run_facts({**stored.doc, "abstention": block}, tables)
     assert facts is not None
     assert facts.warnings == [note, *recomputed.warnings]
+
+
+def test_a_stored_run_s_report_shows_the_warnings_its_artifact_recorded(
+    stored: taguru_eval.Run, tmp_path: Path
+) -> None:
+    assert stored.path is not None
+    copy = tmp_path / "runs" / stored.path.parent.name / stored.path.name
+    shutil.copytree(stored.path, copy)
+    artifact = copy / "evaluation.json"
+    document = json.loads(artifact.read_text("utf-8"))
+    note = "must-refuse case 'mr-tour': options.tags/since/until are not sent under --assembly"
+    document["abstention"]["warnings"].insert(0, note)
+    artifact.write_text(json.dumps(document, ensure_ascii=False, indent=2), "utf-8")
+    loaded = report.load_report_run(copy)
+    assert loaded.directory == copy  # read from its tables and the head of its artifact
+    assert loaded.document["abstention"] == {"warnings": document["abstention"]["warnings"]}
+    assert html.escape(note) in report.build_report(copy)
 
 
 def test_a_plain_run_has_no_must_refuse_section(tmp_path: Path) -> None:
