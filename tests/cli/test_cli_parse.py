@@ -17,6 +17,7 @@ from taguru_eval.cli import run as cli_run
 from taguru_eval.cli.main import SUBCOMMANDS, main
 from taguru_eval.cli.run import HELP, parse_positive, parse_run_args
 from taguru_eval.errors import InputError, UsageError
+from taguru_eval.inputs.config import ConfigError
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import Budget, RunOptions
 
@@ -397,18 +398,20 @@ def test_keyboard_interrupt_exits_130(
 def test_project_errors_keep_their_prefix(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def fail_with(message: str) -> None:
+    def fail_with(error: InputError) -> None:
         def raiser(args: list[str]) -> int:
-            raise InputError(message)
+            raise error
 
         monkeypatch.setattr(cli_main, "dispatch", raiser)
 
-    fail_with("taguru: config x.env: line 2: expected KEY=VALUE, got 'y' — try 'taguru --help'")
-    assert run_main([], capsys)[2] == (
-        "taguru: config x.env: line 2: expected KEY=VALUE, got 'y' — try 'taguru --help'\n"
-    )
-    fail_with("eval.jsonl: line 2: not JSON: x")
+    config_line = "taguru: config x.env: line 2: expected KEY=VALUE, got 'y' — try 'taguru --help'"
+    fail_with(ConfigError(config_line))
+    assert run_main([], capsys)[2] == config_line + "\n"
+    fail_with(InputError("eval.jsonl: line 2: not JSON: x"))
     assert run_main([], capsys)[2] == "taguru: evaluate: eval.jsonl: line 2: not JSON: x\n"
+    # The prefix is the error's kind, not a guess from its words: a file named "taguru".
+    fail_with(InputError("taguru: line 2: not JSON: x", path="taguru"))
+    assert run_main([], capsys)[2] == "taguru: evaluate: taguru: line 2: not JSON: x\n"
 
 
 # --------------------------------------------------------------------------- help text
