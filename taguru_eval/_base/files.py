@@ -15,6 +15,7 @@ import contextlib
 import glob
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Sequence
@@ -100,13 +101,19 @@ def remove_abandoned_temp_files(target: str | os.PathLike[str]) -> list[Path]:
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a temp file in the same directory and a rename.
 
-    The directory is not created. The temp file is ``.{name}.{pid}.{random}.tmp``;
+    The directory is not created. A target that exists and is not a regular file
+    (``/dev/null``, a FIFO, a terminal) is written through, never replaced: a
+    rename would put a regular file where the device was (as root, in ``/dev``).
+    The temp file is ``.{name}.{pid}.{random}.tmp``;
     the temp files a killed writer of the same ``path`` left are removed first
     (:func:`remove_abandoned_temp_files`). On any failure (``OSError``
     propagates, and so does ``KeyboardInterrupt``) the temp file is removed and
     ``path`` keeps whatever it held before.
     """
     target = Path(path)
+    if _is_special(target):
+        _write_through(target, data)
+        return
     temp = _staged(target, data)
     try:
         os.replace(temp, target)
@@ -135,11 +142,20 @@ def write_all_atomic(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> N
     failure is :class:`WriteFailed` naming the file; the temp files are removed.
     """
     staged: list[tuple[Path, Path]] = []
+    through: list[tuple[Path, bytes]] = []
     try:
         for path, data in files:
             target = Path(path)
+            if _is_special(target):
+                through.append((target, data))
+                continue
             try:
                 staged.append((_staged(target, data), target))
+            except OSError as exc:
+                raise WriteFailed(target, exc) from exc
+        for target, data in through:
+            try:
+                _write_through(target, data)
             except OSError as exc:
                 raise WriteFailed(target, exc) from exc
         for index, (temp, target) in enumerate(staged):
@@ -156,6 +172,23 @@ def write_all_atomic(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> N
         raise
     for directory in dict.fromkeys(target.parent for _, target in staged):
         fsync_directory(directory)
+
+
+def _is_special(target: Path) -> bool:
+    """Whether ``target`` exists as something other than a regular file or a
+    directory (a device, a FIFO, a socket), following a symbolic link."""
+    try:
+        mode = target.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _write_through(target: Path, data: bytes) -> None:
+    """``data`` written into the device or FIFO ``target`` (``/dev/full`` fails)."""
+    with target.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
 
 
 def _staged(target: Path, data: bytes) -> Path:
