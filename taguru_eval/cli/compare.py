@@ -37,6 +37,7 @@ from taguru_eval.errors import (
     UsageError,
     os_error_text,
 )
+from taguru_eval.inputs.outputs import refuse_overlaps
 
 DEFAULT_OUT: Final = "changes.jsonl"
 
@@ -133,6 +134,10 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
             "evaluate compare takes exactly two positional arguments, BASE.json and "
             f"HEAD.json (got {len(positionals)})"
         )
+    refuse_overlaps(
+        {"BASE": positionals[0], "HEAD": positionals[1]},
+        {"--out": values.get("--out", DEFAULT_OUT)},
+    )
     settings = [flag for flag in _TEST_SETTINGS if flag in values]
     if settings and not switches:
         raise UsageError(f"{settings[0]} requires --significance or --fail-on-regression")

@@ -27,6 +27,7 @@ from taguru_eval.errors import (
     os_error_text,
 )
 from taguru_eval.inputs.dataset import load_eval
+from taguru_eval.inputs.outputs import refuse_overlaps
 
 RUN_FILE: Final = "run.trec"
 QRELS_FILE: Final = "qrels.trec"
@@ -80,6 +81,10 @@ def parse_args(argv: Sequence[str]) -> ExportArgs | None:
         raise UsageError(f"export takes exactly one RUN (got {len(positionals)})")
     if "--trec" not in values:
         raise UsageError("--trec DIR is required")
+    if not values["--trec"]:
+        raise UsageError("--trec needs a directory, not an empty one")
+    written = {name: os.path.join(values["--trec"], name) for name in (RUN_FILE, QRELS_FILE)}
+    refuse_overlaps({"RUN": positionals[0], "--eval": values.get("--eval")}, written)
     return ExportArgs(positionals[0], values["--trec"], values.get("--eval"))
 
 

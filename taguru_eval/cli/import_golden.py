@@ -21,6 +21,7 @@ from taguru_eval.cli.flags import run_subcommand, scan_flags, write_reports
 from taguru_eval.errors import EXIT_OK, PREFIX, InputError, UsageError
 from taguru_eval.inputs.config import effective_env, resolve_base_url, resolve_token
 from taguru_eval.inputs.golden import GoldenImport, GoldenOptions, import_golden, report_text
+from taguru_eval.inputs.outputs import refuse_overlaps
 from taguru_eval.run.client import TaguruClient
 from taguru_eval.run.preflight import read_context, walk_sources
 
@@ -116,7 +117,7 @@ def parse_args(argv: Sequence[str]) -> ImportArgs | None:
         "--must-refuse-out": values.get("--must-refuse-out", f"{stem}.must_refuse.jsonl"),
         "--report-out": values.get("--report-out", f"{stem}.import-report.json"),
     }
-    _refuse_overlapping_outputs(csv_path, outputs)
+    refuse_overlaps({"the CSV": csv_path}, outputs)
     return ImportArgs(
         csv=csv_path,
         eval_out=outputs["--eval-out"],
@@ -134,16 +135,6 @@ def parse_args(argv: Sequence[str]) -> ImportArgs | None:
         url=values.get("--url"),
         config=values.get("--config"),
     )
-
-
-def _refuse_overlapping_outputs(csv_path: str, outputs: dict[str, str]) -> None:
-    """Every output a file of its own, none of them the CSV being read."""
-    seen = {os.path.realpath(csv_path): "the CSV"}
-    for flag, path in outputs.items():
-        real = os.path.realpath(path)
-        if real in seen:
-            raise UsageError(f"{flag} '{path}' is the same file as {seen[real]}")
-        seen[real] = flag
 
 
 def check_sources(args: ImportArgs, imported: GoldenImport) -> None:

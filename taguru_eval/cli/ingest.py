@@ -61,6 +61,8 @@ def parse_args(argv: Sequence[str]) -> tuple[str, str] | None:
         i += 1
     if file is None:
         raise UsageError("ingest needs an evaluation.json to import")
+    if not store:
+        raise UsageError("--store needs a directory, not an empty one")
     return file, store
 
 

@@ -31,6 +31,7 @@ from taguru_eval.errors import (
 from taguru_eval.inputs.config import effective_env, mask_url, resolve_base_url, resolve_token
 from taguru_eval.inputs.dataset import load_eval, validate_limits
 from taguru_eval.inputs.must_refuse import load_must_refuse
+from taguru_eval.inputs.outputs import refuse_overlaps
 from taguru_eval.options import DEFAULT_CONCURRENCY
 from taguru_eval.run.bands import SWEEP_FLOOR, sweep
 from taguru_eval.run.client import TaguruClient
@@ -98,6 +99,8 @@ def parse_args(argv: Sequence[str]) -> BandsArgs | None:
         if parsed is None or parsed > 1000:
             raise UsageError("--limit needs an integer within 1..=1000")
         window = parsed
+    inputs = {flag: values.get(flag) for flag in ("--eval", "--must-refuse", "--config")}
+    refuse_overlaps(inputs, {"--out": values.get("--out")})
     return BandsArgs(
         eval_path=values["--eval"],
         must_refuse=values["--must-refuse"],

@@ -9,6 +9,7 @@ from typing import Final, TextIO
 from taguru_eval.analyst.report import build_report
 from taguru_eval.cli.flags import run_subcommand, write_report
 from taguru_eval.errors import EXIT_OK, UsageError
+from taguru_eval.inputs.outputs import refuse_overlaps
 
 DEFAULT_OUT: Final = "report.html"
 
@@ -92,6 +93,10 @@ def parse_args(argv: Sequence[str]) -> ReportArgs | None:
         i += 1
     if len(positionals) != 1:
         raise UsageError("report takes exactly one RUN (an evaluation.json or a stored run)")
+    inputs = {"RUN": positionals[0], "--base": values.get("base")}
+    refuse_overlaps(
+        {**inputs, "--thresholds": values.get("thresholds")}, {"-o": values.get("out", DEFAULT_OUT)}
+    )
     return ReportArgs(run=positionals[0], **values)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from taguru_eval._base.text import one_line
 from taguru_eval.catalog import ABSTENTION_METRICS, CATALOG_KEYS
-from taguru_eval.errors import PREFIX
+from taguru_eval.errors import PREFIX, UsageError
 from taguru_eval.inputs.config import (
     effective_env,
     mask_url,
@@ -27,6 +27,7 @@ from taguru_eval.inputs.config import (
 )
 from taguru_eval.inputs.dataset import EvalSet, load_eval, validate_limits
 from taguru_eval.inputs.must_refuse import MustRefuseSet, load_must_refuse
+from taguru_eval.inputs.outputs import refuse_overlaps, require_output_directories
 from taguru_eval.inputs.proxy import ProxyConfig, proxy_config
 from taguru_eval.inputs.thresholds import Thresholds, load_thresholds
 from taguru_eval.options import RunOptions
@@ -98,6 +99,25 @@ def load_run_thresholds(path: str, eval_set: EvalSet, *, must_refuse: bool = Fal
     return load_thresholds(path, CATALOG_KEYS, eval_set.case_ids, needs_flag=needs_flag)
 
 
+def _outputs(options: RunOptions) -> dict[str, str | None]:
+    """The files the run writes, once checked against what it reads (exit 2)."""
+    outputs = {"--out": options.out, "--junit": options.junit, "--summary": options.summary}
+    inputs = {
+        "--eval": options.eval_path,
+        "--thresholds": options.thresholds,
+        "--must-refuse": options.must_refuse,
+        "--config": options.config,
+    }
+    refuse_overlaps(inputs, outputs)
+    # The summary's base is read before the run: --out may replace it (the last
+    # run's artifact as the next run's base), the reports may not.
+    reports = {"--junit": options.junit, "--summary": options.summary}
+    refuse_overlaps({"--summary-base": options.summary_base}, reports)
+    if options.store_dir == "":
+        raise UsageError("--store needs a directory, not an empty one")
+    return outputs
+
+
 def prepare_run(
     options: RunOptions,
     env: Mapping[str, str] | None = None,
@@ -111,6 +131,7 @@ def prepare_run(
     line as it happens (so warnings printed before a later failure still show).
     """
     environment: Mapping[str, str] = os.environ if env is None else env
+    outputs = _outputs(options)
     eval_set = load_eval(options.eval_path)
     for warning in eval_set.warnings:
         stderr(one_line(f"{PREFIX}{warning}"))
@@ -137,6 +158,7 @@ def prepare_run(
     )
     resolved_env = effective_env(options.config, environment, stderr)
     base_url = resolve_base_url(options.url, resolved_env)
+    require_output_directories(outputs)
     return PreparedRun(
         options=options,
         eval_set=eval_set,
