@@ -266,6 +266,18 @@ def execute(
     progress: Progress | None = None,
 ) -> RunResult:
     """Synchronous :func:`execute_async` (its own event loop)."""
-    return asyncio.run(
-        execute_async(prepared, console=console, transport=transport, progress=progress)
-    )
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_exception_handler(_interrupts_reported_once)
+        return runner.run(
+            execute_async(prepared, console=console, transport=transport, progress=progress)
+        )
+
+
+def _interrupts_reported_once(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's handler of unretrieved task errors. An interrupt (Ctrl-C, or SIGTERM
+    raised as one) is set on the task it stopped and re-raised: the caller reports it
+    once, so asyncio's "Task exception was never retrieved" and its traceback, printed
+    when that task is collected, would only repeat it."""
+    if isinstance(context.get("exception"), KeyboardInterrupt):
+        return
+    loop.default_exception_handler(context)
