@@ -207,7 +207,7 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
         case_extras=case_extras,
         extra_top_level=top_level,
     )
-    write_json_atomic(options.out, doc)
+    written = write_json_atomic(options.out, doc)
     if must_refuse:
         for line in must_refuse_stderr_lines(doc["abstention"]):
             console.err(line)
@@ -223,15 +223,18 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     store_dir = resolve_store_dir(prepared)
     if store_dir is not None:
         frames = {**tables.frames(), **scores.frames()}
+        # The stored evaluation.json is a copy of the file just written, not a second
+        # encoding — unless --out is a device or a FIFO (/dev/null): read back, it
+        # would store nothing.
+        out_file = Path(options.out)
+        artifact: str | Path = out_file if out_file.is_file() else written.decode("utf-8")
         try:
-            # The stored evaluation.json is a copy of the file just written, not a
-            # second encoding.
             store_path = write_run(
                 store_dir,
                 options.context,
                 run_id,
                 frames,
-                Path(options.out),
+                artifact,
                 origin=RunOrigin("run"),
                 catalog=scores.catalog,
             )

@@ -34,8 +34,9 @@ def dumps(doc: Any) -> str:
     return dumps_json(doc, indent=2)
 
 
-def write_json_atomic(path: str | Path, doc: Any) -> None:
-    """Serialise ``doc`` fully, then write it via a temp file + rename (EVALUATE.md §3.9).
+def write_json_atomic(path: str | Path, doc: Any) -> bytes:
+    """Serialise ``doc`` fully, then write it via a temp file + rename (EVALUATE.md §3.9);
+    returns the bytes written.
 
     Serialisation happens before any file is created, and a failed write
     removes its temp file, so a failure (or Ctrl-C) never leaves a partial
@@ -51,6 +52,7 @@ def write_json_atomic(path: str | Path, doc: Any) -> None:
         write_bytes_atomic(target, payload)
     except OSError as exc:
         raise RunError(f"writing {path}: {os_error_text(exc)}") from None
+    return payload
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,20 @@ missing output directory before its first request (``taguru_eval.inputs.outputs`
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
+import threading
 from pathlib import Path
 
 import pytest
 from support.paths import DATA, TEST_DATA
 
+import taguru_eval
 from taguru_eval.cli.main import main
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
+from taguru_eval.refserver.serve import running_server
 
 PREFIX = "taguru: evaluate: "
 EVAL = DATA / "sake" / "eval.jsonl"
@@ -127,3 +132,28 @@ def test_a_missing_output_directory_ends_the_run_before_its_first_request(
     code, err = run_cli([*RUN, flag, "sub"], capsys)
     assert code == 1
     assert err.splitlines()[-1] == f"{PREFIX}writing sub: Is a directory (os error 21)"
+
+
+def test_out_to_a_fifo_streams_the_artifact_and_stores_the_same_bytes(
+    tmp_path: Path,
+) -> None:
+    # As --out /dev/stdout in a pipe: the run writes into the FIFO, and the stored copy
+    # is the artifact, not what reading the FIFO back would give (nothing).
+    fifo = tmp_path / "artifact.fifo"
+    os.mkfifo(fifo)
+    received = bytearray()
+
+    def drain() -> None:
+        with fifo.open("rb") as reader:
+            received.extend(reader.read())
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        with running_server(DATA) as url:
+            run = taguru_eval.run(EVAL, "sake", url=url, out=fifo, store=tmp_path / "runs", env={})
+    finally:
+        reader.join(timeout=60)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert run.path is not None
+    assert received and (run.path / "evaluation.json").read_bytes() == bytes(received)
