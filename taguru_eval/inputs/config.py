@@ -388,12 +388,35 @@ def resolve_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
 
 def resolve_token(env: Mapping[str, str]) -> str | None:
     """The bearer token (§0.4): ``TAGURU_API_TOKEN`` trimmed, else the first
-    ``name:token`` entry of ``TAGURU_API_TOKENS`` with a non-empty token."""
+    ``name:token`` entry of ``TAGURU_API_TOKENS`` with a non-empty token.
+
+    Raises :class:`InputError` (exit 2) when that token cannot travel in an
+    HTTP header; only the token that is sent is checked.
+    """
     single = trim(env.get(TOKEN_ENV, ""))
     if single:
-        return single
-    for entry in env.get(TOKENS_ENV, "").split(","):
+        return _header_safe(single, TOKEN_ENV)
+    for number, entry in enumerate(env.get(TOKENS_ENV, "").split(","), start=1):
         _name, colon, token = trim(entry).partition(":")
         if colon and trim(token):
-            return trim(token)
+            return _header_safe(trim(token), f"{TOKENS_ENV} (entry {number}, the one sent)")
     return None
+
+
+def _header_safe(token: str, source: str) -> str:
+    """``token`` if an ``Authorization`` header can carry it, else exit 2.
+
+    Caught here rather than at the first request, where the HTTP library
+    crashes (non-ASCII) or words it as an unreachable server (a control
+    character). The message names the variable, never the token.
+    """
+    for ch in token:
+        if ch == "\t" or " " <= ch <= "~":
+            continue
+        what = "a non-ASCII character" if ord(ch) > 0x7F else "a control character"
+        raise InputError(
+            f"{source} contains {what}, which an HTTP Authorization header cannot carry "
+            "(the token itself is not shown)",
+            field=source.split(" ", 1)[0],
+        )
+    return token

@@ -188,6 +188,32 @@ def test_resolve_token(env: dict[str, str], token: str | None) -> None:
     assert resolve_token(env) == token
 
 
+@pytest.mark.parametrize(
+    ("env", "source"),
+    [
+        ({"TAGURU_API_TOKEN": "zq9\u3042x"}, "TAGURU_API_TOKEN"),
+        ({"TAGURU_API_TOKEN": "zq9\udc85x"}, "TAGURU_API_TOKEN"),  # undecodable env bytes
+        ({"TAGURU_API_TOKEN": "zq9\x1fx"}, "TAGURU_API_TOKEN"),  # not trimmed: no White_Space
+        (
+            {"TAGURU_API_TOKENS": "bare, ci: , bot:zq9\r\n2"},
+            "TAGURU_API_TOKENS (entry 3, the one sent)",
+        ),
+    ],
+)
+def test_a_token_no_header_can_carry_is_refused_unshown(env: dict[str, str], source: str) -> None:
+    with pytest.raises(InputError) as info:
+        resolve_token(env)
+    assert info.value.exit_code == 2
+    assert str(info.value).startswith(f"{source} contains a ")
+    assert "zq9" not in str(info.value)
+
+
+def test_only_the_token_sent_must_fit_a_header() -> None:
+    # Inner spaces and tabs are legal in a header value; an entry that is never sent is not checked.
+    env = {"TAGURU_API_TOKEN": "a b\tc", "TAGURU_API_TOKENS": "ci:\u3042"}
+    assert resolve_token(env) == "a b\tc"
+
+
 # --------------------------------------------------------------------------- config file
 
 
