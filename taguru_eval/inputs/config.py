@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from taguru_eval._base.redact import REDACTED
 from taguru_eval._base.text import one_line, split_lines, trim
 from taguru_eval.errors import InputError, os_error_text
 
@@ -313,8 +314,17 @@ def strip_trailing_slashes(url: str) -> str:
 def base_url_from_addr(addr: str) -> str:
     """``http://`` + ``TAGURU_ADDR`` with an unspecified IP replaced by loopback.
 
-    Refuses a port-0 address (the real port cannot be known from here).
+    Refuses a port-0 address (the real port cannot be known from here) and a
+    full URL: taguru would build ``http://http://…``, whose host is ``http``
+    and whose ``user:password@`` would slip past the credentials check into
+    the request path (a deliberate deviation from taguru, see README).
     """
+    if "://" in addr:
+        raise InputError(
+            f"TAGURU_ADDR ({mask_url(addr)}) is a URL, but it must be host:port "
+            "(the base URL is 'http://' + TAGURU_ADDR); pass a URL with --url instead",
+            field=ADDR_ENV,
+        )
     result = addr
     socket = _socket_addr(addr)
     if socket is not None:
@@ -323,8 +333,11 @@ def base_url_from_addr(addr: str) -> str:
             loopback = "127.0.0.1" if ip.version == 4 else "[::1]"
             result = f"{loopback}:{port}"
     if result.endswith(":0"):
+        # taguru echoes the value; a ``user:password@`` in it must not reach stderr.
+        _userinfo, at, hostport = addr.rpartition("@")
+        shown = f"{REDACTED}@{hostport}" if at else addr
         raise InputError(
-            f"TAGURU_ADDR ({addr}) binds to port 0 (OS-assigned) — the actual port can't be "
+            f"TAGURU_ADDR ({shown}) binds to port 0 (OS-assigned) — the actual port can't be "
             "discovered from here; pass the server's real URL explicitly: "
             "'taguru health http://host:PORT'",
             field=ADDR_ENV,

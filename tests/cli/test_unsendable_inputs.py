@@ -92,3 +92,32 @@ def test_a_token_no_header_can_carry_is_exit_2_before_any_request(
     ]
     assert SECRET not in lines[0]
     assert server.requests == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("via_config", [False, True], ids=["env", "config"])
+def test_a_url_in_taguru_addr_is_exit_2_with_its_userinfo_masked(
+    command: str,
+    via_config: bool,
+    server: ScriptedServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # taguru would send this to host "http" with the userinfo in the request path.
+    addr = f"http://user:{SECRET}@127.0.0.1:{server.port}"
+    extra: list[str] = []
+    if via_config:
+        config = tmp_path / "taguru.env"
+        config.write_text(f"TAGURU_ADDR={addr}\n", encoding="utf-8")
+        extra = ["--config", str(config)]
+    else:
+        monkeypatch.setenv("TAGURU_ADDR", addr)
+    code, lines = run_cli(command, tmp_path, extra, capsys)
+    assert code == 2
+    assert lines == [
+        f"taguru: evaluate: TAGURU_ADDR (http://127.0.0.1:{server.port}) is a URL, but it "
+        "must be host:port (the base URL is 'http://' + TAGURU_ADDR); pass a URL with --url "
+        "instead"
+    ]
+    assert server.requests == []

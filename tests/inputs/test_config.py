@@ -162,6 +162,32 @@ def test_port_zero_refused(addr: str) -> None:
     assert info.value.exit_code == 2
 
 
+@pytest.mark.parametrize(
+    ("addr", "shown"),
+    [
+        ("http://127.0.0.1:8248", "http://127.0.0.1:8248"),
+        ("https://user:s3cret@h:8443/api?key=s3cret", "https://h:8443"),
+        ("http://u:s3cret@h:0", "http://h:0"),  # a URL first, before the port-0 check
+        ("ftp://bad host", "<unparseable-url>"),
+    ],
+)
+def test_a_url_in_addr_is_refused_masked(addr: str, shown: str) -> None:
+    with pytest.raises(InputError) as info:
+        resolve_base_url(None, {"TAGURU_ADDR": addr})
+    assert str(info.value) == (
+        f"TAGURU_ADDR ({shown}) is a URL, but it must be host:port "
+        "(the base URL is 'http://' + TAGURU_ADDR); pass a URL with --url instead"
+    )
+    assert info.value.exit_code == 2
+    assert resolve_base_url("http://x:1", {"TAGURU_ADDR": addr}) == "http://x:1"
+
+
+def test_port_zero_message_masks_userinfo() -> None:
+    with pytest.raises(InputError) as info:
+        base_url_from_addr("user:s3cret@h:0")
+    assert str(info.value).startswith("TAGURU_ADDR ([REDACTED]@h:0) binds to port 0")
+
+
 def test_unparseable_addr_uses_url_message() -> None:
     with pytest.raises(InputError, match="could not be parsed as a URL"):
         resolve_base_url(None, {"TAGURU_ADDR": "bad host:1"})
