@@ -19,6 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+from urllib.parse import urlsplit
+
+import httpx
 
 from taguru_eval._base.redact import REDACTED
 from taguru_eval._base.text import one_line, split_lines, trim
@@ -222,6 +225,11 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(.*)$", re.DOTALL)
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
 _SPECIAL: Final = frozenset({*_DEFAULT_PORTS, "file"})
 _FORBIDDEN_HOST: Final = frozenset(" #%/:<>?@[\\]^|\t\n\r")
+_IPV4_DIGITS: Final = {
+    8: frozenset("01234567"),
+    10: frozenset("0123456789"),
+    16: frozenset("0123456789abcdefABCDEF"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +240,9 @@ class ParsedUrl:
     host: str | None
     port: int | None  # None when absent or the scheme's default
     has_credentials: bool
+    # The host as written when it is an IPv4 address spelled other than as its
+    # dotted quad (``127.1``, ``0x7f.0.0.1``); ``host`` holds the dotted quad.
+    legacy_ipv4: str | None = None
 
 
 def parse_url(url: str) -> ParsedUrl | None:
@@ -239,8 +250,10 @@ def parse_url(url: str) -> ParsedUrl | None:
 
     A scheme is mandatory; special schemes (http, https, …) need a valid host;
     the host is lower-cased (IDNA for non-ASCII), IPv6 is kept in brackets in
-    canonical form; a default port is dropped; a non-numeric or >65535 port
-    fails. Non-special schemes (``localhost:8080``) parse, as in WHATWG.
+    canonical form, a host ending in a number must be an IPv4 address (any
+    WHATWG spelling, normalised to its dotted quad); a default port is dropped;
+    a non-numeric or >65535 port fails. Non-special schemes (``localhost:8080``)
+    parse, as in WHATWG.
     """
     match = _SCHEME.match(url.strip(" \t\n\r\f\v\x00"))
     if match is None:
@@ -262,9 +275,67 @@ def parse_url(url: str) -> ParsedUrl | None:
     host, port = parsed
     if scheme in _SPECIAL and scheme != "file" and not host:
         return None
+    legacy_ipv4 = None
+    if scheme in _SPECIAL and _ends_in_number(host):
+        dotted = _ipv4(host)
+        if dotted is None:
+            return None
+        if dotted != host:
+            legacy_ipv4 = host
+        host = dotted
     if port is not None and _DEFAULT_PORTS.get(scheme) == port:
         port = None
-    return ParsedUrl(scheme=scheme, host=host, port=port, has_credentials=has_credentials)
+    return ParsedUrl(
+        scheme=scheme,
+        host=host,
+        port=port,
+        has_credentials=has_credentials,
+        legacy_ipv4=legacy_ipv4,
+    )
+
+
+def _ends_in_number(host: str) -> bool:
+    """WHATWG's "ends in a number": such a host is an IPv4 address or no host at all."""
+    labels = host.split(".")
+    if labels[-1] == "" and len(labels) > 1:
+        labels.pop()
+    last = labels[-1]
+    if last and last.isascii() and last.isdigit():
+        return True
+    return _ipv4_number(last) is not None  # past the digits, only a 0x… label parses
+
+
+def _ipv4(host: str) -> str | None:
+    """WHATWG's IPv4 parser: 1–4 decimal, octal (``0…``) or hex (``0x…``) parts,
+    the last filling the remaining bytes; the dotted quad, or None when invalid."""
+    labels = host.split(".")
+    if labels[-1] == "" and len(labels) > 1:
+        labels.pop()
+    if len(labels) > 4:
+        return None
+    numbers = [_ipv4_number(label) for label in labels]
+    if None in numbers:
+        return None
+    parts = [number for number in numbers if number is not None]
+    if any(part > 255 for part in parts[:-1]) or parts[-1] >= 256 ** (5 - len(parts)):
+        return None
+    value = parts[-1] + sum(part * 256 ** (3 - index) for index, part in enumerate(parts[:-1]))
+    return str(ipaddress.IPv4Address(value))
+
+
+def _ipv4_number(label: str) -> int | None:
+    if not label:
+        return None
+    digits, radix = label, 10
+    if label[:2] in ("0x", "0X"):
+        digits, radix = label[2:], 16
+    elif len(label) > 1 and label.startswith("0"):
+        digits, radix = label[1:], 8
+    if not digits:
+        return 0
+    if not all(ch in _IPV4_DIGITS[radix] for ch in digits):
+        return None
+    return int(digits, radix)
 
 
 def _host_port(text: str, scheme: str) -> tuple[str, int | None] | None:
@@ -378,7 +449,35 @@ def resolve_base_url(url_flag: str | None, env: Mapping[str, str]) -> str:
         raise InputError(MSG_CREDENTIALS, field="url")
     if parsed is None:
         raise InputError(MSG_UNPARSEABLE, field="url")
+    if parsed.legacy_ipv4 is not None:
+        # taguru's URL parser reads it as the dotted quad; aiohttp refuses to
+        # connect to such a spelling at all, so ask for the form both read alike.
+        raise InputError(
+            f"the URL's host '{parsed.legacy_ipv4}' is the IPv4 address {parsed.host} "
+            f"in a form the HTTP client will not connect to; write {parsed.host} instead",
+            field="url",
+        )
+    if not _client_can_parse(base):
+        raise InputError(MSG_UNPARSEABLE, field="url")
     return base
+
+
+def _client_can_parse(base: str) -> bool:
+    """Whether the HTTP client's URL parser takes the request URLs built on ``base``.
+
+    The client sends the scheme, authority and path as written (run/client.py
+    ``build_url`` re-encodes only the query and fragment), and httpx refuses
+    some of what WHATWG accepts there: a control character or NUL (which
+    WHATWG would percent-encode), a port after a backslash; and it finds no
+    host in ``http:/h`` (WHATWG reads ``h``). Caught here it is a bad URL
+    (exit 2), not an unreachable server (exit 1).
+    """
+    try:
+        parts = urlsplit(base)
+        url = httpx.URL(f"{parts.scheme}://{parts.netloc}{parts.path}")
+    except (httpx.InvalidURL, ValueError):
+        return False
+    return bool(url.host) or url.scheme not in ("http", "https")
 
 
 # --------------------------------------------------------------------------- token

@@ -121,3 +121,43 @@ def test_a_url_in_taguru_addr_is_exit_2_with_its_userinfo_masked(
         "instead"
     ]
     assert server.requests == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(
+    ("source", "suffix"),
+    [("--url", "/\x01"), ("--url", "/a\x7f"), ("config", "/\x00x")],
+    ids=["url-c0", "url-del", "config-addr-nul"],
+)
+def test_a_url_the_client_cannot_send_is_exit_2_unparseable(
+    command: str,
+    source: str,
+    suffix: str,
+    server: ScriptedServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if source == "--url":
+        extra = ["--url", server.url + suffix]
+    else:
+        config = tmp_path / "taguru.env"
+        config.write_text(f"TAGURU_ADDR=127.0.0.1:{server.port}{suffix}\n", encoding="utf-8")
+        extra = ["--config", str(config)]
+    code, lines = run_cli(command, tmp_path, extra, capsys)
+    assert code == 2
+    assert lines == ["taguru: evaluate: the --url value could not be parsed as a URL"]
+    assert server.requests == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_legacy_ipv4_host_is_exit_2_naming_the_dotted_quad(
+    command: str, server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # aiohttp refuses 127.1 outright, which read as "only http:// and https:// can be reached".
+    code, lines = run_cli(command, tmp_path, ["--url", f"http://127.1:{server.port}"], capsys)
+    assert code == 2
+    assert lines == [
+        "taguru: evaluate: the URL's host '127.1' is the IPv4 address 127.0.0.1 in a form the "
+        "HTTP client will not connect to; write 127.0.0.1 instead"
+    ]
+    assert server.requests == []

@@ -111,6 +111,59 @@ def test_unparseable(url: str) -> None:
         resolve_base_url(url, {})
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://h:1/\x01",
+        "http://h:1/a\x00b",
+        "http://h:1/\x7f",
+        "http://h:1\x00",
+        "http://h:1\\x",  # WHATWG reads a path; the client reads a port '1\\x'
+        "http:/h:1",  # WHATWG reads host h; the client finds none
+    ],
+)
+def test_a_url_the_client_cannot_send_is_unparseable(url: str) -> None:
+    assert parse_url(url) is not None
+    with pytest.raises(InputError, match=r"^the --url value could not be parsed as a URL$"):
+        resolve_base_url(url, {})
+
+
+@pytest.mark.parametrize(
+    "url", ["http://h:1/a\tb", " http://h:1", "http://h:1/a?q=\x01#\x02", "http:h:1"]
+)
+def test_what_the_client_drops_or_encodes_still_resolves(url: str) -> None:
+    assert resolve_base_url(url, {}) == url
+
+
+@pytest.mark.parametrize(
+    ("host", "dotted"),
+    [
+        ("127.1", "127.0.0.1"),
+        ("0x7F.1", "127.0.0.1"),
+        ("2130706433", "127.0.0.1"),
+        ("0177.0.0.01", "127.0.0.1"),
+        ("127.0.0.1.", "127.0.0.1"),
+        ("10.0.513", "10.0.2.1"),
+    ],
+)
+def test_an_ipv4_host_in_a_legacy_form_names_its_dotted_quad(host: str, dotted: str) -> None:
+    # WHATWG (and so taguru) reads these as the dotted quad; aiohttp will not connect.
+    assert mask_url(f"http://{host}:8080/x") == f"http://{dotted}:8080"
+    with pytest.raises(InputError) as info:
+        resolve_base_url(f"http://{host}:8080", {})
+    assert str(info.value) == (
+        f"the URL's host '{host.lower()}' is the IPv4 address {dotted} in a form the HTTP "
+        f"client will not connect to; write {dotted} instead"
+    )
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("host", ["1.2.3.256", "1.2.3.4.5", "a.1", "09", "4294967296", "0x1g.1"])
+def test_a_host_ending_in_a_number_must_be_ipv4(host: str) -> None:
+    assert parse_url(f"http://{host}:1") is None
+    assert parse_url(f"localhost://{host}:1") is not None  # only special schemes
+
+
 def test_non_http_scheme_is_not_refused_here() -> None:
     # WHATWG accepts it; it fails later at /health (exit 1), EVALUATE.md §2.4 step 4
     assert resolve_base_url("localhost:8080", {}) == "localhost:8080"
