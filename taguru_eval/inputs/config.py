@@ -35,6 +35,8 @@ TOKEN_ENV: Final = "TAGURU_API_TOKEN"
 TOKENS_ENV: Final = "TAGURU_API_TOKENS"
 
 _CONFIG_HINT: Final = " — try 'taguru --help'"
+# TAGURU_API_TOKEN and TAGURU_API_TOKENS, in any case, as a config line may spell them.
+_TOKEN_NAME: Final = re.compile(r"TAGURU_API_TOKENS?", re.IGNORECASE)
 
 MSG_CREDENTIALS: Final = (
     "the URL must not carry credentials (user:password@…) — "
@@ -164,14 +166,14 @@ def parse_config_file(path: str) -> list[tuple[int, str, str]]:
         if not equals:
             raise ConfigError(
                 f"taguru: config {path}: line {line_no}: expected KEY=VALUE, "
-                f"got '{raw}'{_CONFIG_HINT}",
+                f"got '{_shown(raw)}'{_CONFIG_HINT}",
                 path=path,
                 line=line_no,
             )
         key = trim(key)
         if not key or any(not trim(ch) for ch in key):
             raise ConfigError(
-                f"taguru: config {path}: line {line_no}: '{key}' is not a variable name"
+                f"taguru: config {path}: line {line_no}: '{_shown(key)}' is not a variable name"
                 f"{_CONFIG_HINT}",
                 path=path,
                 line=line_no,
@@ -179,6 +181,14 @@ def parse_config_file(path: str) -> list[tuple[int, str, str]]:
             )
         assignments.append((line_no, key, trim(value)))
     return assignments
+
+
+def _shown(text: str) -> str:
+    """``text`` as a config error may echo it: a line naming a token variable is
+    most likely ``NAME secret`` (or ``NAME secret=…``, split at the token's own
+    ``=``), so only the name is kept and the rest is redacted."""
+    match = _TOKEN_NAME.search(text)
+    return text if match is None else f"{match.group()} {REDACTED}"
 
 
 def apply_config_file(path: str, env: Mapping[str, str], warn: Warn = _stderr) -> dict[str, str]:

@@ -344,6 +344,42 @@ def test_config_line_without_equals(tmp_path: Path) -> None:
     assert info.value.line == 3
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("TAGURU_API_TOKEN s3cret", "expected KEY=VALUE, got 'TAGURU_API_TOKEN [REDACTED]'"),
+        (
+            "export TAGURU_API_TOKENS ci:s3cret",
+            "expected KEY=VALUE, got 'TAGURU_API_TOKENS [REDACTED]'",
+        ),
+        ("taguru_api_token: s3cret", "expected KEY=VALUE, got 'taguru_api_token [REDACTED]'"),
+        # A base64 token's own '=' splits the line: the bad "key" holds most of the token.
+        ("TAGURU_API_TOKEN s3cretdGVzdA==", "'TAGURU_API_TOKEN [REDACTED]' is not a variable name"),
+    ],
+)
+def test_config_error_never_echoes_a_token_line(tmp_path: Path, line: str, message: str) -> None:
+    path = write(tmp_path, f"A=1\n{line}\n")
+    with pytest.raises(ConfigError) as info:
+        apply_config_file(path, {}, print)
+    assert str(info.value) == f"taguru: config {path}: line 2: {message} — try 'taguru --help'"
+    assert "s3cret" not in str(info.value)
+
+
+def test_cli_prints_a_token_line_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("TAGURU_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, "TAGURU_API_TOKEN s3cret\n")
+    eval_path = str(DATA / "sake" / "eval.jsonl")
+    code = cli_main(["--eval", eval_path, "--context", "sake", "--config", path, "--no-store"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"taguru: config {path}: line 1: expected KEY=VALUE, got 'TAGURU_API_TOKEN [REDACTED]'"
+        " — try 'taguru --help'\n"
+    )
+
+
 @pytest.mark.parametrize(("line", "key"), [("=v", ""), ("MY KEY=v", "MY KEY"), (" \u3000=v", "")])
 def test_config_bad_key(tmp_path: Path, line: str, key: str) -> None:
     path = write(tmp_path, line + "\n")
