@@ -143,10 +143,11 @@ def check_sources(args: ImportArgs, imported: GoldenImport) -> None:
         return
     env = effective_env(args.config, os.environ, lambda line: print(line, file=sys.stderr))
     base_url = resolve_base_url(args.url, env)
+    token = resolve_token(env)
 
     async def walk() -> frozenset[str]:
         context = args.context or ""
-        async with TaguruClient(base_url, resolve_token(env)) as client:
+        async with TaguruClient(base_url, token) as client:
             await read_context(client, context)  # an unknown context is exit 2, as in run mode
             return await walk_sources(client, context)
 

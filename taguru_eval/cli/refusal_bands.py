@@ -176,9 +176,10 @@ def run_bands(args: BandsArgs, out: TextIO, _err: TextIO) -> int:
     refusals = load_must_refuse(args.must_refuse, eval_set.case_ids)
     env = effective_env(args.config, os.environ, lambda line: print(line, file=sys.stderr))
     base_url = resolve_base_url(args.url, env)
+    token = resolve_token(env)
 
     async def measure() -> Any:
-        async with TaguruClient(base_url, resolve_token(env)) as client:
+        async with TaguruClient(base_url, token) as client:
             await check_health(client, mask_url(base_url))
             await read_context(client, args.context)
             # As run mode (exit 2): a misspelled source would read as a case never served.

@@ -184,7 +184,7 @@ subcommands:
                        answerable from must-refuse questions (never gates)
 
 environment:
-  TAGURU_ADDR          server address used when --url is absent
+  TAGURU_ADDR          server host:port used when --url is absent (not a URL)
   TAGURU_CONFIG        env-file used when --config is absent
   TAGURU_API_TOKEN     bearer token (else the first name:token entry of
   TAGURU_API_TOKENS    TAGURU_API_TOKENS); never written anywhere

@@ -19,7 +19,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+from urllib.parse import urlsplit
 
+import httpx
+
+from taguru_eval._base.redact import REDACTED
 from taguru_eval._base.text import one_line, split_lines, trim
 from taguru_eval.errors import InputError, os_error_text
 
@@ -31,6 +35,8 @@ TOKEN_ENV: Final = "TAGURU_API_TOKEN"
 TOKENS_ENV: Final = "TAGURU_API_TOKENS"
 
 _CONFIG_HINT: Final = " — try 'taguru --help'"
+# TAGURU_API_TOKEN and TAGURU_API_TOKENS, in any case, as a config line may spell them.
+_TOKEN_NAME: Final = re.compile(r"TAGURU_API_TOKENS?", re.IGNORECASE)
 
 MSG_CREDENTIALS: Final = (
     "the URL must not carry credentials (user:password@…) — "
@@ -160,14 +166,14 @@ def parse_config_file(path: str) -> list[tuple[int, str, str]]:
         if not equals:
             raise ConfigError(
                 f"taguru: config {path}: line {line_no}: expected KEY=VALUE, "
-                f"got '{raw}'{_CONFIG_HINT}",
+                f"got '{_shown(raw)}'{_CONFIG_HINT}",
                 path=path,
                 line=line_no,
             )
         key = trim(key)
         if not key or any(not trim(ch) for ch in key):
             raise ConfigError(
-                f"taguru: config {path}: line {line_no}: '{key}' is not a variable name"
+                f"taguru: config {path}: line {line_no}: '{_shown(key)}' is not a variable name"
                 f"{_CONFIG_HINT}",
                 path=path,
                 line=line_no,
@@ -175,6 +181,14 @@ def parse_config_file(path: str) -> list[tuple[int, str, str]]:
             )
         assignments.append((line_no, key, trim(value)))
     return assignments
+
+
+def _shown(text: str) -> str:
+    """``text`` as a config error may echo it: a line naming a token variable is
+    most likely ``NAME secret`` (or ``NAME secret=…``, split at the token's own
+    ``=``), so only the name is kept and the rest is redacted."""
+    match = _TOKEN_NAME.search(text)
+    return text if match is None else f"{match.group()} {REDACTED}"
 
 
 def apply_config_file(path: str, env: Mapping[str, str], warn: Warn = _stderr) -> dict[str, str]:
@@ -221,6 +235,11 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(.*)$", re.DOTALL)
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
 _SPECIAL: Final = frozenset({*_DEFAULT_PORTS, "file"})
 _FORBIDDEN_HOST: Final = frozenset(" #%/:<>?@[\\]^|\t\n\r")
+_IPV4_DIGITS: Final = {
+    8: frozenset("01234567"),
+    10: frozenset("0123456789"),
+    16: frozenset("0123456789abcdefABCDEF"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +250,9 @@ class ParsedUrl:
     host: str | None
     port: int | None  # None when absent or the scheme's default
     has_credentials: bool
+    # The host as written when it is an IPv4 address spelled other than as its
+    # dotted quad (``127.1``, ``0x7f.0.0.1``); ``host`` holds the dotted quad.
+    legacy_ipv4: str | None = None
 
 
 def parse_url(url: str) -> ParsedUrl | None:
@@ -238,8 +260,10 @@ def parse_url(url: str) -> ParsedUrl | None:
 
     A scheme is mandatory; special schemes (http, https, …) need a valid host;
     the host is lower-cased (IDNA for non-ASCII), IPv6 is kept in brackets in
-    canonical form; a default port is dropped; a non-numeric or >65535 port
-    fails. Non-special schemes (``localhost:8080``) parse, as in WHATWG.
+    canonical form, a host ending in a number must be an IPv4 address (any
+    WHATWG spelling, normalised to its dotted quad); a default port is dropped;
+    a non-numeric or >65535 port fails. Non-special schemes (``localhost:8080``)
+    parse, as in WHATWG.
     """
     match = _SCHEME.match(url.strip(" \t\n\r\f\v\x00"))
     if match is None:
@@ -261,9 +285,67 @@ def parse_url(url: str) -> ParsedUrl | None:
     host, port = parsed
     if scheme in _SPECIAL and scheme != "file" and not host:
         return None
+    legacy_ipv4 = None
+    if scheme in _SPECIAL and _ends_in_number(host):
+        dotted = _ipv4(host)
+        if dotted is None:
+            return None
+        if dotted != host:
+            legacy_ipv4 = host
+        host = dotted
     if port is not None and _DEFAULT_PORTS.get(scheme) == port:
         port = None
-    return ParsedUrl(scheme=scheme, host=host, port=port, has_credentials=has_credentials)
+    return ParsedUrl(
+        scheme=scheme,
+        host=host,
+        port=port,
+        has_credentials=has_credentials,
+        legacy_ipv4=legacy_ipv4,
+    )
+
+
+def _ends_in_number(host: str) -> bool:
+    """WHATWG's "ends in a number": such a host is an IPv4 address or no host at all."""
+    labels = host.split(".")
+    if labels[-1] == "" and len(labels) > 1:
+        labels.pop()
+    last = labels[-1]
+    if last and last.isascii() and last.isdigit():
+        return True
+    return _ipv4_number(last) is not None  # past the digits, only a 0x… label parses
+
+
+def _ipv4(host: str) -> str | None:
+    """WHATWG's IPv4 parser: 1–4 decimal, octal (``0…``) or hex (``0x…``) parts,
+    the last filling the remaining bytes; the dotted quad, or None when invalid."""
+    labels = host.split(".")
+    if labels[-1] == "" and len(labels) > 1:
+        labels.pop()
+    if len(labels) > 4:
+        return None
+    numbers = [_ipv4_number(label) for label in labels]
+    if None in numbers:
+        return None
+    parts = [number for number in numbers if number is not None]
+    if any(part > 255 for part in parts[:-1]) or parts[-1] >= 256 ** (5 - len(parts)):
+        return None
+    value = parts[-1] + sum(part * 256 ** (3 - index) for index, part in enumerate(parts[:-1]))
+    return str(ipaddress.IPv4Address(value))
+
+
+def _ipv4_number(label: str) -> int | None:
+    if not label:
+        return None
+    digits, radix = label, 10
+    if label[:2] in ("0x", "0X"):
+        digits, radix = label[2:], 16
+    elif len(label) > 1 and label.startswith("0"):
+        digits, radix = label[1:], 8
+    if not digits:
+        return 0
+    if not all(ch in _IPV4_DIGITS[radix] for ch in digits):
+        return None
+    return int(digits, radix)
 
 
 def _host_port(text: str, scheme: str) -> tuple[str, int | None] | None:
@@ -313,8 +395,17 @@ def strip_trailing_slashes(url: str) -> str:
 def base_url_from_addr(addr: str) -> str:
     """``http://`` + ``TAGURU_ADDR`` with an unspecified IP replaced by loopback.
 
-    Refuses a port-0 address (the real port cannot be known from here).
+    Refuses a port-0 address (the real port cannot be known from here) and a
+    full URL: taguru would build ``http://http://…``, whose host is ``http``
+    and whose ``user:password@`` would slip past the credentials check into
+    the request path (a deliberate deviation from taguru, see README).
     """
+    if "://" in addr:
+        raise InputError(
+            f"TAGURU_ADDR ({mask_url(addr)}) is a URL, but it must be host:port "
+            "(the base URL is 'http://' + TAGURU_ADDR); pass a URL with --url instead",
+            field=ADDR_ENV,
+        )
     result = addr
     socket = _socket_addr(addr)
     if socket is not None:
@@ -323,8 +414,11 @@ def base_url_from_addr(addr: str) -> str:
             loopback = "127.0.0.1" if ip.version == 4 else "[::1]"
             result = f"{loopback}:{port}"
     if result.endswith(":0"):
+        # taguru echoes the value; a ``user:password@`` in it must not reach stderr.
+        _userinfo, at, hostport = addr.rpartition("@")
+        shown = f"{REDACTED}@{hostport}" if at else addr
         raise InputError(
-            f"TAGURU_ADDR ({addr}) binds to port 0 (OS-assigned) — the actual port can't be "
+            f"TAGURU_ADDR ({shown}) binds to port 0 (OS-assigned) — the actual port can't be "
             "discovered from here; pass the server's real URL explicitly: "
             "'taguru health http://host:PORT'",
             field=ADDR_ENV,
@@ -365,7 +459,35 @@ def resolve_base_url(url_flag: str | None, env: Mapping[str, str]) -> str:
         raise InputError(MSG_CREDENTIALS, field="url")
     if parsed is None:
         raise InputError(MSG_UNPARSEABLE, field="url")
+    if parsed.legacy_ipv4 is not None:
+        # taguru's URL parser reads it as the dotted quad; aiohttp refuses to
+        # connect to such a spelling at all, so ask for the form both read alike.
+        raise InputError(
+            f"the URL's host '{parsed.legacy_ipv4}' is the IPv4 address {parsed.host} "
+            f"in a form the HTTP client will not connect to; write {parsed.host} instead",
+            field="url",
+        )
+    if not _client_can_parse(base):
+        raise InputError(MSG_UNPARSEABLE, field="url")
     return base
+
+
+def _client_can_parse(base: str) -> bool:
+    """Whether the HTTP client's URL parser takes the request URLs built on ``base``.
+
+    The client sends the scheme, authority and path as written (run/client.py
+    ``build_url`` re-encodes only the query and fragment), and httpx refuses
+    some of what WHATWG accepts there: a control character or NUL (which
+    WHATWG would percent-encode), a port after a backslash; and it finds no
+    host in ``http:/h`` (WHATWG reads ``h``). Caught here it is a bad URL
+    (exit 2), not an unreachable server (exit 1).
+    """
+    try:
+        parts = urlsplit(base)
+        url = httpx.URL(f"{parts.scheme}://{parts.netloc}{parts.path}")
+    except (httpx.InvalidURL, ValueError):
+        return False
+    return bool(url.host) or url.scheme not in ("http", "https")
 
 
 # --------------------------------------------------------------------------- token
@@ -388,12 +510,35 @@ def resolve_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
 
 def resolve_token(env: Mapping[str, str]) -> str | None:
     """The bearer token (§0.4): ``TAGURU_API_TOKEN`` trimmed, else the first
-    ``name:token`` entry of ``TAGURU_API_TOKENS`` with a non-empty token."""
+    ``name:token`` entry of ``TAGURU_API_TOKENS`` with a non-empty token.
+
+    Raises :class:`InputError` (exit 2) when that token cannot travel in an
+    HTTP header; only the token that is sent is checked.
+    """
     single = trim(env.get(TOKEN_ENV, ""))
     if single:
-        return single
-    for entry in env.get(TOKENS_ENV, "").split(","):
+        return _header_safe(single, TOKEN_ENV)
+    for number, entry in enumerate(env.get(TOKENS_ENV, "").split(","), start=1):
         _name, colon, token = trim(entry).partition(":")
         if colon and trim(token):
-            return trim(token)
+            return _header_safe(trim(token), f"{TOKENS_ENV} (entry {number}, the one sent)")
     return None
+
+
+def _header_safe(token: str, source: str) -> str:
+    """``token`` if an ``Authorization`` header can carry it, else exit 2.
+
+    Caught here rather than at the first request, where the HTTP library
+    crashes (non-ASCII) or words it as an unreachable server (a control
+    character). The message names the variable, never the token.
+    """
+    for ch in token:
+        if ch == "\t" or " " <= ch <= "~":
+            continue
+        what = "a non-ASCII character" if ord(ch) > 0x7F else "a control character"
+        raise InputError(
+            f"{source} contains {what}, which an HTTP Authorization header cannot carry "
+            "(the token itself is not shown)",
+            field=source.split(" ", 1)[0],
+        )
+    return token

@@ -111,6 +111,59 @@ def test_unparseable(url: str) -> None:
         resolve_base_url(url, {})
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://h:1/\x01",
+        "http://h:1/a\x00b",
+        "http://h:1/\x7f",
+        "http://h:1\x00",
+        "http://h:1\\x",  # WHATWG reads a path; the client reads a port '1\\x'
+        "http:/h:1",  # WHATWG reads host h; the client finds none
+    ],
+)
+def test_a_url_the_client_cannot_send_is_unparseable(url: str) -> None:
+    assert parse_url(url) is not None
+    with pytest.raises(InputError, match=r"^the --url value could not be parsed as a URL$"):
+        resolve_base_url(url, {})
+
+
+@pytest.mark.parametrize(
+    "url", ["http://h:1/a\tb", " http://h:1", "http://h:1/a?q=\x01#\x02", "http:h:1"]
+)
+def test_what_the_client_drops_or_encodes_still_resolves(url: str) -> None:
+    assert resolve_base_url(url, {}) == url
+
+
+@pytest.mark.parametrize(
+    ("host", "dotted"),
+    [
+        ("127.1", "127.0.0.1"),
+        ("0x7F.1", "127.0.0.1"),
+        ("2130706433", "127.0.0.1"),
+        ("0177.0.0.01", "127.0.0.1"),
+        ("127.0.0.1.", "127.0.0.1"),
+        ("10.0.513", "10.0.2.1"),
+    ],
+)
+def test_an_ipv4_host_in_a_legacy_form_names_its_dotted_quad(host: str, dotted: str) -> None:
+    # WHATWG (and so taguru) reads these as the dotted quad; aiohttp will not connect.
+    assert mask_url(f"http://{host}:8080/x") == f"http://{dotted}:8080"
+    with pytest.raises(InputError) as info:
+        resolve_base_url(f"http://{host}:8080", {})
+    assert str(info.value) == (
+        f"the URL's host '{host.lower()}' is the IPv4 address {dotted} in a form the HTTP "
+        f"client will not connect to; write {dotted} instead"
+    )
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("host", ["1.2.3.256", "1.2.3.4.5", "a.1", "09", "4294967296", "0x1g.1"])
+def test_a_host_ending_in_a_number_must_be_ipv4(host: str) -> None:
+    assert parse_url(f"http://{host}:1") is None
+    assert parse_url(f"localhost://{host}:1") is not None  # only special schemes
+
+
 def test_non_http_scheme_is_not_refused_here() -> None:
     # WHATWG accepts it; it fails later at /health (exit 1), EVALUATE.md §2.4 step 4
     assert resolve_base_url("localhost:8080", {}) == "localhost:8080"
@@ -162,6 +215,32 @@ def test_port_zero_refused(addr: str) -> None:
     assert info.value.exit_code == 2
 
 
+@pytest.mark.parametrize(
+    ("addr", "shown"),
+    [
+        ("http://127.0.0.1:8248", "http://127.0.0.1:8248"),
+        ("https://user:s3cret@h:8443/api?key=s3cret", "https://h:8443"),
+        ("http://u:s3cret@h:0", "http://h:0"),  # a URL first, before the port-0 check
+        ("ftp://bad host", "<unparseable-url>"),
+    ],
+)
+def test_a_url_in_addr_is_refused_masked(addr: str, shown: str) -> None:
+    with pytest.raises(InputError) as info:
+        resolve_base_url(None, {"TAGURU_ADDR": addr})
+    assert str(info.value) == (
+        f"TAGURU_ADDR ({shown}) is a URL, but it must be host:port "
+        "(the base URL is 'http://' + TAGURU_ADDR); pass a URL with --url instead"
+    )
+    assert info.value.exit_code == 2
+    assert resolve_base_url("http://x:1", {"TAGURU_ADDR": addr}) == "http://x:1"
+
+
+def test_port_zero_message_masks_userinfo() -> None:
+    with pytest.raises(InputError) as info:
+        base_url_from_addr("user:s3cret@h:0")
+    assert str(info.value).startswith("TAGURU_ADDR ([REDACTED]@h:0) binds to port 0")
+
+
 def test_unparseable_addr_uses_url_message() -> None:
     with pytest.raises(InputError, match="could not be parsed as a URL"):
         resolve_base_url(None, {"TAGURU_ADDR": "bad host:1"})
@@ -186,6 +265,32 @@ def test_unparseable_addr_uses_url_message() -> None:
 )
 def test_resolve_token(env: dict[str, str], token: str | None) -> None:
     assert resolve_token(env) == token
+
+
+@pytest.mark.parametrize(
+    ("env", "source"),
+    [
+        ({"TAGURU_API_TOKEN": "zq9\u3042x"}, "TAGURU_API_TOKEN"),
+        ({"TAGURU_API_TOKEN": "zq9\udc85x"}, "TAGURU_API_TOKEN"),  # undecodable env bytes
+        ({"TAGURU_API_TOKEN": "zq9\x1fx"}, "TAGURU_API_TOKEN"),  # not trimmed: no White_Space
+        (
+            {"TAGURU_API_TOKENS": "bare, ci: , bot:zq9\r\n2"},
+            "TAGURU_API_TOKENS (entry 3, the one sent)",
+        ),
+    ],
+)
+def test_a_token_no_header_can_carry_is_refused_unshown(env: dict[str, str], source: str) -> None:
+    with pytest.raises(InputError) as info:
+        resolve_token(env)
+    assert info.value.exit_code == 2
+    assert str(info.value).startswith(f"{source} contains a ")
+    assert "zq9" not in str(info.value)
+
+
+def test_only_the_token_sent_must_fit_a_header() -> None:
+    # Inner spaces and tabs are legal in a header value; an entry that is never sent is not checked.
+    env = {"TAGURU_API_TOKEN": "a b\tc", "TAGURU_API_TOKENS": "ci:\u3042"}
+    assert resolve_token(env) == "a b\tc"
 
 
 # --------------------------------------------------------------------------- config file
@@ -237,6 +342,42 @@ def test_config_line_without_equals(tmp_path: Path) -> None:
     )
     assert info.value.exit_code == 2
     assert info.value.line == 3
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("TAGURU_API_TOKEN s3cret", "expected KEY=VALUE, got 'TAGURU_API_TOKEN [REDACTED]'"),
+        (
+            "export TAGURU_API_TOKENS ci:s3cret",
+            "expected KEY=VALUE, got 'TAGURU_API_TOKENS [REDACTED]'",
+        ),
+        ("taguru_api_token: s3cret", "expected KEY=VALUE, got 'taguru_api_token [REDACTED]'"),
+        # A base64 token's own '=' splits the line: the bad "key" holds most of the token.
+        ("TAGURU_API_TOKEN s3cretdGVzdA==", "'TAGURU_API_TOKEN [REDACTED]' is not a variable name"),
+    ],
+)
+def test_config_error_never_echoes_a_token_line(tmp_path: Path, line: str, message: str) -> None:
+    path = write(tmp_path, f"A=1\n{line}\n")
+    with pytest.raises(ConfigError) as info:
+        apply_config_file(path, {}, print)
+    assert str(info.value) == f"taguru: config {path}: line 2: {message} — try 'taguru --help'"
+    assert "s3cret" not in str(info.value)
+
+
+def test_cli_prints_a_token_line_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("TAGURU_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, "TAGURU_API_TOKEN s3cret\n")
+    eval_path = str(DATA / "sake" / "eval.jsonl")
+    code = cli_main(["--eval", eval_path, "--context", "sake", "--config", path, "--no-store"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"taguru: config {path}: line 1: expected KEY=VALUE, got 'TAGURU_API_TOKEN [REDACTED]'"
+        " — try 'taguru --help'\n"
+    )
 
 
 @pytest.mark.parametrize(("line", "key"), [("=v", ""), ("MY KEY=v", "MY KEY"), (" \u3000=v", "")])
