@@ -35,8 +35,12 @@ TOKEN_ENV: Final = "TAGURU_API_TOKEN"
 TOKENS_ENV: Final = "TAGURU_API_TOKENS"
 
 _CONFIG_HINT: Final = " — try 'taguru --help'"
-# TAGURU_API_TOKEN and TAGURU_API_TOKENS, in any case, as a config line may spell them.
-_TOKEN_NAME: Final = re.compile(r"TAGURU_API_TOKENS?", re.IGNORECASE)
+# A variable holding a secret, in any case, as a config line may spell it: the client's
+# TAGURU_API_TOKEN(S), and the server's own keys a shared file may hold
+# (TAGURU_EMBED_API_KEY, TAGURU_RERANK_API_KEY, …).
+_TOKEN_NAME: Final = re.compile(
+    r"TAGURU_\w*?(?:TOKENS?|KEYS?|SECRETS?|PASSWORDS?)(?![A-Za-z0-9])", re.IGNORECASE
+)
 
 MSG_CREDENTIALS: Final = (
     "the URL must not carry credentials (user:password@…) — "

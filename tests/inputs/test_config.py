@@ -355,6 +355,15 @@ def test_config_line_without_equals(tmp_path: Path) -> None:
         ("taguru_api_token: s3cret", "expected KEY=VALUE, got 'taguru_api_token [REDACTED]'"),
         # A base64 token's own '=' splits the line: the bad "key" holds most of the token.
         ("TAGURU_API_TOKEN s3cretdGVzdA==", "'TAGURU_API_TOKEN [REDACTED]' is not a variable name"),
+        # The server's own secrets, when a shared file holds them.
+        (
+            "TAGURU_EMBED_API_KEY s3cret",
+            "expected KEY=VALUE, got 'TAGURU_EMBED_API_KEY [REDACTED]'",
+        ),
+        (
+            "TAGURU_RERANK_API_KEY: s3cret",
+            "expected KEY=VALUE, got 'TAGURU_RERANK_API_KEY [REDACTED]'",
+        ),
     ],
 )
 def test_config_error_never_echoes_a_token_line(tmp_path: Path, line: str, message: str) -> None:
