@@ -16,9 +16,8 @@ naming the file, so one bad run never hides the history of the others.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,7 +27,8 @@ from taguru_eval.artifact.read import parse_artifact, read_artifact
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare.parquet import read_head
 from taguru_eval.contract import ARTIFACT_NAME
-from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.errors import InputError
+from taguru_eval.inputs.thresholds import AGGREGATE_BOUNDS_SCHEMA, Thresholds, load_run_thresholds
 from taguru_eval.store import (
     check_run,
     collect_runs,
@@ -320,38 +320,31 @@ def case_metric_long(cases: pl.DataFrame, metric: str, catalog: Catalog = CATALO
     )
 
 
-def bounds_frame(thresholds: Mapping[str, Any] | None) -> pl.DataFrame:
+def bounds_frame(thresholds: Thresholds | None) -> pl.DataFrame:
     """``metric``, ``bound`` (min/max), ``threshold`` from a thresholds file's ``aggregate``.
 
     The gate compares the aggregate scalar (mean / value) with these bounds, so
     they are drawn on the same axis as the drift lines.
     """
-    rows: list[dict[str, object]] = []
-    aggregate = (thresholds or {}).get("aggregate")
-    if isinstance(aggregate, Mapping):
-        for metric, bound in sorted(aggregate.items()):
-            if not isinstance(bound, Mapping):
-                continue
-            for side in ("min", "max"):
-                value = bound.get(side)
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    rows.append({"metric": metric, "bound": side, "threshold": float(value)})
-    return pl.DataFrame(
-        rows, schema={"metric": pl.String, "bound": pl.String, "threshold": pl.Float64}
-    )
+    if thresholds is None:
+        return pl.DataFrame(schema=AGGREGATE_BOUNDS_SCHEMA)
+    return thresholds.aggregate_bounds
 
 
-def read_thresholds(path: str | Path) -> dict[str, Any]:
-    """A thresholds file as plain JSON, for :func:`bounds_frame` (the gate validates it)."""
-    try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"reading {path}: {os_error_text(exc)}", path=str(path)) from None
-    except ValueError as exc:
-        raise InputError(f"{path}: malformed thresholds file: {exc}", path=str(path)) from None
-    if not isinstance(document, dict):
-        raise InputError(f"{path}: malformed thresholds file: not an object", path=str(path))
-    return document
+def read_thresholds(
+    path: str | Path, case_ids: Collection[str] | None = None, *, must_refuse: bool = False
+) -> Thresholds:
+    """A thresholds file, for :func:`bounds_frame`, read and checked as run mode does.
+
+    Bounds drawn from a file the gate would refuse would be a picture of no
+    gate, so the file goes through run mode's loader (same checks, same
+    messages, :class:`InputError` exit 2). ``case_ids`` are the run's eval
+    cases, against which ``cases.overrides`` is checked; ``None`` (a context's
+    history, no one eval set) leaves the overrides' case ids unchecked.
+    ``must_refuse``: the run was given ``--must-refuse``, so the abstention
+    metrics may be bounded.
+    """
+    return load_run_thresholds(path, case_ids, must_refuse=must_refuse)
 
 
 def latency_samples(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:

@@ -43,6 +43,7 @@ from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import Budget, read_view
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.contract import ARTIFACT_NAME
+from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.store import RunOrigin, read_origin, read_table, require_tables
 from taguru_eval.tables.schemas import TABLE
 
@@ -185,6 +186,22 @@ def load_report_run(run: str | Path) -> ReportRun:
     document = load_document(run)
     tables = tables_from_document(document, label, shown=str(run))
     return ReportRun(run, label, document, tables, None, origin)
+
+
+def run_thresholds(path: str | Path, loaded: ReportRun) -> Thresholds:
+    """A thresholds file read as run mode reads it for ``loaded``'s run.
+
+    The run's cases are its eval.jsonl's cases (run mode has no subset), so
+    the file is accepted or refused exactly as the gate of a run over the same
+    eval set would take it, with the same message: a ``cases.overrides`` case
+    id the run does not have is refused, not silently dropped. Its catalog
+    has the abstention metrics only when the run was given ``--must-refuse``.
+    """
+    cases = loaded.tables.get("cases")
+    case_ids = [] if cases is None else cases.get_column("case_id").to_list()
+    inputs = loaded.document.get("inputs")
+    must_refuse = isinstance(inputs, Mapping) and isinstance(inputs.get("must_refuse"), Mapping)
+    return drift.read_thresholds(path, case_ids, must_refuse=must_refuse)
 
 
 def store_of(run: str | Path) -> Path | None:
@@ -633,7 +650,7 @@ def build_report(
     """
     loaded = load_report_run(run)
     document, tables = loaded.document, loaded.tables
-    bounds = drift.bounds_frame(drift.read_thresholds(thresholds) if thresholds else None)
+    bounds = drift.bounds_frame(run_thresholds(thresholds, loaded) if thresholds else None)
     context = loaded.context
     page = _Page()
     page.sections.append(summary_section(document, loaded.label, loaded.origin))

@@ -33,7 +33,10 @@ arguments:
   --base RUN         compare against this earlier run (same forms)
   -o, --out FILE     where to write the report (default: report.html); the
                      file is replaced atomically
-  --thresholds FILE  draw this thresholds file's aggregate bounds on the charts
+  --thresholds FILE  draw this thresholds file's aggregate bounds on the charts;
+                     the file is checked as run mode checks it, against RUN's
+                     case ids (and its --must-refuse metrics), with the same
+                     messages
   --store DIR        the run store holding RUN's context history (default: the
                      store RUN sits in, if it is a stored run directory)
   -h, --help         show this help and exit
@@ -41,7 +44,7 @@ arguments:
 exit codes:
   0  report written
   1  the report could not be written
-  2  usage error, unreadable or malformed evaluation.json
+  2  usage error, unreadable or malformed evaluation.json or thresholds file
 """
 
 

@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from taguru_eval._base.text import one_line
-from taguru_eval.catalog import ABSTENTION_METRICS, CATALOG_KEYS
 from taguru_eval.errors import PREFIX, UsageError
 from taguru_eval.inputs.config import (
     effective_env,
@@ -29,7 +28,7 @@ from taguru_eval.inputs.dataset import EvalSet, load_eval, validate_limits
 from taguru_eval.inputs.must_refuse import MustRefuseSet, load_must_refuse
 from taguru_eval.inputs.outputs import refuse_overlaps, require_output_directories
 from taguru_eval.inputs.proxy import ProxyConfig, proxy_config
-from taguru_eval.inputs.thresholds import Thresholds, load_thresholds
+from taguru_eval.inputs.thresholds import Thresholds, load_run_thresholds
 from taguru_eval.options import RunOptions
 
 Stderr = Callable[[str], None]
@@ -78,25 +77,6 @@ def assembly_warnings(eval_set: EvalSet | MustRefuseSet) -> list[str]:
         for case in eval_set.cases
         if case.options.tags or case.options.since is not None or case.options.until is not None
     ]
-
-
-MUST_REFUSE_FLAG = "--must-refuse"
-
-
-def load_run_thresholds(path: str, eval_set: EvalSet, *, must_refuse: bool = False) -> Thresholds:
-    """§2.3 step 5: the thresholds file against the metric catalog (plus the
-    must-refuse names when that file was given) and the loaded case ids.
-
-    Without ``--must-refuse`` a bound on an ``abstention.*`` or
-    ``answerability.*`` metric is a problem naming the flag (exit 2 before
-    any network call, ABSTENTION.md §3.9), not a late "no samples".
-    """
-    if must_refuse:
-        return load_thresholds(
-            path, CATALOG_KEYS | frozenset(ABSTENTION_METRICS), eval_set.case_ids
-        )
-    needs_flag = dict.fromkeys(ABSTENTION_METRICS, MUST_REFUSE_FLAG)
-    return load_thresholds(path, CATALOG_KEYS, eval_set.case_ids, needs_flag=needs_flag)
 
 
 def _outputs(options: RunOptions) -> dict[str, str | None]:
@@ -154,7 +134,9 @@ def prepare_run(
     thresholds = (
         None
         if options.thresholds is None
-        else load_run_thresholds(options.thresholds, eval_set, must_refuse=must_refuse is not None)
+        else load_run_thresholds(
+            options.thresholds, eval_set.case_ids, must_refuse=must_refuse is not None
+        )
     )
     resolved_env = effective_env(options.config, environment, stderr)
     base_url = resolve_base_url(options.url, resolved_env)

@@ -32,7 +32,7 @@ import polars as pl
 from taguru_eval._base import jsonstrict
 from taguru_eval._base.jsonstrict import JsonPath, JsonShapeError, JsonSyntaxError
 from taguru_eval._base.text import display_f64
-from taguru_eval.catalog import CASE_SCOPED_METRICS
+from taguru_eval.catalog import ABSTENTION_METRICS, CASE_SCOPED_METRICS, CATALOG_KEYS
 from taguru_eval.errors import InputError, os_error_text
 
 THRESHOLDS_VERSION: Final = 1
@@ -44,6 +44,9 @@ _CASES_KEYS: Final = ("default", "overrides")
 _BOUND_KEYS: Final = ("min", "max")
 _UTF8_BOM: Final = b"\xef\xbb\xbf"
 _CASE_SCOPED: Final = frozenset(CASE_SCOPED_METRICS)
+
+MUST_REFUSE_FLAG: Final = "--must-refuse"
+"""The flag that adds the abstention metrics to a run's catalog (ABSTENTION.md §3.9)."""
 
 AGGREGATE_BOUNDS_SCHEMA: Final = {"metric": pl.String, "bound": pl.String, "threshold": pl.Float64}
 """One row per present side of an aggregate bound; ``bound`` is ``"min"`` or ``"max"``."""
@@ -156,7 +159,7 @@ def bound_problem(bound: Bound) -> str | None:
 def load_thresholds(
     path: str | Path,
     catalog_keys: Collection[str],
-    case_ids: Collection[str],
+    case_ids: Collection[str] | None,
     *,
     needs_flag: Mapping[str, str] | None = None,
 ) -> Thresholds:
@@ -164,7 +167,8 @@ def load_thresholds(
 
     ``catalog_keys`` is the run's metric catalog (the 31 names, plus the
     abstention names with ``--must-refuse``); ``case_ids`` are the loaded
-    eval.jsonl case ids. ``needs_flag`` maps a metric name this run does not
+    eval.jsonl case ids (``None``: there is no eval set to hold the overrides'
+    case ids against, and they are not checked). ``needs_flag`` maps a metric name this run does not
     measure to the flag that would add it (ABSTENTION.md §3.9: bounding an
     abstention metric without ``--must-refuse`` is a bad flag, said so).
     ``path`` is echoed in messages exactly as given. Raises
@@ -178,6 +182,24 @@ def load_thresholds(
     thresholds = parse_thresholds(raw, shown)
     validate_thresholds(thresholds, shown, catalog_keys, case_ids, needs_flag=needs_flag)
     return thresholds
+
+
+def load_run_thresholds(
+    path: str | Path, case_ids: Collection[str] | None, *, must_refuse: bool = False
+) -> Thresholds:
+    """A thresholds file checked against one run's catalog and case ids (§2.3 step 5).
+
+    The catalog is the 31 metric names, plus the abstention names when the run
+    was given ``--must-refuse``. Without it a bound on an ``abstention.*`` or
+    ``answerability.*`` metric is a problem naming the flag (exit 2 before
+    any network call, ABSTENTION.md §3.9), not a late "no samples". Run mode
+    and ``report --thresholds`` both read the file through here, so a file is
+    accepted or refused by both with the same message.
+    """
+    if must_refuse:
+        return load_thresholds(path, CATALOG_KEYS | frozenset(ABSTENTION_METRICS), case_ids)
+    needs_flag = dict.fromkeys(ABSTENTION_METRICS, MUST_REFUSE_FLAG)
+    return load_thresholds(path, CATALOG_KEYS, case_ids, needs_flag=needs_flag)
 
 
 def parse_thresholds(raw: bytes, path: str) -> Thresholds:
@@ -207,7 +229,7 @@ def validate_thresholds(
     thresholds: Thresholds,
     path: str,
     catalog_keys: Collection[str],
-    case_ids: Collection[str],
+    case_ids: Collection[str] | None,
     *,
     needs_flag: Mapping[str, str] | None = None,
 ) -> None:
@@ -220,13 +242,13 @@ def validate_thresholds(
 def semantic_problems(
     thresholds: Thresholds,
     catalog_keys: Collection[str],
-    case_ids: Collection[str],
+    case_ids: Collection[str] | None,
     *,
     needs_flag: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Every §4.4 problem, in the spec's order (names, then bounds)."""
     known_metrics = frozenset(catalog_keys)
-    known_cases = frozenset(case_ids)
+    known_cases = None if case_ids is None else frozenset(case_ids)
     flagged = needs_flag or {}
     problems: list[str] = []
     for name in sorted(thresholds.aggregate):
@@ -242,7 +264,7 @@ def semantic_problems(
         if name not in _CASE_SCOPED:
             problems.append(f"cases.default: unknown (or not case-scoped) metric name '{name}'")
     for case_id in sorted(thresholds.case_overrides):
-        if case_id not in known_cases:
+        if known_cases is not None and case_id not in known_cases:
             problems.append(f"cases.overrides: unknown case_id '{case_id}'")
         for name in sorted(thresholds.case_overrides[case_id]):
             if name not in _CASE_SCOPED:

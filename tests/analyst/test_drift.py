@@ -66,16 +66,21 @@ def test_case_metric_long_rejects_an_aggregate_only_metric(history_store: Path) 
         drift.case_metric_long(cases, "latency.query_ms")
 
 
-def test_bounds_frame_reads_aggregate_min_and_max() -> None:
-    bounds = drift.bounds_frame(
-        {"aggregate": {"recall.mrr": {"min": 0.5, "max": 1}, "passage.failure_rate": {"max": 0.0}}}
+def test_bounds_frame_reads_aggregate_min_and_max(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(
+        '{"taguru_evaluate_thresholds": 1, "aggregate": {"recall.mrr": {"min": 0.5, "max": 1},'
+        ' "passage.failure_rate": {"max": 0.0}}}',
+        encoding="utf-8",
     )
+    bounds = drift.bounds_frame(drift.read_thresholds(path))
     assert bounds.rows() == [
         ("passage.failure_rate", "max", 0.0),
         ("recall.mrr", "min", 0.5),
         ("recall.mrr", "max", 1.0),
     ]
     assert drift.bounds_frame(None).height == 0
+    assert drift.bounds_frame(None).schema == bounds.schema
 
 
 def test_store_and_context_defaults(history_store: Path, tmp_path: Path) -> None:
@@ -89,5 +94,17 @@ def test_store_and_context_defaults(history_store: Path, tmp_path: Path) -> None
 def test_bad_thresholds_file_is_an_input_error(tmp_path: Path) -> None:
     bad = tmp_path / "t.json"
     bad.write_text("{", encoding="utf-8")
-    with pytest.raises(InputError, match="malformed thresholds file"):
+    with pytest.raises(InputError, match=r"t\.json: Expecting property name"):
         drift.read_thresholds(bad)
+
+
+def test_read_thresholds_checks_override_case_ids_only_against_given_ones(tmp_path: Path) -> None:
+    # A context's history has no one eval set: the overrides' case ids stand
+    # unchecked there, while a run's own case ids are held against them.
+    path = tmp_path / "t.json"
+    path.write_text(
+        '{"taguru_evaluate_thresholds": 1, "cases": {"overrides": {"zz": {}}}}', encoding="utf-8"
+    )
+    assert drift.read_thresholds(path).case_overrides == {"zz": {}}
+    with pytest.raises(InputError, match=r"cases\.overrides: unknown case_id 'zz'"):
+        drift.read_thresholds(path, ["alpha-001"])

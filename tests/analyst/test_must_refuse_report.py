@@ -162,3 +162,20 @@ def test_the_trade_off_chart_draws_in_headless_chromium(page: str, tmp_path: Pat
     assert 'data-charts="done"' in dom
     drawn = dict(re.findall(r'data-chart="([a-z_]+)" data-marks="([^"]*)"', dom))
     assert drawn["must_refuse"].isdigit() and int(drawn["must_refuse"]) > 0
+
+
+def test_a_must_refuse_run_s_report_draws_abstention_bounds(
+    stored: taguru_eval.Run, tmp_path: Path
+) -> None:
+    # The run was given --must-refuse, so its catalog has the abstention
+    # metrics: the thresholds file bounding one is taken, as run mode takes it.
+    assert stored.path is not None
+    thresholds = tmp_path / "t.json"
+    thresholds.write_text(
+        '{"taguru_evaluate_thresholds":1,'
+        '"aggregate":{"abstention.passage.refusal_rate":{"min":0.125}},'
+        '"cases":{"overrides":{"brand-origin-001":{"recall.mrr":{"min":0.5}}}}}',
+        encoding="utf-8",
+    )
+    page = report.build_report(stored.path, thresholds=thresholds)
+    assert '"threshold": 0.125' in json.dumps(_specs(page))

@@ -218,3 +218,75 @@ def test_the_report_subcommand_is_wired_into_the_cli(tmp_path: Path) -> None:
         "case_metrics",
         "latency",
     ]
+
+
+_BAD_THRESHOLDS = {
+    "nan": '{"taguru_evaluate_thresholds":1,"aggregate":{"recall.mrr":{"min":NaN}}}',
+    "infinity": '{"taguru_evaluate_thresholds":1,"aggregate":{"recall.mrr":{"max":Infinity}}}',
+    "overflow": '{"taguru_evaluate_thresholds":1,"aggregate":{"recall.mrr":{"min":1e400}}}',
+    "deep": '{"taguru_evaluate_thresholds":1,"x":' + "[" * 100_000 + "]" * 100_000 + "}",
+    "stamp": '{"taguru_evaluate_thresholds":2}',
+    "no stamp": '{"aggregate":{}}',
+    "unknown metric": '{"taguru_evaluate_thresholds":1,"aggregate":{"nope":{"min":1}}}',
+    "min over max": '{"taguru_evaluate_thresholds":1,"aggregate":{"recall.mrr":{"min":1,"max":0}}}',
+    "unknown case": (
+        '{"taguru_evaluate_thresholds":1,"cases":{"overrides":{"zz":{"recall.mrr":{"min":1}}}}}'
+    ),
+    "unknown key": '{"taguru_evaluate_thresholds":1,"bogus":1}',
+    "abstention without --must-refuse": (
+        '{"taguru_evaluate_thresholds":1,"aggregate":{"abstention.refusal_rate":{"min":1}}}'
+    ),
+    "truncated": '{"taguru_evaluate_thresholds":1,"aggregate":{"recall.mrr":{"min":"',
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BAD_THRESHOLDS))
+def test_report_refuses_a_thresholds_file_as_run_mode_does(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from support.documents import CASE_IDS
+
+    from taguru_eval.cli.main import main
+
+    path = write_document(tmp_path / "evaluation.json", evaluation_document())
+    thresholds = tmp_path / "t.json"
+    thresholds.write_text(_BAD_THRESHOLDS[name], encoding="utf-8")
+    eval_file = tmp_path / "eval.jsonl"
+    eval_file.write_text(
+        '{"taguru_eval":1}\n'
+        + "".join(f'{{"case_id":"{case_id}","query":"q"}}\n' for case_id in CASE_IDS),
+        encoding="utf-8",
+    )
+    # The run's thresholds are read before any network call: port 9 is never dialled.
+    run_args = ["--eval", str(eval_file), "--context", "demo", "--url", "http://127.0.0.1:9"]
+    run_code = main(
+        [
+            *run_args,
+            "--thresholds",
+            str(thresholds),
+            "--out",
+            str(tmp_path / "x.json"),
+            "--no-store",
+        ]
+    )
+    run_err = capsys.readouterr().err
+    out = tmp_path / "r.html"
+    code = main(["report", str(path), "--thresholds", str(thresholds), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert (run_code, code) == (2, 2)
+    assert err == run_err
+    assert err.startswith(f"taguru: evaluate: {thresholds}: ") and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_report_draws_a_thresholds_file_run_mode_takes(tmp_path: Path) -> None:
+    path = write_document(tmp_path / "evaluation.json", evaluation_document())
+    thresholds = tmp_path / "t.json"
+    thresholds.write_text(
+        '{"taguru_evaluate_thresholds":1,"aggregate":{"recall.mrr":{"min":0.25}},'
+        '"cases":{"overrides":{"beta-002":{"recall.mrr":{"min":0.5}}}}}',
+        encoding="utf-8",
+    )
+    page = report.build_report(path, thresholds=thresholds)
+    metrics = next(entry for entry in _specs(page) if entry["name"] == "metrics")
+    assert '"threshold": 0.25' in json.dumps(metrics)
