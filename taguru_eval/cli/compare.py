@@ -23,6 +23,8 @@ from taguru_eval.compare.significance import (
     DEFAULT_ALPHA,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    MAX_RESAMPLES,
+    MAX_SEED,
     Significance,
     significance,
 )
@@ -72,8 +74,9 @@ arguments:
                  implies --significance; exit 3 when a metric regressed
                  significantly (p < alpha in its worse direction)
   --alpha A      significance level, 0 < A < 1 (default 0.05)
-  --resamples N  bootstrap and sign-flip resamples (default 10000)
-  --seed N       random seed; the same seed gives the same result (default 0)
+  --resamples N  bootstrap and sign-flip resamples, 1..1000000 (default 10000)
+  --seed N       random seed, 0..2^64-1; the same seed gives the same result
+                 (default 0)
   -h, --help     show this help and exit
 
 exit codes:
@@ -148,8 +151,10 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
         significance="--significance" in switches,
         fail_on_regression="--fail-on-regression" in switches,
         alpha=_alpha(values.get("--alpha")),
-        resamples=_count("--resamples", values.get("--resamples"), DEFAULT_RESAMPLES, minimum=1),
-        seed=_count("--seed", values.get("--seed"), DEFAULT_SEED, minimum=0),
+        resamples=_count(
+            "--resamples", values.get("--resamples"), DEFAULT_RESAMPLES, 1, MAX_RESAMPLES
+        ),
+        seed=_count("--seed", values.get("--seed"), DEFAULT_SEED, 0, MAX_SEED),
     )
 
 
@@ -165,10 +170,17 @@ def _alpha(text: str | None) -> float:
     return value
 
 
-def _count(flag: str, text: str | None, default: int, *, minimum: int) -> int:
+def _count(flag: str, text: str | None, default: int, minimum: int, maximum: int) -> int:
     if text is None:
         return default
-    value = int(text) if text.isascii() and text.isdigit() else -1
+    if not (text.isascii() and text.isdigit()):
+        raise UsageError(_VALUE_FLAGS[flag])
+    # Judged on the digits before int(), whose 4300-digit limit would end a
+    # longer number in a traceback rather than this usage error.
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(maximum)) or int(digits) > maximum:
+        raise UsageError(f"{_VALUE_FLAGS[flag]} of at most {maximum}")
+    value = int(digits)
     if value < minimum:
         raise UsageError(_VALUE_FLAGS[flag])
     return value

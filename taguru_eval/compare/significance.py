@@ -42,7 +42,14 @@ from taguru_eval.compare.model import base_column, delta_column, head_column
 from taguru_eval.compare.report import Comparison
 
 DEFAULT_RESAMPLES: Final = 10_000
+MAX_RESAMPLES: Final = 1_000_000
+"""The most resamples a test draws: a p-value resolution of 1e-6, already finer than
+any alpha a gate uses, at about 100 times the default's time and 8 MB of means per
+metric; past it the bootstrap's one array of means would not fit in memory."""
 DEFAULT_SEED: Final = 0
+MAX_SEED: Final = 2**64 - 1
+"""The largest ``--seed``: a u64, as every other integer in the files (the seed is
+recorded in the changes.jsonl header, where a reader may hold it in 64 bits)."""
 DEFAULT_ALPHA: Final = 0.05
 
 SIGNIFICANT_REGRESSION: Final = "regressed"
@@ -162,7 +169,8 @@ def significance(
 
     A metric's direction (which sign is a regression) is the catalog's
     ``higher_is_better``; a metric without one is never called regressed or
-    improved. ``ValueError`` for ``resamples < 1`` or ``alpha`` outside (0, 1).
+    improved. ``ValueError`` for ``resamples`` outside 1..=:data:`MAX_RESAMPLES`
+    or ``alpha`` outside (0, 1).
     """
     return significance_of_cases(
         comparison.cases,
@@ -185,8 +193,8 @@ def significance_of_cases(
 ) -> Significance:
     """:func:`significance` over a :attr:`Comparison.cases`-shaped frame
     (``in_base``, ``in_head`` and the ``<metric>.base/.head/.delta`` columns)."""
-    if resamples < 1:
-        raise ValueError("resamples must be a positive integer")
+    if not 1 <= resamples <= MAX_RESAMPLES:
+        raise ValueError(f"resamples must be a positive integer of at most {MAX_RESAMPLES}")
     if not 0.0 < alpha < 1.0:
         raise ValueError("alpha must be strictly between 0 and 1")
     paired = cases.filter(pl.col("in_base") & pl.col("in_head"))

@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 from taguru_eval.catalog import CATALOG, Catalog
-from taguru_eval.cli.compare import main
+from taguru_eval.cli.compare import main, parse_args
 from taguru_eval.compare import Comparison, compare, significance
 from taguru_eval.compare.significance import (
+    MAX_RESAMPLES,
     NOT_SIGNIFICANT,
     NOT_TESTED,
     SIGNIFICANT_IMPROVEMENT,
@@ -146,7 +147,9 @@ def test_one_sided_and_unmatched_cases_are_not_pairs() -> None:
     assert row(result, "recall.mrr")["mean_delta"] == pytest.approx(-0.1)
 
 
-@pytest.mark.parametrize(("resamples", "alpha"), [(0, 0.05), (10, 0.0), (10, 1.0)])
+@pytest.mark.parametrize(
+    ("resamples", "alpha"), [(0, 0.05), (10, 0.0), (10, 1.0), (MAX_RESAMPLES + 1, 0.05)]
+)
 def test_bad_settings_are_refused(resamples: int, alpha: float) -> None:
     with pytest.raises(ValueError):
         significance(shifted_pair(0.0, n=3), resamples=resamples, alpha=alpha)
@@ -309,10 +312,37 @@ def test_fail_on_regression_passes_an_improvement_and_a_tight_alpha(
         (["--significance", "--significance"], "--significance given twice"),
         (["--significance", "--resamples", "0"], "--resamples needs a positive integer"),
         (["--significance", "--seed", "-1"], "--seed needs a non-negative integer"),
+        (
+            ["--significance", "--resamples", "99999999999999999999"],
+            "--resamples needs a positive integer of at most 1000000",
+        ),
+        (
+            ["--significance", "--resamples", "1000001"],
+            "--resamples needs a positive integer of at most 1000000",
+        ),
+        (
+            ["--significance", "--resamples", "9" * 5000],
+            "--resamples needs a positive integer of at most 1000000",
+        ),
+        (
+            ["--significance", "--seed", "9" * 5000],
+            "--seed needs a non-negative integer of at most 18446744073709551615",
+        ),
+        (
+            ["--significance", "--seed", "18446744073709551616"],
+            "--seed needs a non-negative integer of at most 18446744073709551615",
+        ),
     ],
 )
 def test_flag_errors_are_usage_errors(extra: list[str], message: str) -> None:
     assert cli(["a.json", "b.json", *extra]) == (2, "", f"{PREFIX}{message}{USAGE_SUFFIX}\n")
+
+
+def test_the_largest_settings_are_taken() -> None:
+    settings = ["--resamples", "1000000", "--seed", "18446744073709551615"]
+    args = parse_args(["a.json", "b.json", "--significance", *settings])
+    assert args is not None
+    assert (args.resamples, args.seed) == (MAX_RESAMPLES, 2**64 - 1)
 
 
 def test_an_extra_header_member_may_not_replace_taguru_s_own() -> None:
