@@ -178,18 +178,28 @@ def _parse_int(token: str) -> int:
     return value
 
 
-def _check_strings_and_depth(root: object) -> None:
+def check_depth(root: object) -> None:
+    """Raise :class:`JsonSyntaxError` when ``root`` nests :data:`MAX_DEPTH` or more
+    containers: serde's limit, for a value another parser already decoded (the
+    stack-bound ``RecursionError`` of ``json.loads`` sits far deeper and moves
+    with the caller's own stack)."""
+    _check_strings_and_depth(root, strings=False)
+
+
+def _check_strings_and_depth(root: object, *, strings: bool = True) -> None:
     """Reject lone surrogates (not UTF-8 encodable) and nesting over MAX_DEPTH."""
     stack: list[tuple[object, int]] = [(root, 0)]
     while stack:
         value, depth = stack.pop()
         if isinstance(value, str):
-            _check_string(value)
+            if strings:
+                _check_string(value)
         elif isinstance(value, dict):
             if depth >= MAX_DEPTH - 1:
                 raise JsonSyntaxError("recursion limit exceeded")
             for key, item in value.items():
-                _check_string(key)
+                if strings:
+                    _check_string(key)
                 stack.append((item, depth + 1))
         elif isinstance(value, list):
             if depth >= MAX_DEPTH - 1:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from taguru_eval._base import jsonstrict
 from taguru_eval._base.text import split_lines, trim
 from taguru_eval.errors import InputError
 from taguru_eval.refserver.envelope import ApiError
@@ -224,7 +225,14 @@ def _strict_json(text: str) -> object:
     def reject(token: str) -> object:
         raise ValueError(f"{token} is not valid JSON")
 
-    return json.loads(text, parse_constant=reject)
+    try:
+        value = json.loads(text, parse_constant=reject)
+    except RecursionError:
+        raise ValueError("recursion limit exceeded") from None
+    # serde's nesting limit, as taguru reads these files: a file refused or
+    # served whatever the depth of the stack that happens to load it.
+    jsonstrict.check_depth(value)
+    return value
 
 
 def _read_json(file: Path) -> object:

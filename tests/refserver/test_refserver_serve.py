@@ -189,6 +189,43 @@ def test_corpus_errors_name_file_and_line(
     assert message in str(caught.value)
 
 
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("relative", "text"),
+    [
+        ("c/context.json", '{"x":' + _nested(100_000) + "}"),
+        ("c/aliases.json", '{"concepts":{"a":' + _nested(100_000) + "}}"),
+        ("c/associations.jsonl", "\n" + _nested(100_000) + "\n"),
+    ],
+)
+def test_deeply_nested_corpus_json_is_one_stderr_line_exit_2(
+    tmp_path: Path, relative: str, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    assert main([str(tmp_path), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    line = "2" if relative.endswith(".jsonl") else ""
+    where = f"{target}:{line}" if line else str(target)
+    assert err == f"taguru_eval serve: {where}: not valid JSON: recursion limit exceeded\n"
+
+
+def test_corpus_json_nesting_follows_serde_s_limit(tmp_path: Path) -> None:
+    # 127 containers in all (the object and 126 arrays) is what serde reads; one
+    # more is refused, far short of Python's stack, whatever loads the file.
+    target = tmp_path / "c" / "context.json"
+    target.parent.mkdir(parents=True)
+    target.write_text('{"x":' + _nested(126) + "}", encoding="utf-8")
+    assert load_corpus_dir(ServerState(), tmp_path) == ["c"]
+    target.write_text('{"x":' + _nested(127) + "}", encoding="utf-8")
+    with pytest.raises(InputError, match=r"context\.json: not valid JSON: recursion limit"):
+        load_corpus_dir(ServerState(), tmp_path)
+
+
 # -- the command line -----------------------------------------------------------------
 
 
