@@ -33,6 +33,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from taguru_eval._base.text import one_line
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.errors import EXIT_GATE, EXIT_OK
 from taguru_eval.inputs.thresholds import Thresholds
@@ -206,7 +207,10 @@ def summary_lines(report: GateReport) -> list[str]:
         lines.append(f"    ... and {hidden} more case-scoped violation(s)")
     if report.skipped:
         lines.append(f"  {len(report.skipped)} case-scoped threshold(s) skipped as not applicable")
-    return lines
+    # A case_id (and an abstention reason's case list) is the user's text: a
+    # control character in it must not colour the terminal or forge a line.
+    # Every other line keeps §5.6's bytes.
+    return [one_line(line) for line in lines]
 
 
 def case_metric_frame(

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from taguru_eval._base import collector
+from taguru_eval._base.text import one_line
 from taguru_eval.artifact.abstention import VectorFacts, abstention_block, answerability_entries
 from taguru_eval.artifact.build import RunContext, build_artifact, write_json_atomic
 from taguru_eval.errors import (
@@ -218,7 +219,10 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
     if report is not None:
         lines.extend(report.lines())
     for line in lines:
-        console.out(line)
+        # The server's source names (an invalid locator's line), the context
+        # and the paths are not ours to send to a terminal raw; a line without
+        # a control character keeps its bytes.
+        console.out(one_line(line))
     store_path: Path | None = None
     store_dir = resolve_store_dir(prepared)
     if store_dir is not None:
@@ -241,7 +245,7 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
         except RunError as error:
             warn(StoreWriteWarning(f"{error.message}; {NOT_STORED}"))
         else:
-            console.err(f"{PREFIX}run stored in {store_path}")
+            console.err(one_line(f"{PREFIX}run stored in {store_path}"))
     if report is None:
         console.err(REPORT_ONLY_LINE)
         exit_code = EXIT_OK

@@ -813,3 +813,21 @@ def test_case_values_from_the_score_modules_wide_frame() -> None:
     )
     assert [v.case_id for v in report.violations] == ["c1"]
     assert report.skipped == (f"case 'c2': 'recall.recall_at_k' {SKIP_TAIL}",)
+
+
+def test_summary_lines_escape_a_case_id_s_control_characters() -> None:
+    # GateReport.lines() is the library's copy of the stdout block: a case_id (or
+    # an abstention reason's case list) with ESC or a newline must not reach a
+    # terminal raw; every line without one keeps §5.6's bytes.
+    violations = (
+        Violation("aggregate", "abstention.false_answers", 2.0, "2.000000 > max 0.000000: a\x1bb"),
+        Violation("case", "recall.mrr", 0.25, "0.250000 < min 0.500000", "\x1b[31mRED\nFAKE"),
+        Violation("case", "recall.mrr", 0.25, "0.250000 < min 0.500000", "plain"),
+    )
+    report = GateReport("ab" * 32, False, violations, ())
+    assert summary_lines(report) == [
+        "  thresholds: FAIL — 3 violation(s) (sha256 abababababab…)",
+        "    [aggregate] abstention.false_answers: 2.000000 > max 0.000000: a\\u{1b}b",
+        "    [case \\u{1b}[31mRED\\nFAKE] recall.mrr: 0.250000 < min 0.500000",
+        "    [case plain] recall.mrr: 0.250000 < min 0.500000",
+    ]

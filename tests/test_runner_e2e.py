@@ -1004,3 +1004,38 @@ def test_a_budget_that_admits_nothing(
         "omitted_total": 1,
     }
     assert block["recall"]["recall_at_k"] == 0.0
+
+
+def test_user_text_on_stdout_is_escaped_and_other_lines_keep_their_bytes(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A case_id and a citation's source are the user's text: on a terminal a
+    # control character in them must not colour the screen or forge a line.
+    thresholds = tmp_path / "gate.json"
+    thresholds.write_text(
+        '{"taguru_evaluate_thresholds":1,"cases":{"default":{"recall.mrr":{"min":1.5}}}}',
+        encoding="utf-8",
+    )
+
+    def run(case_id: str, source: str) -> tuple[int, list[str]]:
+        work = tmp_path / str(len(list(tmp_path.iterdir())))
+        work.mkdir()
+        cited = [*SMOKE["expected_citations"], {"source": source, "paragraph": 0}]
+        eval_path = write_eval(
+            work / "eval.jsonl", [{**SMOKE, "case_id": case_id, "expected_citations": cited}]
+        )
+        args = run_args(eval_path, "sake", server, "--thresholds", str(thresholds))
+        code, out, _ = run_cli(capsys, [*args, "--out", str(work / "e.json"), "--no-store"])
+        return code, out.replace(str(work), "WORK").splitlines()
+
+    code, lines = run("\x1b[31mRED\nFAKE: all good", "\x1b[2Jevil.md")
+    plain_code, plain = run("plain", "evil.md")
+    assert code == plain_code == 3
+    assert not any("\x1b" in line or line.startswith("FAKE") for line in lines)
+    case_line = "    [case \\u{1b}[31mRED\\nFAKE: all good] recall.mrr: 1.000000 < min 1.500000"
+    assert case_line in lines
+    assert any('{"source": "\\u{1b}[2Jevil.md", "paragraph": 0}' in line for line in lines)
+    assert [
+        line.replace("\\u{1b}[31mRED\\nFAKE: all good", "plain").replace("\\u{1b}[2J", "")
+        for line in lines
+    ] == plain

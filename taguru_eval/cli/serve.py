@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Final
 
 from taguru_eval._base.extras import load_extra
+from taguru_eval._base.text import one_line
 from taguru_eval.errors import EXIT_INPUT, EXIT_OK, EXIT_RUN_FAILED, InputError
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -120,7 +121,8 @@ def main(argv: list[str]) -> int:
     from taguru_eval.refserver.serve import serve_until_interrupted
 
     def announce(line: str) -> None:
-        print(f"{PROGRAM}: {line}", flush=True)
+        # The contexts are folder names: anything a file system allows.
+        print(one_line(f"{PROGRAM}: {line}"), flush=True)
 
     try:
         serve_until_interrupted(
@@ -137,8 +139,9 @@ def main(argv: list[str]) -> int:
         print(f"{PROGRAM}: {error}", file=sys.stderr)
         return EXIT_INPUT
     except OSError as error:
+        reason = error.strerror or str(error)
         print(
-            f"{PROGRAM}: cannot listen on {options.host}:{options.port}: {error.strerror or error}",
+            one_line(f"{PROGRAM}: cannot listen on {options.host}:{options.port}: {reason}"),
             file=sys.stderr,
         )
         return EXIT_RUN_FAILED

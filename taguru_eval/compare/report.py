@@ -20,6 +20,7 @@ from typing import Final
 import polars as pl
 
 from taguru_eval._base.files import write_bytes_atomic
+from taguru_eval._base.text import one_line
 from taguru_eval.compare import display, drivers
 from taguru_eval.compare.abstention import AbstentionComparison
 from taguru_eval.compare.load import RunView
@@ -356,7 +357,10 @@ def summary(comparison: Comparison, out: str) -> str:
     if comparison.abstention is not None:
         lines.extend(abstention_summary(comparison.abstention))
     lines.append(f"  wrote {out}")
-    return "\n".join(lines) + "\n"
+    # Case ids, metric names and kinds come from the two files, the path from the
+    # command line: a control character in one is escaped rather than sent to
+    # the terminal; a line without one keeps §6.10's bytes.
+    return "".join(f"{one_line(line)}\n" for line in lines)
 
 
 def abstention_summary(block: AbstentionComparison) -> list[str]:

@@ -104,3 +104,23 @@ def test_an_added_case_without_values_has_an_empty_metric_list() -> None:
     head = {"taguru_evaluation": 1, "corpus": {"stable": True}, "cases": [{"case_id": "x"}]}
     lines = compare(base, head).changes_jsonl("2026-07-29T00:00:00Z").splitlines()
     assert lines[1] == '{"kind":"added","case_id":"x","metrics":[]}'
+
+
+def test_the_summary_escapes_control_characters_and_keeps_every_other_byte() -> None:
+    # A case_id is the user's text: on a terminal it must not colour the screen
+    # or forge a line of its own.
+    hostile = "\x1b[31mRED\nFAKE: all good"
+    ids = [hostile, "plain", "tab\there"]
+    text = compare(_doc(ids, 1.0), _doc(ids, 0.5)).summary("out\x07.jsonl")
+    assert "\x1b" not in text and "\x07" not in text and "\t" not in text
+    lines = text.splitlines()
+    assert "    regressed: \\u{1b}[31mRED\\nFAKE: all good (recall.recall_at_k -0.500)" in lines
+    assert "    regressed: tab\\there (recall.recall_at_k -0.500)" in lines
+    assert not any(line.startswith("FAKE") for line in lines)
+    assert lines[-1] == "  wrote out\\u{7}.jsonl"
+    # The same comparison with harmless ids prints the same bytes elsewhere.
+    plain = compare(_doc(["a", "plain", "b"], 1.0), _doc(["a", "plain", "b"], 0.5)).summary("o")
+    assert [line for line in lines if "regressed:" not in line][:-1] == [
+        line for line in plain.splitlines() if "regressed:" not in line
+    ][:-1]
+    assert "    regressed: plain (recall.recall_at_k -0.500)" in plain.splitlines()

@@ -288,3 +288,40 @@ def test_serve_process_prints_its_url_and_answers(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_serve_escapes_a_folder_name_s_control_characters(tmp_path: Path) -> None:
+    # A context is named after its folder, and a folder name may hold anything
+    # but '/': printed raw it would colour the terminal or forge a line.
+    (tmp_path / "ok\x1b[31mRED\nFAKE: all good").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "taguru_eval", "serve", str(tmp_path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("taguru_eval serve: listening on http://127.0.0.1:"), line
+        assert line.endswith(" (contexts: ok\\u{1b}[31mRED\\nFAKE: all good)\n"), line
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_cannot_listen_escapes_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from taguru_eval.refserver import serve
+
+    def refuse(host: str, port: int) -> object:
+        raise OSError(98, "Address already in use")
+
+    monkeypatch.setattr(serve, "bind_socket", refuse)
+    assert main([str(tmp_path), "--host", "h\x1b[31m\nFAKE", "--port", "1"]) == 1
+    assert capsys.readouterr().err == (
+        "taguru_eval serve: cannot listen on h\\u{1b}[31m\\nFAKE:1: Address already in use\n"
+    )
