@@ -100,7 +100,7 @@ def ingest(path: str | Path, store_dir: str | Path = DEFAULT_STORE_DIR) -> Inges
     cannot be written.
     """
     shown = str(path)
-    view = read_view(path)
+    view = read_view(path, stamp_required=True)
     source = Path(path)
     if source.is_dir():
         source = source / ARTIFACT_NAME

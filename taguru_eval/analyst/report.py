@@ -95,7 +95,7 @@ class _Page:
 
 def load_document(source: str | Path) -> dict[str, Any]:
     """An evaluation.json (file or stored run directory), validated by compare's reader."""
-    read_view(source)
+    read_view(source, stamp_required=True)
     path = Path(source)
     return read_artifact(path / ARTIFACT_NAME if path.is_dir() else path)
 
@@ -175,7 +175,9 @@ def load_report_run(run: str | Path) -> ReportRun:
     label = run_dir.name.removeprefix("run=") if run_dir.name.startswith("run=") else str(run)
     origin = read_origin(run_dir) if path.is_dir() else None
     if path.is_dir() and _stored_tables(path):
-        read_side(path)  # the same validation (and messages) as compare's
+        # compare's validation and messages, but for a missing stamp (§6.2 pins
+        # compare's 'got 0'; this is no compare).
+        read_side(path, stamp_required=True)
         tables = {
             name: read_table(path / TABLE[name].file_name, TABLE[name])
             for name in _REPORT_TABLES
@@ -513,7 +515,7 @@ def compare_section(
     head_tags: pl.DataFrame | None = None,
 ) -> str:
     """BASE vs this run: counts, warnings, what moved, and which metrics drove each case."""
-    comparison = compare(base, head, base_label=str(base), head_label="RUN")
+    comparison = compare(base, head, base_label=str(base), head_label="RUN", stamp_required=True)
     counts = dict(comparison.counts)
     long = charts.compare_long(comparison.cases)
     chart = page.chart("compare", charts.compare_chart(long, counts))

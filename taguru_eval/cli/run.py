@@ -45,7 +45,11 @@ def run_prepared(prepared: PreparedRun) -> int:
     options = prepared.options
     # The summary's base is read first: a bad one is an input error (exit 2)
     # before any case runs.
-    base = None if options.summary_base is None else load_side(options.summary_base, "BASE")
+    base = (
+        None
+        if options.summary_base is None
+        else load_side(options.summary_base, "BASE", stamp_required=True)
+    )
     console = Console()
     progress = case_progress(console.stderr, quiet=options.quiet)
     try:

@@ -31,15 +31,23 @@ Side = str | os.PathLike[str] | Mapping[str, object]
 
 
 def load_side(
-    source: Side, side: str, *, label: str | None = None, catalog: Catalog = CATALOG
+    source: Side,
+    side: str,
+    *,
+    label: str | None = None,
+    catalog: Catalog = CATALOG,
+    stamp_required: bool = False,
 ) -> RunView:
     """Load one side; an :class:`InputError` message starts with ``side``
-    (``BASE``/``HEAD``) as the CLI prints it."""
+    (``BASE``/``HEAD``) as the CLI prints it. ``stamp_required``: a side
+    without ``taguru_evaluation`` is said to miss it, rather than compare's
+    pinned ``got 0`` (GATE_AND_COMPARE.md §6.2) — for the readers that are not
+    compare."""
     try:
         if isinstance(source, Mapping):
             shown = label if label is not None else f"<{side}>"
-            return view_from_document(source, shown, catalog=catalog)
-        return read_side(source, label=label, catalog=catalog)
+            return view_from_document(source, shown, catalog=catalog, stamp_required=stamp_required)
+        return read_side(source, label=label, catalog=catalog, stamp_required=stamp_required)
     except InputError as exc:
         raise InputError(
             f"{side} {exc.message}", path=exc.path, line=exc.line, field=exc.field
@@ -53,6 +61,7 @@ def compare(
     base_label: str | None = None,
     head_label: str | None = None,
     catalog: Catalog = CATALOG,
+    stamp_required: bool = False,
 ) -> Comparison:
     """Compare two runs; BASE is loaded and validated completely before HEAD.
 
@@ -61,8 +70,14 @@ def compare(
     evaluation.json), or an already-loaded evaluation.json object. ``*_label`` overrides the
     path recorded in the header (default: the path as given, or ``<BASE>`` /
     ``<HEAD>`` for an in-memory document). Raises :class:`InputError` (exit 2
-    semantics) for an unreadable, malformed or out-of-range side.
+    semantics) for an unreadable, malformed or out-of-range side; a side
+    without ``taguru_evaluation`` fails the range check with ``got 0`` (§6.2)
+    unless ``stamp_required``, which says it is missing.
     """
-    base_view = load_side(base, "BASE", label=base_label, catalog=catalog)
-    head_view = load_side(head, "HEAD", label=head_label, catalog=catalog)
+    base_view = load_side(
+        base, "BASE", label=base_label, catalog=catalog, stamp_required=stamp_required
+    )
+    head_view = load_side(
+        head, "HEAD", label=head_label, catalog=catalog, stamp_required=stamp_required
+    )
     return compare_views(base_view, head_view)

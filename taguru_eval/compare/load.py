@@ -109,7 +109,9 @@ class _Abstention(msgspec.Struct):
 
 
 class _View(msgspec.Struct):
-    taguru_evaluation: _U64 = 0
+    # UNSET rather than 0, so a reader that requires the stamp can say it is
+    # missing; compare reads it as 0 (§6.2), see :attr:`stamp`.
+    taguru_evaluation: _U64 | msgspec.UnsetType = msgspec.UNSET
     generated_at: str = ""
     inputs: _Inputs = msgspec.field(default_factory=_Inputs)
     corpus: _Corpus = msgspec.field(default_factory=_Corpus)
@@ -121,6 +123,12 @@ class _View(msgspec.Struct):
     # After ``cases`` in the file: absent from a stored run's head, whose
     # must-refuse verdicts come from its tables instead (:mod:`.parquet`).
     abstention: _Abstention | None = None
+
+    @property
+    def stamp(self) -> int:
+        """``taguru_evaluation``, 0 when the file has none (§6.2's default)."""
+        stamp = self.taguru_evaluation
+        return 0 if isinstance(stamp, msgspec.UnsetType) else stamp
 
 
 _HEAD_DECODER: Final = msgspec.json.Decoder(_View)
@@ -307,13 +315,21 @@ class RunView:
 
 
 def read_view(
-    source: str | os.PathLike[str], *, label: str | None = None, catalog: Catalog = CATALOG
+    source: str | os.PathLike[str],
+    *,
+    label: str | None = None,
+    catalog: Catalog = CATALOG,
+    stamp_required: bool = False,
 ) -> RunView:
     """Load one evaluation.json (or a stored run directory holding one).
 
     Raises :class:`InputError` with the §6.2 message (``reading <path>: …``,
     ``<path>: malformed evaluation.json: …`` or the stamp-range message);
     ``label`` is the path recorded in the view (default: ``source`` as given).
+    A file without ``taguru_evaluation`` reads as stamp 0 and fails the range
+    check with ``got 0``, as §6.2 pins for compare; with ``stamp_required``
+    (the readers that are not compare) it is ``<path>: not an
+    evaluation.json: missing integer 'taguru_evaluation'``, export's words.
     """
     given = os.fspath(source)
     file_path = Path(given)
@@ -327,7 +343,13 @@ def read_view(
         raise InputError(f"reading {shown}: {os_error_text(exc)}", path=shown) from None
     if not is_utf8(data):
         raise InputError(f"reading {shown}: stream did not contain valid UTF-8", path=shown)
-    return decode_view(data, shown, label=given if label is None else label, catalog=catalog)
+    return decode_view(
+        data,
+        shown,
+        label=given if label is None else label,
+        catalog=catalog,
+        stamp_required=stamp_required,
+    )
 
 
 def view_from_document(
@@ -336,12 +358,14 @@ def view_from_document(
     *,
     check_stamp: bool = True,
     catalog: Catalog = CATALOG,
+    stamp_required: bool = False,
 ) -> RunView:
     """Build a view from an already-parsed evaluation.json object.
 
     The document goes through the same typed decoder as a file, so an
     in-memory run obeys the same rules. ``check_stamp=False`` skips only the
-    range check (the reference's tests build such views directly).
+    range check (the reference's tests build such views directly);
+    ``stamp_required`` is :func:`read_view`'s.
     """
     try:
         data = json.dumps(document, allow_nan=False, ensure_ascii=False).encode("utf-8")
@@ -349,7 +373,13 @@ def view_from_document(
         raise InputError(f"{label}: malformed evaluation.json: {exc}", path=label) from None
     # Serialised from a mapping, the bytes cannot repeat a key.
     return decode_view(
-        data, label, label=label, check_stamp=check_stamp, check_repeats=False, catalog=catalog
+        data,
+        label,
+        label=label,
+        check_stamp=check_stamp,
+        check_repeats=False,
+        catalog=catalog,
+        stamp_required=stamp_required,
     )
 
 
@@ -361,12 +391,13 @@ def decode_view(
     check_stamp: bool = True,
     check_repeats: bool = True,
     catalog: Catalog = CATALOG,
+    stamp_required: bool = False,
 ) -> RunView:
     """Decode evaluation.json bytes; ``shown`` names the file in messages.
 
     The case blocks are read at the paths of ``catalog``'s comparison metrics.
     ``check_repeats=False`` skips the repeated-key check (bytes serialised
-    from a mapping cannot hold one).
+    from a mapping cannot hold one); ``stamp_required`` is :func:`read_view`'s.
     """
     paths = _compared_paths(catalog)
     view = _decode(
@@ -375,6 +406,7 @@ def decode_view(
         check_stamp=check_stamp,
         check_repeats=check_repeats,
         decoder=_view_decoder(paths),
+        stamp_required=stamp_required,
     )
     cases, duplicates = _case_frame(view.cases, catalog)
     return _run_view(
@@ -395,6 +427,7 @@ def decode_header(
     cases: pl.DataFrame,
     duplicates: tuple[str, ...],
     metrics: Mapping[str, bytes],
+    stamp_required: bool = False,
 ) -> RunView:
     """A view whose run-level facts come from ``data`` — an evaluation.json
     object without its ``cases`` (and possibly ``metrics``) — and whose cases
@@ -403,7 +436,14 @@ def decode_header(
     ``data`` goes through the same typed decoder, checks and messages as a
     whole file; ``cases`` must have :func:`decode_view`'s frame layout.
     """
-    view = _decode(data, shown, check_stamp=True, check_repeats=True, decoder=_HEAD_DECODER)
+    view = _decode(
+        data,
+        shown,
+        check_stamp=True,
+        check_repeats=True,
+        decoder=_HEAD_DECODER,
+        stamp_required=stamp_required,
+    )
     return _run_view(view, shown, label=label, cases=cases, duplicates=duplicates, metrics=metrics)
 
 
@@ -414,6 +454,7 @@ def _decode(
     check_stamp: bool,
     check_repeats: bool,
     decoder: msgspec.json.Decoder[Any],
+    stamp_required: bool,
 ) -> Any:
     try:
         view = decoder.decode(data)
@@ -427,10 +468,16 @@ def _decode(
     if check_repeats:
         _check_repeats(data, view, shown, decoder)
     _check_u64(view, shown)
-    if check_stamp and not 1 <= view.taguru_evaluation <= ARTIFACT_STAMP:
+    missing = isinstance(view.taguru_evaluation, msgspec.UnsetType)
+    if check_stamp and stamp_required and missing:
         raise InputError(
-            f"{shown}: taguru_evaluation must be within 1..={ARTIFACT_STAMP}, "
-            f"got {view.taguru_evaluation}",
+            f"{shown}: not an evaluation.json: missing integer 'taguru_evaluation'",
+            path=shown,
+            field="taguru_evaluation",
+        )
+    if check_stamp and not 1 <= view.stamp <= ARTIFACT_STAMP:
+        raise InputError(
+            f"{shown}: taguru_evaluation must be within 1..={ARTIFACT_STAMP}, got {view.stamp}",
             path=shown,
             field="taguru_evaluation",
         )
@@ -451,7 +498,7 @@ def _run_view(
     must_refuse = view.inputs.must_refuse
     return RunView(
         path=label,
-        stamp=view.taguru_evaluation,
+        stamp=view.stamp,
         generated_at=view.generated_at,
         context=view.inputs.context,
         budget=None if budget is None else (budget.max_items, budget.max_bytes, budget.max_tokens),
@@ -562,7 +609,7 @@ def _check_repeats(
 def _check_u64(view: _View, shown: str) -> None:
     # msgspec reads integers beyond u64 exactly; serde does not (§1.2).
     counters: list[tuple[str, int]] = [
-        ("taguru_evaluation", view.taguru_evaluation),
+        ("taguru_evaluation", view.stamp),
         ("corpus.revision_after.graph", view.corpus.revision_after.graph),
         ("corpus.revision_after.passages", view.corpus.revision_after.passages),
         ("corpus.revision_after.config", view.corpus.revision_after.config),

@@ -31,6 +31,7 @@ evaluation.json, with the message the whole-file reader gives.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -74,14 +75,22 @@ _METRIC_FIELDS: Final = tuple(
 
 
 def read_side(
-    source: str | os.PathLike[str], *, label: str | None = None, catalog: Catalog = CATALOG
+    source: str | os.PathLike[str],
+    *,
+    label: str | None = None,
+    catalog: Catalog = CATALOG,
+    stamp_required: bool = False,
 ) -> RunView:
     """Load one side: a stored run directory through its tables when it has
     both, otherwise (a file, or a directory without tables) its evaluation.json.
 
     Raises :class:`InputError` with the §6.2 messages, or naming the table
-    file that could not be read.
+    file that could not be read; ``stamp_required`` is
+    :func:`~taguru_eval.compare.load.read_view`'s.
     """
+    whole = functools.partial(
+        read_view, source, label=label, catalog=catalog, stamp_required=stamp_required
+    )
     given = os.fspath(source)
     directory = Path(given)
     shown_label = given if label is None else label
@@ -90,11 +99,11 @@ def read_side(
         and (directory / CASES_FILE).is_file()
         and (directory / METRICS_FILE).is_file()
     ):
-        return read_view(source, label=label, catalog=catalog)
+        return whole()
     shown = os.path.join(given, ARTIFACT_NAME)
     head = read_head(directory / ARTIFACT_NAME, shown)
     if head is None:
-        return read_view(source, label=label, catalog=catalog)
+        return whole()
     # evaluation.json is validated before the tables are read, as the whole
     # file would be first. The head is a prefix of the file, so a malformed
     # or out-of-range field in it gets the same message (and line/column).
@@ -102,7 +111,13 @@ def read_side(
         schema={"case_id": pl.String, **dict.fromkeys(catalog.compared, pl.Float64)}
     )
     header = decode_header(
-        head, shown, label=shown_label, cases=no_cases, duplicates=(), metrics={}
+        head,
+        shown,
+        label=shown_label,
+        cases=no_cases,
+        duplicates=(),
+        metrics={},
+        stamp_required=stamp_required,
     )
     cases, duplicates = stored_cases(
         directory / CASES_FILE, os.path.join(given, CASES_FILE), catalog
@@ -111,7 +126,7 @@ def read_side(
     if header.must_refuse_rule is not None or header.must_refuse_sha256 is not None:
         # The abstention block follows ``cases`` in the file; its facts are in the tables.
         if not all((directory / name).is_file() for name in (REFUSAL_CASES_FILE, *FLOOR_TABLES)):
-            return read_view(source, label=label, catalog=catalog)
+            return whole()
         header = replace(header, abstention=stored_abstention(directory, given, header))
     return replace(header, cases=cases, duplicate_case_ids=duplicates, metrics=metrics)
 

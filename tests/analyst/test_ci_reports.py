@@ -203,6 +203,21 @@ def test_a_bad_summary_base_is_an_input_error_before_the_run(served: str, tmp_pa
     assert not (tmp_path / "e.json").exists()
 
 
+def test_a_summary_base_without_a_stamp_is_said_to_miss_it(served: str, tmp_path: Path) -> None:
+    # compare's 'got 0' is pinned to compare (GATE_AND_COMPARE.md §6.2); here the
+    # base is read for a summary, and the message says what is wrong.
+    base = tmp_path / "base.json"
+    base.write_text('{"generated_at": "2026-07-28T10:00:00Z", "cases": []}', encoding="utf-8")
+    argv = [*run_args(EVAL, "sake", served), "--no-store"]
+    argv += ["--out", str(tmp_path / "e.json"), "--summary-base", str(base)]
+    code, _out, err = run_cli(argv, {})
+    assert code == 2
+    assert err.splitlines()[-1] == (
+        f"{PREFIX}BASE {base}: not an evaluation.json: missing integer 'taguru_evaluation'"
+    )
+    assert not (tmp_path / "e.json").exists()
+
+
 def test_an_unwritable_junit_path_exits_1_naming_it(served: str, tmp_path: Path) -> None:
     target = tmp_path / "missing-dir" / "junit.xml"
     argv = [*run_args(EVAL, "sake", served), "--no-store"]

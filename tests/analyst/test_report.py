@@ -290,3 +290,34 @@ def test_report_draws_a_thresholds_file_run_mode_takes(tmp_path: Path) -> None:
     page = report.build_report(path, thresholds=thresholds)
     metrics = next(entry for entry in _specs(page) if entry["name"] == "metrics")
     assert '"threshold": 0.25' in json.dumps(metrics)
+
+
+@pytest.mark.parametrize("how", ["report", "report --base", "report stored", "ingest"])
+def test_a_missing_stamp_is_said_to_be_missing(
+    how: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only compare is pinned to 'must be within 1..=1, got 0' (GATE_AND_COMPARE.md
+    # §6.2); the other readers say what is wrong, in export's words.
+    from taguru_eval.cli.main import main
+
+    good = write_document(tmp_path / "good.json", evaluation_document())
+    document = evaluation_document()
+    del document["taguru_evaluation"]
+    bad = write_document(tmp_path / "bad.json", document)
+    if how == "report stored":
+        stored = ingest.ingest(good, tmp_path / "runs").path
+        artifact = stored / "evaluation.json"
+        text = artifact.read_text("utf-8")
+        artifact.write_text(text.replace('"taguru_evaluation": 1,', "", 1), "utf-8")
+        argv, shown = ["report", str(stored)], f"{artifact}"
+    else:
+        argv = {
+            "report": ["report", str(bad)],
+            "report --base": ["report", str(good), "--base", str(bad)],
+            "ingest": ["ingest", str(bad), "--store", str(tmp_path / "runs")],
+        }[how]
+        shown = f"BASE {bad}" if how == "report --base" else str(bad)
+    assert main([*argv, *(["-o", str(tmp_path / "r.html")] if how != "ingest" else [])]) == 2
+    assert capsys.readouterr().err == (
+        f"taguru: evaluate: {shown}: not an evaluation.json: missing integer 'taguru_evaluation'\n"
+    )
