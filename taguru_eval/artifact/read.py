@@ -14,6 +14,7 @@ from typing import Any, Final, cast
 import polars as pl
 
 from taguru_eval import contract
+from taguru_eval._base.jsonstrict import JsonShapeError
 from taguru_eval.artifact.abstention import refusal_frames_from_block
 from taguru_eval.artifact.layout import case_layout, column_paths, get_path
 from taguru_eval.catalog import CATALOG, MUST_REFUSE_CATALOG, Catalog
@@ -21,7 +22,7 @@ from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.score.abstention import offered
 from taguru_eval.score.aggregate import Scores
-from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables.flatten import CASE_BLOCK, build_tables, type_problem
 from taguru_eval.tables.schemas import (
     RunTables,
     cases_schema,
@@ -320,6 +321,17 @@ def _detail(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
+def _case_block_problem(doc: Mapping[str, Any]) -> JsonShapeError | None:
+    """The first wrongly typed member of a case block, found once building the
+    tables failed (a walk of every case is no cost worth paying on success)."""
+    cases = doc.get("cases")
+    for index, case in enumerate(cases if isinstance(cases, list) else []):
+        problem = type_problem(case, CASE_BLOCK, ("cases", index))
+        if problem is not None:
+            return problem
+    return None
+
+
 def tables_from_artifact(
     doc: Mapping[str, Any], run_id: str | None = None, *, label: str = "evaluation.json"
 ) -> LoadedRun:
@@ -337,7 +349,13 @@ def tables_from_artifact(
         tables = replace(build_tables(outputs, rid), refusal_lanes=refusal_lanes)
         cases = cases_from_artifact(doc, rid)
     except _MALFORMED as exc:
-        raise InputError(f"{label}: malformed case block: {_detail(exc)}", path=label) from None
+        problem = _case_block_problem(doc)
+        detail = _detail(exc) if problem is None else problem.detail
+        raise InputError(
+            f"{label}: malformed case block: {detail}",
+            path=label,
+            field=None if problem is None else problem.field,
+        ) from None
     recorded, definitions = doc.get("metrics") or {}, doc.get("definitions") or {}
     if not isinstance(recorded, Mapping) or not isinstance(definitions, Mapping):
         raise InputError(

@@ -18,7 +18,9 @@ from typing import Any, Final
 
 import polars as pl
 import pyarrow as pa
+from polars.datatypes import DataTypeClass
 
+from taguru_eval._base.jsonstrict import JsonPath, JsonShapeError, describe
 from taguru_eval.tables.schemas import (
     ATTRIBUTIONS,
     CALLS,
@@ -230,6 +232,107 @@ _REFUSAL_OUTPUT = pl.Schema(
         ("budget", _BUDGET),
     ]
 )
+
+
+CASE_BLOCK: Final = pl.Struct(
+    {
+        "case_id": pl.String,
+        "query": pl.String,
+        "cues": pl.List(pl.String),
+        "limit": pl.Int64,
+        "passage": _PASSAGE,
+        "structural": pl.Struct({"cues": pl.List(_CUE), "associations": pl.List(_PROBE)}),
+        "citations": pl.Struct({"checks": pl.List(_CHECK)}),
+        "evidence": pl.Struct(
+            {
+                **_EVIDENCE.to_schema(),
+                "items": pl.List(
+                    pl.Struct(
+                        {
+                            "candidate_id": pl.String,
+                            "kind": pl.String,
+                            "fused_rank": pl.Int64,
+                            "source": pl.String,
+                            "paragraph": pl.Int64,
+                            "citation_refs": pl.List(_LOCATOR),
+                        }
+                    )
+                ),
+            }
+        ),
+        "budget": _BUDGET,
+    }
+)
+"""The members of an evaluation.json case block the table builder reads (an
+artifact read back becomes lane outputs of these), typed as the nested frame
+types them; every other member is ignored."""
+
+
+def type_problem(value: object, dtype: pl.DataType, path: JsonPath) -> JsonShapeError | None:
+    """The first member of ``value`` whose JSON type ``dtype`` cannot hold, or ``None``.
+
+    The nested frame's own error names a Polars dtype and quotes whatever
+    value it met first, often a valid one elsewhere in the batch; this walks
+    one value against the dtype and names the JSON path and what belongs
+    there. ``null`` (and an absent struct member) is always allowed, as the
+    frame makes it a null.
+    """
+    stack: list[tuple[object, pl.DataType, JsonPath]] = [(value, dtype, path)]
+    while stack:
+        item, kind, where = stack.pop()
+        if item is None:
+            continue
+        expected = _expected(kind)
+        if not _holds(item, kind):
+            return JsonShapeError(where, f"invalid type: {describe(item)}, expected {expected}")
+        if isinstance(kind, pl.Struct) and isinstance(item, Mapping):
+            members = list(kind.to_schema().items())
+            stack.extend(
+                (item.get(name), _instance(field), (*where, name))
+                for name, field in reversed(members)
+            )
+        elif isinstance(kind, pl.List) and isinstance(item, list):
+            inner = _instance(kind.inner)
+            stack.extend(
+                (element, inner, (*where, index))
+                for index, element in reversed(list(enumerate(item)))
+            )
+    return None
+
+
+def _instance(kind: DataTypeClass | pl.DataType) -> pl.DataType:
+    # A schema may hold a bare class (pl.String) where an instance is meant.
+    return kind() if isinstance(kind, DataTypeClass) else kind
+
+
+def _expected(kind: pl.DataType) -> str:
+    if isinstance(kind, pl.Struct):
+        return "an object"
+    if isinstance(kind, pl.List):
+        return "an array"
+    if kind == pl.String:
+        return "a string"
+    if kind == pl.Boolean:
+        return "a boolean"
+    if kind.is_integer():
+        return "an integer"
+    return "a number"
+
+
+def _holds(item: object, kind: pl.DataType) -> bool:
+    if isinstance(kind, pl.Struct):
+        return isinstance(item, Mapping)
+    if isinstance(kind, pl.List):
+        return isinstance(item, list)
+    if kind == pl.String:
+        return isinstance(item, str)
+    if kind == pl.Boolean:
+        return isinstance(item, bool)
+    if isinstance(item, bool):
+        return False
+    if kind.is_integer():
+        return isinstance(item, int)
+    return isinstance(item, int | float)
 
 
 _LANE_OUTPUT_ARROW: Final = pl.DataFrame(schema=_LANE_OUTPUT).to_arrow().schema

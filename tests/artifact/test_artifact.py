@@ -566,3 +566,58 @@ def test_malformed_case_blocks_are_input_errors(tmp_path: Path, case: dict[str, 
     with pytest.raises(InputError, match="malformed case block") as info:
         load_artifact(path)
     assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "detail"),
+    [
+        (("passage", "hits", 1, "score"), "x", 'invalid type: string "x", expected a number'),
+        (("passage", "hits", 1, "paragraph"), "0", 'invalid type: string "0", expected an integer'),
+        (("passage", "hits", 1, "source"), 1, "invalid type: integer `1`, expected a string"),
+        (("passage", "latency_ms"), "x", 'invalid type: string "x", expected an integer'),
+        (("passage", "hits", 1, "lanes"), [], "invalid type: sequence, expected an object"),
+        (
+            ("structural", "cues", 0, "latency_ms"),
+            True,
+            "invalid type: boolean `true`, expected an integer",
+        ),
+        (
+            ("citations", "checks", 0, "latency_ms"),
+            "x",
+            'invalid type: string "x", expected an integer',
+        ),
+    ],
+)
+def test_a_wrongly_typed_case_block_member_is_named_by_its_path(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    where: tuple[str | int, ...],
+    value: object,
+    detail: str,
+) -> None:
+    # Polars' own words named a dtype and quoted a valid value from another
+    # case ("… type String; found value of type Float64: 9.6"), never the field.
+    from support.documents import evaluation_document, write_document
+
+    from taguru_eval.cli.main import main
+
+    document = evaluation_document()
+    target: Any = document["cases"][2]
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    path = write_document(tmp_path / "run.json", document)
+    field = "cases[2]." + ".".join(
+        f"[{key}]" if isinstance(key, int) else key for key in where
+    ).replace(".[", "[")
+    with pytest.raises(InputError) as info:
+        load_artifact(path)
+    assert info.value.message == f"{path}: malformed case block: {field}: {detail}"
+    assert info.value.field == field
+    for argv in (
+        ["report", str(path), "-o", str(tmp_path / "r.html")],
+        ["export", str(path), "--trec", str(tmp_path / "trec")],
+        ["ingest", str(path), "--store", str(tmp_path / "runs")],
+    ):
+        assert main(argv) == 2
+        assert capsys.readouterr().err == f"taguru: evaluate: {info.value.message}\n"
