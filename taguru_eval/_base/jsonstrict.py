@@ -140,7 +140,9 @@ def loads(text: str, *, reject_duplicate_keys: bool = False) -> object:
             parse_int=_parse_int,
         )
     except json.JSONDecodeError as exc:
-        raise JsonSyntaxError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise JsonSyntaxError(
+            f"{decode_error_reason(exc)} at line {exc.lineno} column {exc.colno}"
+        ) from None
     except RecursionError:
         raise JsonSyntaxError("recursion limit exceeded") from None
     except JsonSyntaxError:
@@ -149,6 +151,17 @@ def loads(text: str, *, reject_duplicate_keys: bool = False) -> object:
         raise JsonSyntaxError(str(exc)) from None
     _check_strings_and_depth(value)
     return value
+
+
+def decode_error_reason(exc: json.JSONDecodeError) -> str:
+    """The decoder's reason without its position.
+
+    A few of Python's reasons end in a bare "at" that its own ``str()``
+    follows with ``: line …`` ("Unterminated string starting at"); a message
+    that puts the position elsewhere, or adds its own "at line …", would read
+    "starting at at line 1".
+    """
+    return exc.msg.removesuffix(" at")
 
 
 def _reject_constant(name: str) -> object:

@@ -14,6 +14,7 @@ from typing import Any, Final, cast
 import polars as pl
 
 from taguru_eval import contract
+from taguru_eval._base import jsonstrict
 from taguru_eval._base.jsonstrict import JsonShapeError
 from taguru_eval.artifact.abstention import refusal_frames_from_block
 from taguru_eval.artifact.layout import case_layout, column_paths, get_path
@@ -43,7 +44,8 @@ def parse_artifact(text: str, path: str) -> dict[str, Any]:
         doc = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise InputError(
-            f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON: {exc.msg}",
+            f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON: "
+            f"{jsonstrict.decode_error_reason(exc)}",
             path=path,
             line=exc.lineno,
         ) from None

@@ -621,3 +621,13 @@ def test_a_wrongly_typed_case_block_member_is_named_by_its_path(
     ):
         assert main(argv) == 2
         assert capsys.readouterr().err == f"taguru: evaluate: {info.value.message}\n"
+
+
+def test_a_truncated_artifact_s_reason_does_not_end_in_a_bare_at(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text('{"taguru_evaluation": 1, "x": "abc', encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        load_artifact(path)
+    assert info.value.message == (
+        f"{path}: line 1 column 31: not valid JSON: Unterminated string starting"
+    )

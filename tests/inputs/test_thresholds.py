@@ -606,3 +606,20 @@ def test_case_bounds_of_an_empty_run_or_file(workdir: Path) -> None:
     loaded = load(workdir, MINIMAL)
     assert loaded.case_bounds(["c1"]).height == 0
     assert loaded.case_bounds([]).height == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '{"taguru_evaluate_thresholds":1,"aggregate":{"recall.mrr":{"min":"',
+            "th.json: Unterminated string starting at line 1 column 66",
+        ),
+        ('{"a":"\x01"}', "th.json: Invalid control character at line 1 column 7"),
+        ('{"a":', "th.json: Expecting value at line 1 column 6"),
+    ],
+)
+def test_a_syntax_error_names_its_position_once(workdir: Path, text: str, message: str) -> None:
+    # Python's reason ends in "at" for some errors ("… starting at"): followed by
+    # our own " at line …" it read "starting at at line 1".
+    assert str(error_of(workdir, text)) == message
