@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TextIO
 
 from taguru_eval._base.extras import load_extra
+from taguru_eval.cli.flags import run_subcommand
 from taguru_eval.cli.run import parse_positive
-from taguru_eval.errors import EXIT_OK, UsageError
+from taguru_eval.errors import UsageError
 from taguru_eval.options import resolve_budget
 
 DEMO_HELP = """\
@@ -53,8 +54,18 @@ def _parse_runs(value: str) -> int:
     return int(value)
 
 
-def main(argv: Sequence[str]) -> int:
-    """``python -m taguru_eval demo``: serve data/sake, evaluate it (once, N times, or in pair)."""
+@dataclass(frozen=True)
+class DemoArgs:
+    """The parsed command line."""
+
+    out_dir: Path = Path("demo-out")
+    runs: int = 1
+    assembly: bool = False
+    budget: Mapping[str, int] = field(default_factory=dict)
+
+
+def parse_args(argv: Sequence[str]) -> DemoArgs | None:
+    """Parse the command line left to right; ``None`` means help."""
     out_dir = Path("demo-out")
     runs = 1
     assembly = False
@@ -63,8 +74,7 @@ def main(argv: Sequence[str]) -> int:
     while args:
         arg = args.pop(0)
         if arg in ("--help", "-h"):
-            sys.stdout.write(DEMO_HELP)
-            return EXIT_OK
+            return None
         if arg == "--assembly":
             assembly = True
             continue
@@ -89,12 +99,26 @@ def main(argv: Sequence[str]) -> int:
         raise UsageError(f"demo: {next(iter(budget))} requires --assembly")
     if assembly and runs > 1:
         raise UsageError("demo: --assembly and --runs cannot be combined")
+    return DemoArgs(out_dir, runs, assembly, budget)
+
+
+def _demo(args: DemoArgs, out: TextIO, err: TextIO) -> int:
     load_extra("server")
     from taguru_eval.demo.run import PAIR_BUDGET, run_assembly_pair, run_demo, run_history
 
-    if assembly:
+    if args.assembly:
+        budget = args.budget
         limits = (
             resolve_budget(*(budget.get(flag) for flag in _BUDGET_FLAGS)) if budget else PAIR_BUDGET
         )
-        return run_assembly_pair(out_dir, limits)
-    return run_history(out_dir, runs) if runs > 1 else run_demo(out_dir)
+        return run_assembly_pair(args.out_dir, limits)
+    return run_history(args.out_dir, args.runs) if args.runs > 1 else run_demo(args.out_dir)
+
+
+def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """``python -m taguru_eval demo``: serve data/sake, evaluate it (once, N times, or in pair).
+
+    A usage error points at the demo's own help, as every project subcommand's
+    does (run mode and compare keep taguru's ``taguru evaluate --help``).
+    """
+    return run_subcommand("demo", argv, parse_args, _demo, DEMO_HELP, stdout=stdout, stderr=stderr)

@@ -327,6 +327,34 @@ def test_a_word_that_is_no_subcommand_is_a_usage_error(
         assert err.endswith(f"{SUFFIX}\n") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bogus"], "demo: unexpected argument '--bogus'"),
+        (["--runs", "0"], "demo: --runs needs a positive integer"),
+        (["--runs"], "demo: --runs needs a value"),
+        (["--max-items", "3"], "demo: --max-items requires --assembly"),
+        (["--assembly", "--runs", "2"], "demo: --assembly and --runs cannot be combined"),
+    ],
+)
+def test_demo_usage_errors_point_at_the_demo_s_help(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Like every project subcommand (report, export, ingest, …); only run mode and
+    # compare keep taguru's 'taguru evaluate --help' (GATE_AND_COMPARE.md §1.1).
+    code, out, err = run_main(["demo", *args], capsys)
+    assert (code, out) == (2, "")
+    assert err == f"taguru: evaluate: {message} — try 'python -m taguru_eval demo --help'\n"
+
+
+def test_compare_usage_errors_keep_taguru_s_help_pointer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _out, err = run_main(["compare", "--bogus"], capsys)
+    assert code == 2
+    assert err == f"taguru: evaluate: unknown flag '--bogus' for evaluate compare{SUFFIX}\n"
+
+
 def test_a_missing_extra_is_one_line_naming_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
