@@ -96,6 +96,22 @@ def encodable(text: str) -> str:
     return text
 
 
+def parse_decimal(text: str, maximum: int) -> int | None:
+    """``text`` as a plain ASCII decimal (digits only) in ``0..=maximum``, else ``None``.
+
+    Judged on the digits before ``int()``, whose 4,300-digit limit would end a
+    longer number in a ``ValueError`` traceback instead of the caller's own
+    message; leading zeros do not count against the length.
+    """
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(maximum)):
+        return None
+    value = int(digits)
+    return value if value <= maximum else None
+
+
 def truncate_utf8(message: str, limit: int = ERROR_BYTES_LIMIT) -> str:
     """Cut ``message`` at the last UTF-8 boundary within ``limit`` bytes and add ``…``.
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from taguru_eval._base.text import one_line
+from taguru_eval._base.text import one_line, parse_decimal
 from taguru_eval.cli.flags import scan_flags
 from taguru_eval.compare import compare
 from taguru_eval.compare.report import write_atomically
@@ -175,12 +175,9 @@ def _count(flag: str, text: str | None, default: int, minimum: int, maximum: int
         return default
     if not (text.isascii() and text.isdigit()):
         raise UsageError(_VALUE_FLAGS[flag])
-    # Judged on the digits before int(), whose 4300-digit limit would end a
-    # longer number in a traceback rather than this usage error.
-    digits = text.lstrip("0") or "0"
-    if len(digits) > len(str(maximum)) or int(digits) > maximum:
+    value = parse_decimal(text, maximum)
+    if value is None:
         raise UsageError(f"{_VALUE_FLAGS[flag]} of at most {maximum}")
-    value = int(digits)
     if value < minimum:
         raise UsageError(_VALUE_FLAGS[flag])
     return value

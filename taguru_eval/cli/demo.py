@@ -49,9 +49,10 @@ _BUDGET_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens")
 
 
 def _parse_runs(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
+    runs = parse_positive(value)
+    if runs is None:
         raise UsageError("demo: --runs needs a positive integer")
-    return int(value)
+    return runs
 
 
 @dataclass(frozen=True)

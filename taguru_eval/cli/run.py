@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from taguru_eval._base.text import parse_decimal
 from taguru_eval.analyst.junit import junit_xml
 from taguru_eval.analyst.step_summary import summary_markdown
 from taguru_eval.cli.flags import write_report
@@ -241,8 +242,8 @@ def parse_positive(text: str) -> int | None:
     or 64-bit overflow), like Rust's ``usize::from_str``; else ``None``."""
     if not _POSITIVE.fullmatch(text):
         return None
-    value = int(text)
-    return value if 1 <= value <= _U64_MAX else None
+    value = parse_decimal(text.removeprefix("+"), _U64_MAX)
+    return value if value is not None and value >= 1 else None
 
 
 def parse_run_args(args: Sequence[str]) -> RunOptions | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Final
 
 from taguru_eval._base.extras import load_extra
-from taguru_eval._base.text import one_line
+from taguru_eval._base.text import one_line, parse_decimal
 from taguru_eval.errors import EXIT_INPUT, EXIT_OK, EXIT_RUN_FAILED, InputError
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -91,7 +91,8 @@ def parse_args(argv: list[str]) -> ServeOptions | None:
     if len(positional) != 1:
         raise InputError("serve needs exactly one DIR (the corpus folder)")
     port_text = values.get("--port", str(DEFAULT_PORT))
-    if not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65535:
+    port = parse_decimal(port_text, 65535)
+    if port is None:
         raise InputError(f"--port must be an integer in 0..65535 (got {port_text!r})")
     host = values.get("--host", DEFAULT_HOST)
     if not host:
@@ -99,7 +100,7 @@ def parse_args(argv: list[str]) -> ServeOptions | None:
     return ServeOptions(
         corpus_dir=Path(positional[0]),
         host=host,
-        port=int(port_text),
+        port=port,
         token=values.get("--token") or None,
         read_token=values.get("--read-token") or None,
         vector_lane="--vector-lane" in switches,

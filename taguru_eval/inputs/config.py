@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from taguru_eval._base.redact import REDACTED
-from taguru_eval._base.text import one_line, split_lines, trim
+from taguru_eval._base.text import one_line, parse_decimal, split_lines, trim
 from taguru_eval.errors import InputError, os_error_text
 
 DEFAULT_ADDR: Final = "127.0.0.1:8248"
@@ -376,9 +376,9 @@ def _host_port(text: str, scheme: str) -> tuple[str, int | None] | None:
                 return None
     port: int | None = None
     if port_text:
-        if not port_text.isascii() or not port_text.isdigit() or int(port_text) > 65_535:
+        port = parse_decimal(port_text, 65_535)
+        if port is None:
             return None
-        port = int(port_text)
     return host, port
 
 
@@ -448,7 +448,7 @@ def _socket_addr(addr: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Addre
             ip = ipaddress.IPv4Address(host)
         except ValueError:
             return None
-    if not port.isascii() or not port.isdigit() or int(port) > 65_535:
+    if parse_decimal(port, 65_535) is None:
         return None
     return ip, port
 

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from taguru_eval._base import jsonstrict
-from taguru_eval._base.text import split_lines, trim
+from taguru_eval._base.text import parse_decimal, split_lines, trim
 from taguru_eval.errors import InputError
 from taguru_eval.refserver.envelope import ApiError
 from taguru_eval.refserver.model import MAX_ASSOCIATIONS_PER_REQUEST, MAX_PASSAGES_PER_REQUEST
@@ -183,8 +183,9 @@ def _front_matter_line(file: Path, number: int, line: str, source: MarkdownSourc
 
 
 def _parse_date(value: str, where: str, file: Path, number: int) -> int:
-    if value.isascii() and value.isdigit():
-        return int(value)
+    epoch = parse_decimal(value, jsonstrict.U64_MAX)
+    if epoch is not None:
+        return epoch
     if _DATE.fullmatch(value):
         try:
             moment = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)

@@ -144,10 +144,40 @@ def test_33_max_items_alone() -> None:
 
 @pytest.mark.parametrize("flag", ["--max-items", "--max-bytes", "--max-tokens", "--concurrency"])
 @pytest.mark.parametrize(
-    "value", ["0", "abc", "-1", " 5", "5 ", "1_0", "1.5", "+", "", "18446744073709551616", "٣"]
+    "value",
+    [
+        "0",
+        "abc",
+        "-1",
+        " 5",
+        "5 ",
+        "1_0",
+        "1.5",
+        "+",
+        "",
+        "18446744073709551616",
+        "٣",
+        # Past int()'s 4,300-digit limit: a ValueError traceback before.
+        "9" * 5000,
+        "+" + "9" * 5000,
+    ],
 )
 def test_34_bad_positive_integers(flag: str, value: str) -> None:
     assert usage_message([*MIN, flag, value]) == f"{flag} needs a positive integer"
+
+
+def test_34_leading_zeros_do_not_count_against_the_length() -> None:
+    options = parse_run_args([*MIN, "--max-items", "+" + "0" * 5000 + "7"])
+    assert options is not None and options.max_items == 7
+
+
+def test_a_huge_demo_run_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_main(["demo", "--runs", "9" * 5000], capsys)
+    assert code == 2
+    assert err == (
+        "taguru: evaluate: demo: --runs needs a positive integer"
+        " — try 'python -m taguru_eval demo --help'\n"
+    )
 
 
 @pytest.mark.parametrize("flag", ["--max-items", "--max-bytes", "--max-tokens", "--concurrency"])

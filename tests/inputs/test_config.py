@@ -248,6 +248,23 @@ def test_unparseable_addr_uses_url_message() -> None:
         resolve_base_url(None, {"TAGURU_ADDR": "u:p@h:1"})
 
 
+@pytest.mark.parametrize(
+    ("url", "addr"),
+    [
+        (f"http://127.0.0.1:{'9' * 5000}", None),
+        (None, f"127.0.0.1:{'9' * 5000}"),
+        (None, f"myhost:{'9' * 5000}"),
+    ],
+)
+def test_a_port_past_int_s_digit_limit_is_an_unparseable_url(
+    url: str | None, addr: str | None
+) -> None:
+    # int() refuses more than 4,300 digits with a ValueError: a traceback before.
+    env = {} if addr is None else {"TAGURU_ADDR": addr}
+    with pytest.raises(InputError, match="could not be parsed as a URL"):
+        resolve_base_url(url, env)
+
+
 # --------------------------------------------------------------------------- token
 
 

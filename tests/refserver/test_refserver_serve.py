@@ -214,6 +214,14 @@ def test_deeply_nested_corpus_json_is_one_stderr_line_exit_2(
     assert err == f"taguru_eval serve: {where}: not valid JSON: recursion limit exceeded\n"
 
 
+def test_a_huge_front_matter_date_is_refused_naming_the_line(tmp_path: Path) -> None:
+    target = tmp_path / "c" / "corpus" / "a.md"
+    target.parent.mkdir(parents=True)
+    target.write_text(f"---\ndate: {'9' * 5000}\n---\nbody\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"a\.md:2: date must be epoch seconds or YYYY-MM-DD"):
+        load_corpus_dir(ServerState(), tmp_path)
+
+
 def test_corpus_json_nesting_follows_serde_s_limit(tmp_path: Path) -> None:
     # 127 containers in all (the object and 126 arrays) is what serde reads; one
     # more is refused, far short of Python's stack, whatever loads the file.
@@ -245,6 +253,7 @@ def test_bad_dir_is_one_stderr_line_exit_2(
         ["a", "b"],
         ["d", "--port", "x"],
         ["d", "--port", "70000"],
+        ["d", "--port", "9" * 5000],
         ["d", "--bogus"],
         ["d", "--token"],
         ["d", "--host", "h", "--host", "h"],
