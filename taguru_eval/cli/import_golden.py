@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
+from taguru_eval._base.text import one_line
 from taguru_eval.cli.flags import run_subcommand, scan_flags, write_reports
 from taguru_eval.errors import EXIT_OK, PREFIX, InputError, UsageError
 from taguru_eval.inputs.config import effective_env, resolve_base_url, resolve_token
@@ -180,25 +181,28 @@ def run_import(args: ImportArgs, out: TextIO, err: TextIO) -> int:
     ]
     write_reports(outputs)  # the set or nothing: never a new eval.jsonl beside an old report
     counts = imported.counts
-    out.write(
+    lines = [
         f"import-golden: {report['rows']} row(s) from {args.csv} — {counts['eval']} to "
         f"eval.jsonl, {counts['must_refuse']} to the must-refuse file, "
-        f"{counts['needs_labels']} need location labels, {counts['skipped']} skipped\n"
-    )
+        f"{counts['needs_labels']} need location labels, {counts['skipped']} skipped"
+    ]
     for destination, path in (("eval", args.eval_out), ("must_refuse", args.must_refuse_out)):
         if report["written"][destination] is not None:
-            out.write(f"  wrote {path}\n")
+            lines.append(f"  wrote {path}")
         else:
-            out.write(f"  no {destination.replace('_', '-')} case: {path} not written\n")
+            lines.append(f"  no {destination.replace('_', '-')} case: {path} not written")
     for entry in report["rows_detail"]:
         if entry["went"] in ("needs_labels", "skipped"):
             label = entry.get("case_id", f"row {entry['row']}")
-            out.write(f"  {entry['went'].replace('_', ' ')}: {label} — {entry['why']}\n")
+            lines.append(f"  {entry['went'].replace('_', ' ')}: {label} — {entry['why']}")
     for dropped in report["columns"]["dropped"]:
-        out.write(f"  column '{dropped['column']}' not carried: {dropped['why']}\n")
-    out.write(f"  report: {args.report_out}\n")
+        lines.append(f"  column '{dropped['column']}' not carried: {dropped['why']}")
+    lines.append(f"  report: {args.report_out}")
+    # Case ids, column names and the reasons quoting cells are the CSV's text: a
+    # control character in one must not reach the terminal raw.
+    out.write("".join(f"{one_line(line)}\n" for line in lines))
     for warning in report["warnings"]:
-        err.write(f"{PREFIX}import-golden: {warning}\n")
+        err.write(f"{one_line(f'{PREFIX}import-golden: {warning}')}\n")
     return EXIT_OK
 
 

@@ -301,3 +301,16 @@ def test_the_outputs_are_written_all_or_none(law: Path, tmp_path: Path) -> None:
         "golden.eval.jsonl",
         "golden.import-report.json",
     ]
+
+
+def test_the_csv_s_text_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "ids.csv"
+    path.write_text(
+        'id,question,expected,expect_decision\n"\x1b[31mred\nFAKE: ok",Q?,x,answer\n',
+        encoding="utf-8",
+    )
+    code, out, err = run([str(path), "--id-column", "id"])
+    assert code == 0, err
+    assert "\x1b" not in out + err
+    assert "  needs labels: \\u{1b}[31mred\\nFAKE: ok — " in out
+    assert not any(line.startswith("FAKE") for line in out.splitlines())
