@@ -161,3 +161,15 @@ def test_a_legacy_ipv4_host_is_exit_2_naming_the_dotted_quad(
         "HTTP client will not connect to; write 127.0.0.1 instead"
     ]
     assert server.requests == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_config_error_is_taguru_s_own_line_once(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Not "taguru: evaluate: taguru: cannot read config …": the line carries its prefix.
+    missing = tmp_path / "none.env"
+    code, lines = run_cli(command, tmp_path, ["--config", str(missing)], capsys)
+    assert code == 2
+    (line,) = lines
+    assert line.startswith(f"taguru: cannot read config {missing}: "), line

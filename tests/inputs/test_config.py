@@ -434,29 +434,3 @@ def test_config_flag_then_taguru_config_env(tmp_path: Path) -> None:
     assert "TAGURU_ADDR" not in effective_env(None, {}, print)
     with pytest.raises(ConfigError):
         effective_env(str(tmp_path / "missing"), {"TAGURU_CONFIG": path}, print)
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["--eval", "EVAL", "--context", "sake"],
-        ["import-golden", "GOLDEN", "--sources-column", "docs", "--context", "sake"],
-        ["refusal-bands", "--eval", "EVAL", "--must-refuse", "REFUSE", "--context", "sake"],
-    ],
-    ids=["run", "import-golden", "refusal-bands"],
-)
-def test_every_command_prints_a_config_error_as_taguru_words_once(
-    tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    golden = tmp_path / "golden.csv"
-    golden.write_text("question,expected,docs\nWhat year?,1897,brewery\n", encoding="utf-8")
-    files = {
-        "EVAL": str(DATA / "sake" / "eval.jsonl"),
-        "REFUSE": str(DATA / "sake" / "must_refuse.jsonl"),
-        "GOLDEN": str(golden),
-    }
-    missing = tmp_path / "none.env"
-    code = cli_main([files.get(arg, arg) for arg in argv] + ["--config", str(missing)])
-    assert code == 2
-    (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"taguru: cannot read config {missing}: "), line

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -276,11 +278,13 @@ def test_parse_args_defaults_and_help() -> None:
     assert parse_args(["--help"]) is None
 
 
-def test_serve_process_prints_its_url_and_answers(tmp_path: Path) -> None:
-    write_corpus(tmp_path)
+@contextlib.contextmanager
+def serve_process(corpus: Path) -> Iterator[str]:
+    """``python -m taguru_eval serve CORPUS --port 0`` in a child process; yields the
+    line it announces itself with."""
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "taguru_eval", "serve", str(tmp_path), "--port", "0"],
+        [sys.executable, "-m", "taguru_eval", "serve", str(corpus), "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -290,35 +294,27 @@ def test_serve_process_prints_its_url_and_answers(tmp_path: Path) -> None:
         assert process.stdout is not None
         line = process.stdout.readline()
         assert line.startswith("taguru_eval serve: listening on http://127.0.0.1:"), line
+        yield line
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_serve_process_prints_its_url_and_answers(tmp_path: Path) -> None:
+    write_corpus(tmp_path)
+    with serve_process(tmp_path) as line:
         url = line.split("listening on ")[1].split(" ")[0]
         assert "(contexts: kura)" in line
         health = httpx.get(url + "/health", timeout=10)
         assert health.json() == {"status": "ok", "version": "0.9.3"}
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def test_serve_escapes_a_folder_name_s_control_characters(tmp_path: Path) -> None:
     # A context is named after its folder, and a folder name may hold anything
     # but '/': printed raw it would colour the terminal or forge a line.
     (tmp_path / "ok\x1b[31mRED\nFAKE: all good").mkdir()
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "taguru_eval", "serve", str(tmp_path), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("taguru_eval serve: listening on http://127.0.0.1:"), line
+    with serve_process(tmp_path) as line:
         assert line.endswith(" (contexts: ok\\u{1b}[31mRED\\nFAKE: all good)\n"), line
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def test_cannot_listen_escapes_the_host(
