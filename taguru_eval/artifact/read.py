@@ -63,9 +63,9 @@ def parse_artifact(text: str, path: str) -> dict[str, Any]:
             field="taguru_evaluation",
         )
     if not 1 <= stamp <= ARTIFACT_STAMP:
+        # compare's words (GATE_AND_COMPARE.md §6.2), so every reader says it alike.
         raise InputError(
-            f"{path}: unsupported taguru_evaluation {stamp} "
-            f"(this reader accepts 1..={ARTIFACT_STAMP})",
+            f"{path}: taguru_evaluation must be within 1..={ARTIFACT_STAMP}, got {stamp}",
             path=path,
             field="taguru_evaluation",
         )

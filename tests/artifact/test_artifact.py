@@ -477,7 +477,7 @@ def test_written_file_has_no_trailing_newline(tmp_path: Path) -> None:
         ("[1]", "expected a JSON object"),
         ("{}", "taguru_evaluation"),
         ('{"taguru_evaluation": true}', "taguru_evaluation"),
-        ('{"taguru_evaluation": 2}', "unsupported taguru_evaluation 2"),
+        ('{"taguru_evaluation": 2}', "taguru_evaluation must be within 1..=1, got 2"),
         ('{"taguru_evaluation": 1, "cases": {}}', "'cases' must be an array"),
     ],
 )
