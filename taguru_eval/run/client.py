@@ -238,6 +238,10 @@ def _error_text(exc: BaseException, url: str = "") -> str:
     message = getattr(exc, "message", None)  # aiohttp errors carry the bare reason here
     text = " ".join((message if isinstance(message, str) and message else str(exc)).split())
     if isinstance(exc, httpx.UnsupportedProtocol):
+        # aiohttp's refusal of an http(s) URL (a host spelled 127.1, met through a
+        # redirect) arrives as this too: its reason then says more than the sentence.
+        if url.lower().startswith(("http://", "https://")) and text and text != url:
+            return f"invalid URL: {text}"
         return "unsupported or invalid URL (only http:// and https:// can be reached)"
     if not text or text == url:
         return type(exc).__name__

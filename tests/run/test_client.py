@@ -321,6 +321,16 @@ async def test_unsupported_scheme_reads_as_a_sentence() -> None:
     )
 
 
+async def test_an_http_url_the_transport_refuses_says_why() -> None:
+    # Base URLs are checked at resolution; a redirect can still lead to such a host.
+    async with TaguruClient("http://127.1:9") as client:
+        with pytest.raises(CallFailure) as caught:
+            await client.get_bare(["health"])
+    assert caught.value.message == (
+        "http://127.1:9/health: invalid URL: 127.1 - is not a canonical IPv4 address"
+    )
+
+
 @pytest.mark.parametrize("transport_name", ["aiohttp", "httpx"])
 async def test_misbehaving_server_over_loopback(transport_name: str) -> None:
     """Malformed HTTP and a body cut short become failures, never crashes."""
