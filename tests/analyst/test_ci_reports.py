@@ -227,6 +227,7 @@ def test_an_unwritable_junit_path_exits_1_naming_it(served: str, tmp_path: Path)
     assert err.splitlines()[-1] == (
         f"{PREFIX}writing {target}: No such file or directory (os error 2)"
     )
+    assert not (tmp_path / "e.json").exists()  # found before the run, not after it
 
 
 @pytest.mark.parametrize(

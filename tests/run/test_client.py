@@ -311,24 +311,23 @@ async def test_default_transport_over_loopback() -> None:
     assert refused.value.status is None
 
 
-async def test_unsupported_scheme_reads_as_a_sentence() -> None:
-    async with TaguruClient("ftp://127.0.0.1:1") as client:
+@pytest.mark.parametrize(
+    ("base", "reason"),
+    [
+        (
+            "ftp://127.0.0.1:1",
+            "unsupported or invalid URL (only http:// and https:// can be reached)",
+        ),
+        # Base URLs are checked at resolution; a redirect can still lead to such a host,
+        # and then the transport's own reason says more than the sentence.
+        ("http://127.1:9", "invalid URL: 127.1 - is not a canonical IPv4 address"),
+    ],
+)
+async def test_a_url_the_transport_refuses_reads_as_a_sentence(base: str, reason: str) -> None:
+    async with TaguruClient(base) as client:
         with pytest.raises(CallFailure) as caught:
             await client.get_bare(["health"])
-    assert caught.value.message == (
-        "ftp://127.0.0.1:1/health: unsupported or invalid URL "
-        "(only http:// and https:// can be reached)"
-    )
-
-
-async def test_an_http_url_the_transport_refuses_says_why() -> None:
-    # Base URLs are checked at resolution; a redirect can still lead to such a host.
-    async with TaguruClient("http://127.1:9") as client:
-        with pytest.raises(CallFailure) as caught:
-            await client.get_bare(["health"])
-    assert caught.value.message == (
-        "http://127.1:9/health: invalid URL: 127.1 - is not a canonical IPv4 address"
-    )
+    assert caught.value.message == f"{base}/health: {reason}"
 
 
 @pytest.mark.parametrize("transport_name", ["aiohttp", "httpx"])
