@@ -27,9 +27,14 @@ from taguru_eval.errors import RunError, UsageError, os_error_text
 
 
 def refuse_overlaps(inputs: Mapping[str, str | None], outputs: Mapping[str, str | None]) -> None:
-    """A :class:`UsageError` for an empty output path, or an output that is an
-    input or an earlier output. Keys name each path as the user knows it (a flag,
-    ``BASE``, ``the CSV``); ``None`` values are paths not given."""
+    """A :class:`UsageError` for a path holding a NUL byte, an empty output path,
+    or an output that is an input or an earlier output. Keys name each path as
+    the user knows it (a flag, ``BASE``, ``the CSV``); ``None`` values are paths
+    not given."""
+    for name, path in {**inputs, **outputs}.items():
+        # Only a library caller can pass one (argv cannot): the OS calls would raise.
+        if path and "\0" in path:
+            raise UsageError(f"{name} '{path}' holds a NUL byte, which no path can")
     seen: dict[str, str] = {}
     for name, path in inputs.items():
         if path:

@@ -3,6 +3,7 @@ missing output directory before its first request (``taguru_eval.inputs.outputs`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import stat
@@ -14,6 +15,7 @@ from support.paths import DATA, TEST_DATA
 
 import taguru_eval
 from taguru_eval.cli.main import main
+from taguru_eval.errors import UsageError
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.refserver.serve import running_server
@@ -157,3 +159,14 @@ def test_out_to_a_fifo_streams_the_artifact_and_stores_the_same_bytes(
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert run.path is not None
     assert received and (run.path / "evaluation.json").read_bytes() == bytes(received)
+
+
+@pytest.mark.parametrize("field", ["eval_path", "out", "junit"])
+def test_a_path_with_a_nul_byte_is_a_usage_error_not_a_value_error(work: Path, field: str) -> None:
+    # Only the library can be given one; the OS calls would raise ValueError.
+    options = RunOptions(
+        eval_path=str(work / "eval.jsonl"), context="sake", url=NOWHERE, no_store=True
+    )
+    options = dataclasses.replace(options, **{field: str(work / "a\0b")})
+    with pytest.raises(UsageError, match="holds a NUL byte"):
+        prepare_run(options, {})
