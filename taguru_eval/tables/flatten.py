@@ -342,8 +342,8 @@ _REFUSAL_OUTPUT_ARROW: Final = pl.DataFrame(schema=_REFUSAL_OUTPUT).to_arrow().s
 def _nested_frame(
     outputs: Sequence[Mapping[str, Any]], schema: pl.Schema, arrow_schema: pa.Schema
 ) -> pl.DataFrame:
-    """Outputs as one nested frame of ``schema`` in case order (missing optional keys
-    become null).
+    """Outputs as one nested frame of ``schema``, in the order given (missing optional
+    keys become null).
 
     pyarrow converts the nested dicts about ten times faster than Polars' own
     constructor (9–14 µs vs 130 µs a case, benchmarks/README.md) into the same
@@ -359,7 +359,7 @@ def _nested_frame(
         converted = pl.from_arrow(table)
         assert isinstance(converted, pl.DataFrame)
         frame = converted
-    return frame.sort("case_index", maintain_order=True)
+    return frame
 
 
 def _passage_columns() -> list[pl.Expr]:
@@ -419,65 +419,71 @@ def _explode_list(frame: pl.DataFrame, column: str, index_name: str) -> pl.DataF
     )
 
 
-DEFAULT_BATCH: Final = 2048
-"""Cases per batch: the per-batch Polars work (about 20 ms whatever the size) is
-amortised, and turning a batch into rows holds the event loop for tens of
-milliseconds once every couple of thousand cases (benchmarks/README.md)."""
+DEFAULT_BATCH: Final = 256
+"""Cases per conversion to Arrow: each costs the event loop a few milliseconds
+(pyarrow holds the interpreter while it reads the dicts). The flat tables are
+built once, at :meth:`TableRows.finish`: their Polars work costs about 20 ms
+per call whatever the size, and a stall that long every couple of thousand
+cases held every answer that arrived meanwhile (benchmarks/README.md)."""
 
 
 class TableRows:
-    """The run's tables, accumulated batch by batch from lane outputs in any order.
+    """The run's tables, accumulated from lane outputs in any order.
 
-    A live run adds each case's output as it completes (``run.runner``), so
-    by the end of the network phase all but the last batch are rows already
-    and no nested frame of every case is ever built. Another lane producing
-    :class:`LaneOutput` rows (one per case) can share one accumulator.
+    A live run adds each case's output as it completes (``run.runner``); every
+    :data:`DEFAULT_BATCH` outputs become one chunk of the nested Arrow frame,
+    so by the end of the network phase no list of every case's dicts is ever
+    converted at once, and :meth:`finish` flattens the one nested frame.
+    Another lane producing :class:`LaneOutput` rows (one per case) can share
+    one accumulator.
     """
 
     def __init__(self, batch_size: int = DEFAULT_BATCH) -> None:
         self._batch_size = max(1, batch_size)
         self._pending: list[LaneOutput] = []
-        self._batches: list[dict[str, pl.DataFrame]] = []
+        self._chunks: list[pl.DataFrame] = []
+        self._tables: dict[str, pl.DataFrame] | None = None
+        # pyarrow's first conversion from Python objects imports pandas when it is
+        # installed (0.3 s): paid here, before a live run's first request, not as a
+        # stall of every answer in flight at its first batch.
+        _nested_frame([], _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
 
     def add(self, output: LaneOutput) -> None:
-        """One case's lane output; a full batch becomes rows at once."""
+        """One case's lane output; a full batch becomes Arrow columns at once."""
         self._pending.append(output)
         if len(self._pending) >= self._batch_size:
-            self._flush()
+            self._convert()
 
     def extend(self, outputs: Iterable[LaneOutput]) -> None:
         for output in outputs:
             self.add(output)
 
-    def _flush(self) -> None:
-        self._batches.append(_batch_tables(self._pending))
+    def _convert(self) -> None:
+        self._chunks.append(_nested_frame(self._pending, _LANE_OUTPUT, _LANE_OUTPUT_ARROW))
         self._pending = []
+        self._tables = None
+
+    def _eval_tables(self) -> dict[str, pl.DataFrame]:
+        """The eval-population rows of every output added so far, in case order."""
+        if self._pending or not self._chunks:
+            self._convert()
+        if self._tables is None:
+            # One frame, kept: finishing again (the same phase finished twice,
+            # with and without its probes) gives the same rows without redoing them.
+            nested = pl.concat(self._chunks, how="vertical", rechunk=True)
+            self._chunks = [nested.sort("case_index", maintain_order=True)]
+            self._tables = _tables_of(self._chunks[0])
+        return self._tables
 
     def finish(self, run_id: str, refusal_outputs: Sequence[RefusalOutput] = ()) -> RunTables:
         """Every table in case order (the order within a case kept), stamped with
         ``run_id``; ``refusal_outputs`` (a run given ``--must-refuse``) add their
         calls, hits, cue resolutions and evidence rows after the eval rows, and
         one ``refusal_lanes`` row per must-refuse case."""
-        if self._pending or not self._batches:
-            self._flush()
-        if len(self._batches) > 1:
-            # The batches become one, kept: finishing again (the same phase
-            # finished twice, with and without its probes) gives the same rows.
-            self._batches = [
-                {
-                    name: pl.concat(
-                        [batch[name] for batch in self._batches], how="vertical", rechunk=True
-                    ).sort(
-                        ["case_index", "seq"] if name == "calls" else ["case_index"],
-                        maintain_order=True,
-                    )
-                    for name in self._batches[0]
-                }
-            ]
         run = pl.lit(run_id, dtype=pl.String).alias("run_id")
         refusal = _refusal_tables(refusal_outputs, run)
         frames: dict[str, pl.DataFrame] = {}
-        for name, rows in self._batches[0].items():
+        for name, rows in self._eval_tables().items():
             frame = rows.with_columns(run)
             if name in refusal:
                 frame = pl.concat([frame, refusal.pop(name)], how="vertical")
@@ -496,11 +502,10 @@ def build_tables(
     return rows.finish(run_id, refusal_outputs)
 
 
-def _batch_tables(lane_outputs: Sequence[LaneOutput]) -> dict[str, pl.DataFrame]:
-    """One batch of lane outputs as rows of every eval-population table (keyed by
-    RunTables field, conformed, in the batch's case order; ``run_id`` left empty
-    for :meth:`TableRows.finish`)."""
-    nested = _nested_frame(lane_outputs, _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
+def _tables_of(nested: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Nested lane outputs (in case order) as rows of every eval-population table
+    (keyed by RunTables field, conformed, in case order; ``run_id`` left empty for
+    :meth:`TableRows.finish`)."""
     keys = [
         pl.lit("", dtype=pl.String).alias("run_id"),
         pl.col("case_index"),
@@ -638,7 +643,9 @@ def _refusal_tables(
     """The must-refuse rows: ``refusal_lanes`` and the ``must_refuse`` rows of
     ``calls``, ``hits``, ``resolutions`` and ``evidence_items`` (conformed to
     their schemas)."""
-    nested = _nested_frame(refusal_outputs, _REFUSAL_OUTPUT, _REFUSAL_OUTPUT_ARROW)
+    nested = _nested_frame(refusal_outputs, _REFUSAL_OUTPUT, _REFUSAL_OUTPUT_ARROW).sort(
+        "case_index", maintain_order=True
+    )
     keys = [run, pl.col("case_index"), pl.col("case_id")]
     population = pl.lit(POPULATION_MUST_REFUSE).alias("population")
     lanes = nested.select(
