@@ -17,8 +17,8 @@
      network phase (target: at most 1.25);
    * the breakdown: load (prepare_run: eval.jsonl, thresholds), preflight
      (probe + §3.1 checks), network (the cases, client clock; of which the
-     table rows built batch by batch as cases finished), tables (the last
-     batch and the concatenation), score, artifact (build + write), store,
+     finished cases turned into nested Arrow chunks as they came), tables
+     (the flat tables, built at the end), score, artifact (build + write), store,
      and the rest (summary, gate, console);
    * the client's peak resident set (VmHWM) and CPU time.
 
@@ -245,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"network phase (target <= {RATIO_TARGET}); client CPU {result['cpu']:.1f} s\n"
                 "    breakdown: "
                 + ", ".join(f"{stage} {stages[stage]:.2f} s" for stage in STAGES)
-                + f", rest {rest:.2f} s (of the network phase, {batches:.2f} s turned "
-                f"finished cases into Arrow batches); the cyclic collector ran {result['gc_seconds']:.2f} s in all "
+                + f", rest {rest:.2f} s (of the network phase, {batches:.2f} s turned finished "
+                f"cases into Arrow chunks); the cyclic collector ran {result['gc_seconds']:.2f} s "
+                "in all "
                 f"({result['gc_full']} full collections)\n"
                 f"    peak RSS {result['peak_kib'] / 1024:,.0f} MiB; evaluation.json "
                 f"{result['artifact_bytes'] / 1e6:,.0f} MB; requests by route {not_found}"

@@ -14,7 +14,7 @@ their rows follow the eval rows with ``population`` ``must_refuse``."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import polars as pl
 import pyarrow as pa
@@ -339,27 +339,39 @@ _LANE_OUTPUT_ARROW: Final = pl.DataFrame(schema=_LANE_OUTPUT).to_arrow().schema
 _REFUSAL_OUTPUT_ARROW: Final = pl.DataFrame(schema=_REFUSAL_OUTPUT).to_arrow().schema
 
 
-def _nested_frame(
+NestedChunk: TypeAlias = pa.Table | pl.DataFrame
+"""Some outputs as nested rows: Arrow's, or Polars' for a value pyarrow will not take."""
+
+
+def _nested_chunk(
     outputs: Sequence[Mapping[str, Any]], schema: pl.Schema, arrow_schema: pa.Schema
-) -> pl.DataFrame:
-    """Outputs as one nested frame of ``schema``, in the order given (missing optional
-    keys become null).
+) -> NestedChunk:
+    """Outputs as nested rows of ``schema``, in the order given (missing optional keys
+    become null).
 
     pyarrow converts the nested dicts about ten times faster than Polars' own
-    constructor (9–14 µs vs 130 µs a case, benchmarks/README.md) into the same
-    frame; a value pyarrow will not take (an integer past i64, say) goes the
-    Polars way, as before.
+    constructor (9–14 µs vs 130 µs a case, benchmarks/README.md); a value
+    pyarrow will not take (an integer past i64, say) goes the Polars way, as
+    before. The chunk stays an Arrow table: turning each into a Polars frame
+    costs about 3 ms a chunk, so :func:`_nested_frame` does it once for all.
     """
     rows = [{name: output.get(name) for name in schema.names()} for output in outputs]
     try:
-        table = pa.Table.from_pylist(rows, schema=arrow_schema)
+        return pa.Table.from_pylist(rows, schema=arrow_schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        frame = pl.DataFrame(rows, schema=schema)
-    else:
-        converted = pl.from_arrow(table)
+        return pl.DataFrame(rows, schema=schema)
+
+
+def _nested_frame(chunks: Sequence[NestedChunk]) -> pl.DataFrame:
+    """The chunks' rows as one nested frame in case order (``case_index``, each once)."""
+    arrow = [chunk for chunk in chunks if isinstance(chunk, pa.Table)]
+    frames = [chunk for chunk in chunks if isinstance(chunk, pl.DataFrame)]
+    if arrow:
+        converted = pl.from_arrow(pa.concat_tables(arrow))
         assert isinstance(converted, pl.DataFrame)
-        frame = converted
-    return frame
+        frames.append(converted)
+    frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
+    return frame.rechunk().sort("case_index", maintain_order=True)
 
 
 def _passage_columns() -> list[pl.Expr]:
@@ -441,12 +453,12 @@ class TableRows:
     def __init__(self, batch_size: int = DEFAULT_BATCH) -> None:
         self._batch_size = max(1, batch_size)
         self._pending: list[LaneOutput] = []
-        self._chunks: list[pl.DataFrame] = []
+        self._chunks: list[NestedChunk] = []
         self._tables: dict[str, pl.DataFrame] | None = None
         # pyarrow's first conversion from Python objects imports pandas when it is
         # installed (0.3 s): paid here, before a live run's first request, not as a
         # stall of every answer in flight at its first batch.
-        _nested_frame([], _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
+        _nested_chunk([], _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
 
     def add(self, output: LaneOutput) -> None:
         """One case's lane output; a full batch becomes Arrow columns at once."""
@@ -459,7 +471,7 @@ class TableRows:
             self.add(output)
 
     def _convert(self) -> None:
-        self._chunks.append(_nested_frame(self._pending, _LANE_OUTPUT, _LANE_OUTPUT_ARROW))
+        self._chunks.append(_nested_chunk(self._pending, _LANE_OUTPUT, _LANE_OUTPUT_ARROW))
         self._pending = []
         self._tables = None
 
@@ -470,9 +482,9 @@ class TableRows:
         if self._tables is None:
             # One frame, kept: finishing again (the same phase finished twice,
             # with and without its probes) gives the same rows without redoing them.
-            nested = pl.concat(self._chunks, how="vertical", rechunk=True)
-            self._chunks = [nested.sort("case_index", maintain_order=True)]
-            self._tables = _tables_of(self._chunks[0])
+            nested = _nested_frame(self._chunks)
+            self._chunks = [nested]
+            self._tables = _tables_of(nested)
         return self._tables
 
     def finish(self, run_id: str, refusal_outputs: Sequence[RefusalOutput] = ()) -> RunTables:
@@ -643,9 +655,7 @@ def _refusal_tables(
     """The must-refuse rows: ``refusal_lanes`` and the ``must_refuse`` rows of
     ``calls``, ``hits``, ``resolutions`` and ``evidence_items`` (conformed to
     their schemas)."""
-    nested = _nested_frame(refusal_outputs, _REFUSAL_OUTPUT, _REFUSAL_OUTPUT_ARROW).sort(
-        "case_index", maintain_order=True
-    )
+    nested = _nested_frame([_nested_chunk(refusal_outputs, _REFUSAL_OUTPUT, _REFUSAL_OUTPUT_ARROW)])
     keys = [run, pl.col("case_index"), pl.col("case_id")]
     population = pl.lit(POPULATION_MUST_REFUSE).alias("population")
     lanes = nested.select(

@@ -1,15 +1,17 @@
-"""Tables built batch by batch as cases finish equal the tables of the whole list at once.
+"""Tables built from outputs converted batch by batch as cases finish equal the tables
+of the whole list at once.
 
 A live run hands each case's lane output to :class:`TableRows` when the case
-completes, in whatever order the network returns them, and the rows of every
-full batch are built right away. Whatever the batch size and the order, the
-finished tables must be exactly :func:`build_tables` of the outputs in case
-order — same rows, same order within a case, same dtypes.
+completes, in whatever order the network returns them, and every full batch
+becomes nested Arrow rows right away. Whatever the batch size and the order,
+the finished tables must be exactly :func:`build_tables` of the outputs in
+case order — same rows, same order within a case, same dtypes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import io
 import random
 from dataclasses import fields
@@ -27,7 +29,13 @@ from taguru_eval.options import RunOptions
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
 from taguru_eval.run.runner import network_phase
-from taguru_eval.tables.flatten import TableRows, build_tables
+from taguru_eval.tables.flatten import (
+    _LANE_OUTPUT,
+    _LANE_OUTPUT_ARROW,
+    TableRows,
+    _nested_chunk,
+    build_tables,
+)
 from taguru_eval.tables.schemas import RunTables
 from taguru_eval.tables.shapes import LaneOutput
 
@@ -53,6 +61,29 @@ def test_any_batch_size_and_arrival_order_gives_the_same_tables(batch_size: int,
     assert_same_tables(rows.finish("run-x"), build_tables(TEMPLATE_OUTPUTS, "run-x"))
 
 
+def test_a_batch_pyarrow_refuses_joins_the_arrow_batches_in_case_order() -> None:
+    """A value pyarrow will not take (a lane rank past i32) sends its batch the Polars
+    way; mixed with Arrow batches, the tables are those of one conversion of all."""
+    outputs = copy.deepcopy(TEMPLATE_OUTPUTS)
+    odd = next(
+        output
+        for output in outputs
+        if output["passage"]["outcome"] == "searched"
+        and any("bm25" in hit["lanes"] for hit in output["passage"]["hits"])
+    )
+    hit = next(hit for hit in odd["passage"]["hits"] if "bm25" in hit["lanes"])
+    hit["lanes"]["bm25"]["rank"] = 2**40
+    assert isinstance(_nested_chunk([odd], _LANE_OUTPUT, _LANE_OUTPUT_ARROW), pl.DataFrame)
+    assert all(
+        not isinstance(_nested_chunk([output], _LANE_OUTPUT, _LANE_OUTPUT_ARROW), pl.DataFrame)
+        for output in outputs
+        if output is not odd
+    )
+    rows = TableRows(3)
+    rows.extend(outputs[::-1])
+    assert_same_tables(rows.finish("mixed"), build_tables(outputs, "mixed"))
+
+
 def test_every_table_has_rows_in_the_template_outputs() -> None:
     """The comparison above means something only if the outputs fill the tables."""
     tables = build_tables(TEMPLATE_OUTPUTS, "run-x")
@@ -70,7 +101,7 @@ def test_no_outputs_finish_as_empty_tables_with_their_schemas() -> None:
 
 
 def test_a_live_run_builds_its_tables_while_the_cases_run(tmp_path: Path) -> None:
-    """The network phase feeds its accumulator case by case, batches flushed along the way."""
+    """The network phase feeds its accumulator case by case, batches converted along the way."""
     with running_server(demo_data_dir()) as url:
         options = RunOptions(
             eval_path=str(demo_data_dir() / DEMO_CONTEXT / "eval.jsonl"),
