@@ -1,12 +1,12 @@
-"""Lane outputs -> the run's flat tables, batch by batch as the cases finish.
+"""Lane outputs -> nested Arrow rows as the cases finish -> the run's flat tables.
 
 :class:`TableRows` takes lane outputs in any order (a live run adds each case
-as it completes) and turns every full batch into table rows at once: the
-batch becomes one nested frame whose dtypes mirror :mod:`.shapes`, every
-table a select / explode of it, conformed to its schema from
-:mod:`.schemas`. :meth:`TableRows.finish` puts the batches' rows in case
-order and stamps the run id, so the tables are the same whatever the batch
-size and arrival order (``tests/test_table_rows.py``). :func:`build_tables`
+as it completes) and turns every full batch into nested Arrow rows at once,
+whose dtypes mirror :mod:`.shapes`. :meth:`TableRows.finish` puts them in
+case order as one nested frame, makes every table a select / explode of it,
+conformed to its schema from :mod:`.schemas`, and stamps the run id, so the
+tables are the same whatever the batch size and arrival order
+(``tests/tables/test_table_rows.py``). :func:`build_tables`
 is the same for a list of outputs already at hand (an artifact read back,
 tests). A run given ``--must-refuse`` adds its probes' outputs at the end:
 their rows follow the eval rows with ``population`` ``must_refuse``."""
