@@ -25,7 +25,7 @@ without ``--before``, the strict path stands in), and 100,000 cases in at most
 0.4 s.
 
     .venv/bin/python benchmarks/loader.py [--sizes 100000,1000000] [--repeats 3]
-        [--before DIR] [--keep DIR]
+        [--before DIR] [--keep DIR] [--skip-strict]
 """
 
 from __future__ import annotations
@@ -104,7 +104,9 @@ def _mib(kib: int) -> str:
     return f"{kib / 1024:,.0f} MiB"
 
 
-def _measure(size: int, eval_path: Path, repeats: int, before: Path | None) -> bool:
+def _measure(
+    size: int, eval_path: Path, repeats: int, before: Path | None, skip_strict: bool
+) -> bool:
     megabytes = eval_path.stat().st_size / 1e6
     loads = ", ".join(f"{load:.1f}" for load in os.getloadavg())
     print(
@@ -113,7 +115,7 @@ def _measure(size: int, eval_path: Path, repeats: int, before: Path | None) -> b
     )
     results: dict[str, dict[str, Any]] = {}
     for path_name in PATHS:
-        if path_name == "before" and before is None:
+        if (path_name == "before" and before is None) or (path_name == "strict" and skip_strict):
             continue
         tree = before if path_name == "before" and before is not None else ROOT
         result = _run_child(path_name, eval_path, repeats, tree)
@@ -184,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         "--before", type=Path, help="a source tree whose load_eval is timed as 'before'"
     )
     parser.add_argument("--keep", type=Path, help="write the eval files here and keep them")
+    parser.add_argument(
+        "--skip-strict", action="store_true", help="time only the fast path (and --before)"
+    )
     parser.add_argument("--child", nargs=2, metavar=("PATH", "EVAL"), help=argparse.SUPPRESS)
     parser.add_argument("--tree", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -201,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             eval_path = work / f"eval-{size}.jsonl"
             if not eval_path.exists():
                 write_eval(eval_path, size)
-            met = _measure(size, eval_path, args.repeats, args.before) and met
+            met = _measure(size, eval_path, args.repeats, args.before, args.skip_strict) and met
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

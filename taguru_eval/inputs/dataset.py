@@ -120,38 +120,21 @@ def load_eval_fast(raw: bytes, label: str) -> EvalSet | None:
     with it, as with any case line, leaves the whole file to the strict path,
     which reports the first problem in file order.
     """
-    found = _header_line(raw)
-    if found is None:
+    lines = raw.split(b"\n")
+    header_index = next((i for i, line in enumerate(lines) if line and not line.isspace()), None)
+    if header_index is None:
         return None
-    header_index, header_line, offset = found
     try:
-        header = trim(header_line.decode("utf-8"))
+        header = trim(lines[header_index].decode("utf-8"))
         name = _parse_header(js.loads(header), label, header_index + 1)
     except (UnicodeDecodeError, js.JsonSyntaxError, InputError):
         return None
-    decoded = decode_cases(raw, header_index + 1, offset)
+    offset = sum(len(line) + 1 for line in lines[: header_index + 1])
+    decoded = decode_cases(raw, lines, header_index + 1, offset)
     if decoded is None:
         return None
     cases, expected = decoded
     return EvalSet(label=label, name=name, cases=cases, expected=expected)
-
-
-def _header_line(raw: bytes) -> tuple[int, bytes, int] | None:
-    """The first line that is not blank (empty or ASCII white space): its index, its
-    bytes, and where the line after it begins; ``None`` when every line is blank.
-
-    Found without splitting the whole file, so the fast path's Arrow thread can
-    start on the case lines before the main thread splits them.
-    """
-    index = position = 0
-    while True:
-        end = raw.find(b"\n", position)
-        line = raw[position:] if end == -1 else raw[position:end]
-        if line and not line.isspace():
-            return index, line, position + len(line) + 1
-        if end == -1:
-            return None
-        index, position = index + 1, end + 1
 
 
 def load_eval_strict(

@@ -88,23 +88,23 @@ class _NotPlain(Exception):
     """A case the strict loader must judge."""
 
 
-def decode_cases(raw: bytes, start: int, offset: int) -> tuple[list[EvalCase], pl.DataFrame] | None:
-    """The cases of the lines of ``raw`` from index ``start`` on (line n is index
-    n - 1 of ``raw`` split on ``\\n``; ``offset`` is where line ``start + 1``
-    begins) and their ``expected`` table.
+def decode_cases(
+    raw: bytes, lines: Sequence[bytes], start: int, offset: int
+) -> tuple[list[EvalCase], pl.DataFrame] | None:
+    """The cases of ``lines[start:]`` and their ``expected`` table (``lines`` is
+    ``raw`` split on ``\\n``, line n is ``lines[n - 1]``; ``offset`` is where
+    line ``start + 1`` begins in ``raw``).
 
     ``None`` when the strict loader must read the file (see the module
     docstring), including when there is no case line at all.
     """
-    if not _lines_open_objects(raw, start, offset):
+    if not _lines_open_objects(raw, lines, start, offset):
         return None
     # Nothing loaded is cyclic, and every tuple decoded is a tracked container: the
     # collector would rescan them over and over during a large load (both threads).
     with collector.paused():
         arrow = start_reading(memoryview(raw)[offset:])
         try:
-            # Split only now: Arrow's thread parses meanwhile.
-            lines = raw.split(b"\n")
             checked = _decode_and_check(raw, lines, start, offset)
         finally:
             # Waits for Arrow's thread whatever happened (the loader never leaves it running).
@@ -137,7 +137,7 @@ def _decode_and_check(
     return heads["case_id"], cases, declared
 
 
-def _lines_open_objects(raw: bytes, start: int, offset: int) -> bool:
+def _lines_open_objects(raw: bytes, lines: Sequence[bytes], start: int, offset: int) -> bool:
     """Whether every non-blank case line begins (after JSON white space) with ``{``.
 
     A line that does not cannot be a case, so the strict loader answers for the
@@ -147,8 +147,7 @@ def _lines_open_objects(raw: bytes, start: int, offset: int) -> bool:
     # The common file first: no case line starts with anything but "{" (one scan in C).
     if _NOT_AN_OBJECT.search(raw, offset - 1) is None:
         return True
-    lines = raw.split(b"\n")[start:]
-    return all(line.lstrip(b" \t\r")[:1] in (b"{", b"") for line in lines)
+    return all(line.lstrip(b" \t\r")[:1] in (b"{", b"") for line in lines[start:])
 
 
 def _decode(

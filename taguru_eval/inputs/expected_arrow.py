@@ -77,9 +77,7 @@ _SCHEMA: Final = pa.schema(
     ]
 )
 _PARSE: Final = pa_json.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
-_READ: Final = pa_json.ReadOptions(use_threads=True, block_size=_BLOCK_BYTES)
-"""Arrow's own threads too: alone on the two cores its parse takes half the time,
-and beside msgspec it is done well before msgspec (benchmarks/README.md)."""
+_READ: Final = pa_json.ReadOptions(use_threads=False, block_size=_BLOCK_BYTES)
 
 
 @dataclass(frozen=True)

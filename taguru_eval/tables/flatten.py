@@ -355,7 +355,8 @@ def _nested_chunk(
     before. The chunk stays an Arrow table: turning each into a Polars frame
     costs about 3 ms a chunk, so :func:`_nested_frame` does it once for all.
     """
-    rows = [{name: output.get(name) for name in schema.names()} for output in outputs]
+    names = schema.names()
+    rows = [{name: output.get(name) for name in names} for output in outputs]
     try:
         return pa.Table.from_pylist(rows, schema=arrow_schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
@@ -473,18 +474,22 @@ class TableRows:
     def _convert(self) -> None:
         self._chunks.append(_nested_chunk(self._pending, _LANE_OUTPUT, _LANE_OUTPUT_ARROW))
         self._pending = []
-        self._tables = None
 
     def _eval_tables(self) -> dict[str, pl.DataFrame]:
-        """The eval-population rows of every output added so far, in case order."""
-        if self._pending or not self._chunks:
+        """The eval-population rows of every output added so far, in case order.
+
+        Kept, without the nested rows they came from (as large again, while the
+        artifact is built): finishing again (the same phase finished with and
+        without its probes) redoes nothing, and outputs added after a finish
+        join the rows already made.
+        """
+        if self._pending or (self._tables is None and not self._chunks):
             self._convert()
-        if self._tables is None:
-            # One frame, kept: finishing again (the same phase finished twice,
-            # with and without its probes) gives the same rows without redoing them.
-            nested = _nested_frame(self._chunks)
-            self._chunks = [nested]
-            self._tables = _tables_of(nested)
+        if self._chunks:
+            fresh = _tables_of(_nested_frame(self._chunks))
+            self._chunks = []
+            self._tables = fresh if self._tables is None else _in_case_order(self._tables, fresh)
+        assert self._tables is not None
         return self._tables
 
     def finish(self, run_id: str, refusal_outputs: Sequence[RefusalOutput] = ()) -> RunTables:
@@ -501,6 +506,19 @@ class TableRows:
                 frame = pl.concat([frame, refusal.pop(name)], how="vertical")
             frames[name] = frame
         return RunTables(run_id=run_id, **frames, **refusal)
+
+
+def _in_case_order(
+    earlier: dict[str, pl.DataFrame], later: dict[str, pl.DataFrame]
+) -> dict[str, pl.DataFrame]:
+    """Two sets of tables of different cases as one, in case order (a case's rows
+    keep their order; calls sort by their sequence within the case)."""
+    return {
+        name: pl.concat([rows, later[name]], how="vertical").sort(
+            ["case_index", "seq"] if name == "calls" else ["case_index"], maintain_order=True
+        )
+        for name, rows in earlier.items()
+    }
 
 
 def build_tables(

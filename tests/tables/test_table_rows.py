@@ -84,6 +84,21 @@ def test_a_batch_pyarrow_refuses_joins_the_arrow_batches_in_case_order() -> None
     assert_same_tables(rows.finish("mixed"), build_tables(outputs, "mixed"))
 
 
+def test_outputs_added_after_a_finish_join_the_rows_already_made() -> None:
+    arrived = list(TEMPLATE_OUTPUTS)
+    random.Random(7).shuffle(arrived)
+    rows = TableRows(4)
+    rows.extend(arrived[:9])
+    assert_same_tables(rows.finish("r"), build_tables(sorted_by_case(arrived[:9]), "r"))
+    rows.extend(arrived[9:])
+    assert_same_tables(rows.finish("r"), build_tables(TEMPLATE_OUTPUTS, "r"))
+    assert_same_tables(rows.finish("r"), build_tables(TEMPLATE_OUTPUTS, "r"))
+
+
+def sorted_by_case(outputs: list[LaneOutput]) -> list[LaneOutput]:
+    return sorted(outputs, key=lambda output: output["case_index"])
+
+
 def test_every_table_has_rows_in_the_template_outputs() -> None:
     """The comparison above means something only if the outputs fill the tables."""
     tables = build_tables(TEMPLATE_OUTPUTS, "run-x")
