@@ -15,6 +15,7 @@ import polars as pl
 
 from taguru_eval import contract
 from taguru_eval._base import jsonstrict
+from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.jsonstrict import JsonShapeError
 from taguru_eval.artifact.abstention import refusal_frames_from_block
 from taguru_eval.artifact.layout import case_layout, column_paths, get_path
@@ -79,7 +80,7 @@ def read_artifact(path: str | Path) -> dict[str, Any]:
     """Read an evaluation.json file (strict JSON, stamp checked)."""
     shown = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        text = file_bytes(path).decode("utf-8")
     except OSError as exc:
         raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
     except UnicodeDecodeError as exc:

@@ -29,6 +29,7 @@ from typing import Annotated, Any, Final, cast
 import msgspec
 import polars as pl
 
+from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.structs import validation_detail as _validation_detail
 from taguru_eval._base.structs import validation_parts as _validation_parts
 from taguru_eval._base.text import to_f32
@@ -338,7 +339,7 @@ def read_view(
         file_path = file_path / ARTIFACT_NAME
         shown = os.path.join(given, ARTIFACT_NAME)
     try:
-        data = file_path.read_bytes()
+        data = file_bytes(file_path)
     except OSError as exc:
         raise InputError(f"reading {shown}: {os_error_text(exc)}", path=shown) from None
     if not is_utf8(data):

@@ -17,12 +17,12 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
 import httpx
 
+from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.redact import REDACTED
 from taguru_eval._base.text import one_line, parse_decimal, split_lines, trim
 from taguru_eval.errors import InputError, os_error_text
@@ -148,7 +148,7 @@ def parse_config_file(path: str) -> list[tuple[int, str, str]]:
     or a bad key name (exit 2).
     """
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        text = file_bytes(path).decode("utf-8")
     except OSError as exc:
         detail = os_error_text(exc)
         raise ConfigError(

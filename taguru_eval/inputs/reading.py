@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from taguru_eval._base import jsonstrict as js
+from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.text import split_lines, trim
 from taguru_eval.errors import InputError, os_error_text
 
@@ -21,7 +22,7 @@ from taguru_eval.errors import InputError, os_error_text
 def read_bytes(path: str | Path, shown: str) -> bytes:
     """The file's bytes; ``shown`` names it in the message."""
     try:
-        return Path(path).read_bytes()
+        return file_bytes(path)
     except OSError as exc:
         raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
 

@@ -30,6 +30,7 @@ from typing import Final
 import polars as pl
 
 from taguru_eval._base import jsonstrict
+from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.jsonstrict import JsonPath, JsonShapeError, JsonSyntaxError
 from taguru_eval._base.text import display_f64
 from taguru_eval.catalog import ABSTENTION_METRICS, CASE_SCOPED_METRICS, CATALOG_KEYS
@@ -176,7 +177,7 @@ def load_thresholds(
     """
     shown = path if isinstance(path, str) else os.fspath(path)
     try:
-        raw = Path(path).read_bytes()
+        raw = file_bytes(path)
     except OSError as exc:
         raise _error(f"cannot read {shown}: {os_error_text(exc)}", shown) from None
     thresholds = parse_thresholds(raw, shown)
