@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from taguru_eval._base.filebytes import NUL_IN_PATH
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import RunError, UsageError, os_error_text
 
@@ -34,7 +35,7 @@ def refuse_overlaps(inputs: Mapping[str, str | None], outputs: Mapping[str, str 
     for name, path in {**inputs, **outputs}.items():
         # Only a library caller can pass one (argv cannot): the OS calls would raise.
         if path and "\0" in path:
-            raise UsageError(f"{name} '{path}' holds a NUL byte, which no path can")
+            raise UsageError(f"{name} '{path}': {NUL_IN_PATH}")
     seen: dict[str, str] = {}
     for name, path in inputs.items():
         if path:

@@ -169,9 +169,10 @@ def load_thresholds(
     ``catalog_keys`` is the run's metric catalog (the 31 names, plus the
     abstention names with ``--must-refuse``); ``case_ids`` are the loaded
     eval.jsonl case ids (``None``: there is no eval set to hold the overrides'
-    case ids against, and they are not checked). ``needs_flag`` maps a metric name this run does not
-    measure to the flag that would add it (ABSTENTION.md §3.9: bounding an
-    abstention metric without ``--must-refuse`` is a bad flag, said so).
+    case ids against, and they are not checked). ``needs_flag`` maps a metric
+    name this run does not measure to the flag that would add it (ABSTENTION.md
+    §3.9: bounding an abstention metric without ``--must-refuse`` is a bad flag,
+    said so).
     ``path`` is echoed in messages exactly as given. Raises
     :class:`InputError` (exit 2) on any problem.
     """

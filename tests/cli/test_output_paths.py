@@ -168,5 +168,5 @@ def test_a_path_with_a_nul_byte_is_a_usage_error_not_a_value_error(work: Path, f
         eval_path=str(work / "eval.jsonl"), context="sake", url=NOWHERE, no_store=True
     )
     options = dataclasses.replace(options, **{field: str(work / "a\0b")})
-    with pytest.raises(UsageError, match="holds a NUL byte"):
+    with pytest.raises(UsageError, match="file name contained an unexpected NUL byte"):
         prepare_run(options, {})
