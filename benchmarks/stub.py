@@ -68,6 +68,9 @@ class _Clock:
     last: float | None = None
     requests: int = 0
     by_route: dict[str, int] = field(default_factory=dict)
+    holds: list[float] = field(default_factory=list)
+    """Seconds from each request's arrival to its answer's write (``GET /__stats?reset``
+    empties it)."""
 
 
 class _Connection(asyncio.Protocol):
@@ -110,14 +113,21 @@ class _Connection(asyncio.Protocol):
 
     def _answer(self, method: str, target: str, body: bytes) -> None:
         assert self._transport is not None
-        if target == "/__stats":
+        if target.startswith("/__stats"):
             clock = self._clock
+            holds = sorted(clock.holds)
             stats = {
                 "first": clock.first,
                 "last": clock.last,
                 "requests": clock.requests,
                 "by_route": clock.by_route,
+                "hold_ms": {
+                    name: holds[int(len(holds) * share)] * 1000 if holds else None
+                    for name, share in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+                },
             }
+            if target.endswith("?reset"):
+                clock.holds.clear()
             self._transport.write(response(json.dumps(stats).encode()))
             return
         now = time.monotonic()
@@ -134,11 +144,12 @@ class _Connection(asyncio.Protocol):
             if found is None and route.startswith("search:"):
                 found = self._routes.get("search")
             answer = _NOT_FOUND if found is None else response(found)
-        asyncio.get_running_loop().call_later(self._delay_s, self._write, answer)
+        asyncio.get_running_loop().call_later(self._delay_s, self._write, answer, now)
 
-    def _write(self, answer: bytes) -> None:
+    def _write(self, answer: bytes, arrived: float) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(answer)
+            self._clock.holds.append(time.monotonic() - arrived)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
@@ -187,11 +198,13 @@ class Stub:
         self.port: int = ports.get(timeout=60)
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def stats(self) -> dict[str, Any]:
-        """First and last request times (server's monotonic clock) and request counts."""
+    def stats(self, reset: bool = False) -> dict[str, Any]:
+        """First and last request times (server's monotonic clock), request counts and
+        the hold times' percentiles (``reset``: start a new sample of them)."""
         import urllib.request
 
-        with urllib.request.urlopen(self.url + "/__stats", timeout=10) as answer:
+        target = "/__stats?reset" if reset else "/__stats"
+        with urllib.request.urlopen(self.url + target, timeout=10) as answer:
             stats: dict[str, Any] = json.loads(answer.read())
         return stats
 

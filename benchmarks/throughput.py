@@ -272,16 +272,33 @@ async def _bare_aiohttp_phase(
         return calls / (time.monotonic() - started)
 
 
-def _bare_aiohttp(port: int, calls: int, concurrency: int, repeats: int, ideal: float) -> None:
+def _print_cycle(concurrency: int, rate: float, hold_ms: float) -> None:
+    """Where a slot's time goes: the stub's own hold (request arrival to answer
+    written, its median) and the rest of the cycle (the loopback both ways and
+    the client, from the answer's write to the next request's arrival)."""
+    cycle_ms = concurrency / rate * 1000
+    print(
+        f"  a slot's cycle {cycle_ms:.2f} ms = the stub's hold {hold_ms:.2f} ms (p50) + "
+        f"the exchange and the client {cycle_ms - hold_ms:.2f} ms"
+    )
+    sys.stdout.flush()
+
+
+def _bare_aiohttp(stub: Stub, calls: int, concurrency: int, repeats: int, ideal: float) -> None:
     """The same stub at the same concurrency through bare aiohttp, as the ceiling
     the transport and the event loop allow on this machine."""
-    rates = [asyncio.run(_bare_aiohttp_phase(port, calls, concurrency)) for _ in range(repeats)]
+    rates = []
+    holds = []
+    for _ in range(repeats):
+        stub.stats(reset=True)
+        rates.append(asyncio.run(_bare_aiohttp_phase(stub.port, calls, concurrency)))
+        holds.append(stub.stats(reset=True)["hold_ms"]["p50"])
     rate = statistics.median(rates)
     print(
         f"bare aiohttp (no taguru_eval, {calls} search calls): {rate:8,.0f} calls/s = "
         f"{rate / ideal:6.1%} of ideal | runs: " + ", ".join(f"{r / ideal:.1%}" for r in rates)
     )
-    sys.stdout.flush()
+    _print_cycle(concurrency, rate, statistics.median(holds))
 
 
 def _bare_busy(
@@ -419,8 +436,11 @@ def main(argv: list[str] | None = None) -> int:
                 rates: list[float] = []
                 p50_parallel: list[float] = []
                 p50_sequential: list[float] = []
+                holds: list[float] = []
                 for _ in range(args.repeats):
+                    stub.stats(reset=True)
                     parallel = _measure(big, port, args.concurrency, name)
+                    holds.append(stub.stats(reset=True)["hold_ms"]["p50"])
                     rates.append(parallel.rate)
                     p50_parallel.append(parallel.p50_ms)
                     p50_sequential.append(_measure(small, port, 1, name).p50_ms)
@@ -437,9 +457,9 @@ def main(argv: list[str] | None = None) -> int:
                     + f" | targets: >= {RATE_TARGET:.0%} {'met' if rate_ok else 'MISSED'}, "
                     f"p50 <= +{P50_TARGET:.0%} {'met' if p50_ok else 'MISSED'}"
                 )
-                sys.stdout.flush()
+                _print_cycle(args.concurrency, rate, statistics.median(holds))
             if args.bare:
-                _bare_aiohttp(port, args.cases, args.concurrency, args.repeats, ideal)
+                _bare_aiohttp(stub, args.cases, args.concurrency, args.repeats, ideal)
             if args.bare_busy_us > 0:
                 _bare_busy(
                     port, args.cases, args.concurrency, args.repeats, ideal, args.bare_busy_us

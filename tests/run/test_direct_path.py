@@ -1,10 +1,12 @@
-"""The client's direct aiohttp path answers exactly as its httpx path.
+"""The client's plain and direct aiohttp paths answer exactly as its httpx path.
 
-With the plain aiohttp transport the client sends to the transport's own
-aiohttp session (``_DirectAiohttp``); with any other transport every call goes
-through httpx. Both must give the same outcome for every kind of answer a
-server can give: the same payload, or the same failure message, status and
-code. A real HTTP server over loopback answers each kind once per path.
+With the plain aiohttp transport the client speaks plain HTTP over its own
+connections (``run/plainhttp.py``), or, without that, sends to the transport's
+own aiohttp session (``_DirectAiohttp``); with any other transport every call
+goes through httpx. All three must give the same outcome for every kind of
+answer a well-behaved server can give: the same payload, or the same failure
+message, status and code. A real HTTP server over loopback answers each kind
+once per path.
 """
 
 from __future__ import annotations
@@ -108,17 +110,21 @@ def _outcome(result: Reply | CallFailure) -> tuple[Any, ...]:
     return ("failure", str(result), result.status, result.code)
 
 
-async def _both(url: str, path: str) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+async def _outcomes(url: str, path: str) -> list[tuple[Any, ...]]:
+    """The outcome of one call on the plain path, the direct path and the httpx path."""
     outcomes = []
-    for transport in (None, _Wrapped()):
+    for transport, plain in ((None, True), (None, False), (_Wrapped(), False)):
         async with TaguruClient(url, TOKEN, transport=transport, timeout_s=0.5) as client:
             assert (client._direct is not None) is (transport is None)
+            assert (client._plain is not None) is (transport is None)
+            if not plain:
+                client._plain = None
             try:
                 result: Reply | CallFailure = await client.get([path])
             except CallFailure as failure:
                 result = failure
         outcomes.append(_outcome(result))
-    return outcomes[0], outcomes[1]
+    return outcomes
 
 
 @pytest.mark.parametrize(
@@ -136,9 +142,9 @@ async def _both(url: str, path: str) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         "slow",
     ],
 )
-def test_the_direct_path_answers_as_the_httpx_path(server: str, path: str) -> None:
-    direct, through_httpx = asyncio.run(_both(server, path))
-    assert direct == through_httpx
+def test_the_direct_and_plain_paths_answer_as_the_httpx_path(server: str, path: str) -> None:
+    plain, direct, through_httpx = asyncio.run(_outcomes(server, path))
+    assert plain == direct == through_httpx
     assert TOKEN not in repr(direct)
 
 
@@ -146,6 +152,6 @@ def test_a_refused_connection_fails_alike() -> None:
     with socket.socket() as probe:  # a loopback port nothing listens on once closed
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
-    direct, through_httpx = asyncio.run(_both(url, "ok"))
+    plain, direct, through_httpx = asyncio.run(_outcomes(url, "ok"))
     assert direct[0] == "failure"
-    assert direct == through_httpx
+    assert plain == direct == through_httpx

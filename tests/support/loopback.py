@@ -3,7 +3,9 @@
 :class:`ScriptedServer` answers every HTTP/1.1 request with whatever its
 handler returns (an echoing server, an endless source listing, a redirector);
 :class:`ForwardProxy` is a minimal forward proxy (absolute-form requests and
-``CONNECT`` tunnels) that records what went through it. Both run their own
+``CONNECT`` tunnels) that records what went through it; :class:`RawServer`
+writes whatever bytes its script gives (malformed, chunked or cut-short
+responses). All run their own
 event loop on a background thread, so the code under test can be the real
 CLI with its real transport.
 """
@@ -240,3 +242,49 @@ class ForwardProxy(_ThreadedServer):
                 sink.close()
 
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+
+@dataclass(frozen=True)
+class Scripted:
+    """What a :class:`RawServer` does with one request: write ``answer`` (raw bytes),
+    then wait ``hang_s``, then close the connection when ``close``."""
+
+    answer: bytes
+    close: bool = False
+    hang_s: float = 0.0
+
+
+class RawServer(_ThreadedServer):
+    """Answers each request with the raw bytes ``script(request)`` gives, for
+    responses no HTTP library would write; records every request's raw bytes and
+    counts the connections it accepted."""
+
+    def __init__(self, script: Callable[[Request], Scripted]) -> None:
+        super().__init__(self.handle)
+        self.script = script
+        self.raw: list[bytes] = []
+        self.connections = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, _version = lines[0].split(" ", 2)
+            headers = {
+                name.strip().lower(): value.strip()
+                for name, _, value in (line.partition(":") for line in lines[1:] if line)
+            }
+            length = int(headers.get("content-length", "0"))
+            body = await reader.readexactly(length) if length else b""
+            self.raw.append(head + body)
+            scripted = self.script(Request(method, target, headers, body))
+            writer.write(scripted.answer)
+            await writer.drain()
+            if scripted.hang_s:
+                await asyncio.sleep(scripted.hang_s)
+            if scripted.close:
+                return
