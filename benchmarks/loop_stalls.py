@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from stub import Stub
-from throughput import CONTEXT, DELAY_S, _write_eval, stub_routes
+from throughput import CONTEXT, DELAY_S, _write_eval, run_hooks, stub_routes
 
 PROBE_S = 0.002
 
@@ -70,7 +70,7 @@ def _measure(eval_path: Path, url: str, concurrency: int, stall_s: float) -> Non
 
     async def phase() -> Any:
         start_probe(asyncio.get_running_loop())
-        return await runner.network_phase(prepared, console=console)
+        return await runner.network_phase(prepared, console=console, **run_hooks())
 
     runner.run_cases = timed_cases  # type: ignore[assignment]
     try:

@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from stub import Stub
-from throughput import DELAY_S, _write_eval, stub_routes
+from throughput import DELAY_S, _write_eval, run_hooks, stub_routes
 
 GROUPS = (
     ("taguru_eval/run/client", "client (taguru_eval.run.client)"),
@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         prepared = prepare_run(options, {})
         console = Console(stdout=io.StringIO(), stderr=io.StringIO())
-        asyncio.run(network_phase(prepared, console=console))  # warm-up
+        asyncio.run(network_phase(prepared, console=console, **run_hooks()))  # warm-up
         profile = cProfile.Profile()
         profile.enable()
-        asyncio.run(network_phase(prepared, console=console))
+        asyncio.run(network_phase(prepared, console=console, **run_hooks()))
         profile.disable()
     stats = pstats.Stats(profile)
     totals: dict[str, float] = defaultdict(float)

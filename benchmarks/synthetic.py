@@ -34,13 +34,15 @@ def demo_cases() -> tuple[str, list[dict[str, Any]]]:
     return lines[0], [json.loads(line) for line in lines[1:]]
 
 
-def write_eval(path: Path, cases: int) -> Path:
-    """``cases`` demo-shaped cases (ids ``<demo id>-<n>``) after the demo's header."""
+def write_eval(path: Path, cases: int, dropped: tuple[str, ...] = ()) -> Path:
+    """``cases`` demo-shaped cases (ids ``<demo id>-<n>``) after the demo's header,
+    without the keys ``dropped``."""
     header, templates = demo_cases()
     with path.open("w", encoding="utf-8") as out:
         out.write(header + "\n")
         for index in range(cases):
-            case = dict(templates[index % len(templates)])
+            template = templates[index % len(templates)]
+            case = {key: value for key, value in template.items() if key not in dropped}
             case["case_id"] = f"{case['case_id']}-{index:07d}"
             out.write(json.dumps(case, ensure_ascii=False) + "\n")
     return path

@@ -188,6 +188,17 @@ def _write_eval(directory: Path, cases: int) -> Path:
     return path
 
 
+def run_hooks() -> dict[str, Any]:
+    """What the pipeline hands the network phase besides the cases (the case blocks'
+    lane values rendered as each case finishes), so the phase measured is a run's;
+    nothing for a tree from before them (``--tree``-style comparisons)."""
+    try:
+        from taguru_eval.artifact.layout import LaneBlocks
+    except ImportError:
+        return {}
+    return {"on_finished": LaneBlocks().add}
+
+
 @dataclass(frozen=True)
 class Measured:
     """One run: passage-lane calls per second, p50 passage latency (ms), and the
@@ -231,7 +242,9 @@ def _measure(
     transport = make_transport(transport_name, concurrency)  # type: ignore[arg-type]
     gc.collect()  # every run starts without the previous run's garbage
     cpu = time.process_time()
-    phase = asyncio.run(network_phase(prepared, console=console, transport=transport))
+    phase = asyncio.run(
+        network_phase(prepared, console=console, transport=transport, **run_hooks())
+    )
     cpu = time.process_time() - cpu
     cases = len(phase.outputs)
     latencies = sorted(output["passage"]["latency_ms"] for output in phase.outputs)

@@ -3,10 +3,12 @@
 ``prepare`` has validated every input; :func:`execute` runs the network
 phase, then the one-way pipeline, prints the console summary and keeps the
 run in the store. The artifact is written atomically at the very end, so an
-interrupted or failed run leaves no file behind. Keeping the run in the store
-comes after the artifact and never decides the outcome: a store that cannot
-be written is a :class:`~taguru_eval.errors.StoreWriteWarning`, and the exit
-code stays the gate's verdict."""
+interrupted or failed run leaves no file behind. The run's tables are staged
+for the store while the artifact is built (on a thread: Parquet writing leaves
+the GIL), and the run enters the store only after the artifact is written; it
+never decides the outcome: a store that cannot be written is a
+:class:`~taguru_eval.errors.StoreWriteWarning`, and the exit code stays the
+gate's verdict."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from taguru_eval._base import collector
 from taguru_eval._base.text import one_line
 from taguru_eval.artifact.abstention import VectorFacts, abstention_block, answerability_entries
 from taguru_eval.artifact.build import RunContext, build_artifact, write_json_atomic
+from taguru_eval.artifact.layout import LaneBlocks
 from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
@@ -39,7 +42,7 @@ from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.run.console import Console, Progress
 from taguru_eval.run.runner import NetworkPhase, network_phase
 from taguru_eval.score.aggregate import Scores, score_run
-from taguru_eval.store import DEFAULT_STORE_DIR, RunOrigin, new_run_id, write_run
+from taguru_eval.store import DEFAULT_STORE_DIR, RunOrigin, StagedRun, new_run_id
 from taguru_eval.summary import must_refuse_lines, must_refuse_stderr_lines, summary_lines
 from taguru_eval.tables.schemas import RunTables
 from taguru_eval.tables.shapes import LaneOutput
@@ -157,22 +160,33 @@ async def execute_async(
     # outputs while more arrive, and rests while the tables, scores, artifact
     # and store are built (_base/collector.py).
     with collector.long_lived():
+        lane_blocks = LaneBlocks()
         phase = await network_phase(
-            prepared, console=console, transport=transport, progress=progress
+            prepared,
+            console=console,
+            transport=transport,
+            progress=progress,
+            on_finished=lane_blocks.add,
         )
         with collector.paused():
-            result = finish_run(prepared, phase, console)
+            result = finish_run(prepared, phase, console, lane_blocks)
             # What the run hands back (artifact document, frames) goes out of sight
             # too, or the collector would scan it all the moment it resumes.
             collector.settle()
     return result
 
 
-def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> RunResult:
+def finish_run(
+    prepared: PreparedRun,
+    phase: NetworkPhase,
+    console: Console,
+    lane_blocks: LaneBlocks | None = None,
+) -> RunResult:
     """tables -> score -> gate -> artifact -> write -> console -> store (§3.9).
 
     The gate reads the score frames; evaluation.json is a sink written from
-    the same frames, the gate's verdict included.
+    the same frames, the gate's verdict included. ``lane_blocks``: the case
+    blocks' lane values, rendered as the cases finished.
     """
     options = prepared.options
     run_id = new_run_id(phase.finished_at)
@@ -196,19 +210,41 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
             case_ids=prepared.eval_set.case_ids,
             members=scores.membership if must_refuse else None,
         )
-    context = run_context(prepared, phase, datetime.now(UTC), report)
-    top_level, case_extras = (
-        abstention_extras(prepared, phase, tables, scores) if must_refuse else ({}, {})
+    store_dir = resolve_store_dir(prepared)
+    # The store's tables are written on a thread of their own while the artifact
+    # is built and written (Parquet leaves the GIL); the run is moved into the
+    # store only after evaluation.json exists.
+    staged = (
+        None
+        if store_dir is None
+        else StagedRun(
+            store_dir,
+            options.context,
+            run_id,
+            {**tables.frames(), **scores.frames()},
+            origin=RunOrigin("run"),
+            catalog=scores.catalog,
+        )
     )
-    doc = build_artifact(
-        context,
-        phase.outputs,
-        scores,
-        catalog=scores.catalog,
-        case_extras=case_extras,
-        extra_top_level=top_level,
-    )
-    written = write_json_atomic(options.out, doc)
+    try:
+        context = run_context(prepared, phase, datetime.now(UTC), report)
+        top_level, case_extras = (
+            abstention_extras(prepared, phase, tables, scores) if must_refuse else ({}, {})
+        )
+        doc = build_artifact(
+            context,
+            phase.outputs,
+            scores,
+            catalog=scores.catalog,
+            case_extras=case_extras,
+            extra_top_level=top_level,
+            rendered=lane_blocks,
+        )
+        written = write_json_atomic(options.out, doc)
+    except BaseException:
+        if staged is not None:
+            staged.abandon()
+        raise
     if must_refuse:
         for line in must_refuse_stderr_lines(doc["abstention"]):
             console.err(line)
@@ -224,24 +260,14 @@ def finish_run(prepared: PreparedRun, phase: NetworkPhase, console: Console) -> 
         # a control character keeps its bytes.
         console.out(one_line(line))
     store_path: Path | None = None
-    store_dir = resolve_store_dir(prepared)
-    if store_dir is not None:
-        frames = {**tables.frames(), **scores.frames()}
+    if staged is not None:
         # The stored evaluation.json is a copy of the file just written, not a second
         # encoding — unless --out is a device or a FIFO (/dev/null): read back, it
         # would store nothing.
         out_file = Path(options.out)
         artifact: str | Path = out_file if out_file.is_file() else written.decode("utf-8")
         try:
-            store_path = write_run(
-                store_dir,
-                options.context,
-                run_id,
-                frames,
-                artifact,
-                origin=RunOrigin("run"),
-                catalog=scores.catalog,
-            )
+            store_path = staged.finish(artifact)
         except RunError as error:
             warn(StoreWriteWarning(f"{error.message}; {NOT_STORED}"))
         else:

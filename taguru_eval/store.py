@@ -38,6 +38,7 @@ import os
 import re
 import secrets
 import shutil
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -116,6 +117,86 @@ class RunOrigin:
         return f"evaluated by {self.writer}"
 
 
+class StagedRun:
+    """One run on its way into the store: its tables are written into a staging
+    directory on a thread of their own (Parquet writing leaves the GIL to the
+    caller, who meanwhile builds and writes evaluation.json); :meth:`finish`
+    adds the artifact and ``run.json`` and renames the run into place,
+    :meth:`abandon` removes what was staged.
+
+    The run is staged in ``<store>/.staging/<run_id>.<pid>.<random>``;
+    staging directories killed writers left are removed first
+    (:func:`remove_abandoned_staging`).
+    """
+
+    def __init__(
+        self,
+        store_dir: str | Path,
+        context: str,
+        run_id: str,
+        frames: Mapping[str, pl.DataFrame],
+        *,
+        origin: RunOrigin,
+        catalog: Catalog = CATALOG,
+    ) -> None:
+        unknown = sorted(set(frames) - set(TABLE))
+        if unknown:
+            raise ValueError(f"no such table: {unknown}")
+        self._store_dir = store_dir
+        self.target = run_dir(store_dir, context, run_id)
+        self._staging_root = Path(store_dir) / STAGING_DIR
+        self._staging = self._staging_root / f"{run_id}.{os.getpid()}.{secrets.token_hex(4)}"
+        self._origin = origin
+        self._failure: BaseException | None = None
+        self._writer = threading.Thread(
+            target=self._write_tables, args=(frames, catalog), name="run-store", daemon=True
+        )
+        self._writer.start()
+
+    def _write_tables(self, frames: Mapping[str, pl.DataFrame], catalog: Catalog) -> None:
+        try:
+            remove_abandoned_staging(self._store_dir)
+            self._staging.mkdir(parents=True)
+            for spec in table_specs(catalog):
+                if spec.name in frames:
+                    _write_table(self._staging / spec.file_name, frames[spec.name], spec.schema)
+        except BaseException as exc:  # handed to whoever finishes the run
+            self._failure = exc
+
+    def finish(self, artifact: str | Path) -> Path:
+        """Adds ``artifact`` (the evaluation.json text, or the ``Path`` of one already
+        written, whose bytes are copied as they are) and ``run.json``, and moves the
+        run into place; returns the run directory. Failure → :class:`RunError`."""
+        self._writer.join()
+        try:
+            if self._failure is not None:
+                raise self._failure
+            _write_artifact(self._staging / ARTIFACT_NAME, artifact)
+            _write_text(
+                self._staging / ORIGIN_NAME, json.dumps(self._origin.to_json(), ensure_ascii=False)
+            )
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(self._staging, self.target)
+            fsync_directory(self.target.parent)
+        except OSError as exc:
+            raise RunError(f"writing the run store {self.target}: {os_error_text(exc)}") from None
+        finally:
+            self._failure = None
+            # Only reached with leftovers after a failure or an interrupt.
+            self._remove_staging()
+        return self.target
+
+    def abandon(self) -> None:
+        """The run is not stored: waits for the tables' writer, then removes them."""
+        self._writer.join()
+        self._remove_staging()
+
+    def _remove_staging(self) -> None:
+        if self._staging.exists():
+            shutil.rmtree(self._staging, ignore_errors=True)
+        _remove_if_empty(self._staging_root)
+
+
 def write_run(
     store_dir: str | Path,
     context: str,
@@ -133,35 +214,10 @@ def write_run(
     evaluation.json already written (a run's ``--out``), whose bytes are copied
     as they are. Each frame is cast to its table's schema (:data:`TABLES`; the
     ``cases`` columns of ``catalog``), so every run's files share one schema.
-    The run is staged in ``<store>/.staging/<run_id>.<pid>.<random>`` and
-    renamed into place; staging directories killed writers left are removed
-    first (:func:`remove_abandoned_staging`). Failure → :class:`RunError`.
+    The run appears all at once (:class:`StagedRun`). Failure → :class:`RunError`.
     """
-    unknown = sorted(set(frames) - set(TABLE))
-    if unknown:
-        raise ValueError(f"no such table: {unknown}")
-    target = run_dir(store_dir, context, run_id)
-    staging_root = Path(store_dir) / STAGING_DIR
-    remove_abandoned_staging(store_dir)
-    staging = staging_root / f"{run_id}.{os.getpid()}.{secrets.token_hex(4)}"
-    try:
-        staging.mkdir(parents=True)
-        for spec in table_specs(catalog):
-            if spec.name in frames:
-                _write_table(staging / spec.file_name, frames[spec.name], spec.schema)
-        _write_artifact(staging / ARTIFACT_NAME, artifact)
-        _write_text(staging / ORIGIN_NAME, json.dumps(origin.to_json(), ensure_ascii=False))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(staging, target)
-        fsync_directory(target.parent)
-    except OSError as exc:
-        raise RunError(f"writing the run store {target}: {os_error_text(exc)}") from None
-    finally:
-        # Only reached with leftovers after a failure or an interrupt.
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-        _remove_if_empty(staging_root)
-    return target
+    staged = StagedRun(store_dir, context, run_id, frames, origin=origin, catalog=catalog)
+    return staged.finish(artifact)
 
 
 def _write_artifact(path: Path, artifact: str | Path) -> None:

@@ -211,3 +211,78 @@ def test_the_next_run_removes_debris_of_killed_runs_and_keeps_a_live_ones(
     finally:
         concurrent.kill()
         concurrent.wait()
+
+
+# ------------------------------------------------------- the store staged beside the artifact
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError], ids=["ctrl-c", "disk"])
+def test_an_artifact_that_is_not_written_leaves_no_staged_run(
+    server: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    failure: type[BaseException],
+) -> None:
+    """The store's tables are staged while evaluation.json is written; when it is not
+    (an interrupt, a failed write), the staged tables go and nothing is stored."""
+    from taguru_eval import pipeline, store
+
+    monkeypatch.chdir(tmp_path)
+    staged: list[Path] = []
+    original = store.StagedRun.__init__
+
+    def remember(self: store.StagedRun, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        staged.append(self._staging)
+
+    def refuse(path: object, doc: object) -> bytes:
+        if failure is OSError:
+            from taguru_eval.errors import RunError
+
+            raise RunError(f"writing {path}: No space left on device (os error 28)")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store.StagedRun, "__init__", remember)
+    monkeypatch.setattr(pipeline, "write_json_atomic", refuse)
+    code = main(["run", *run_args(EVAL, "sake", server), "--thresholds", str(PASSING), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == (130 if failure is KeyboardInterrupt else 1), err
+    assert len(staged) == 1
+    assert not staged[0].exists()
+    assert not Path("evaluation.json").exists()
+    assert not Path("runs").exists() or not any(Path("runs").rglob("*.parquet"))
+    assert not (Path("runs") / ".staging").exists()
+
+
+def test_the_tables_are_staged_while_the_artifact_is_built(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By the time evaluation.json is written, the store's tables are (being) written."""
+    from taguru_eval import pipeline, store
+
+    monkeypatch.chdir(tmp_path)
+    seen_while_writing: list[list[str]] = []
+    original_write = pipeline.write_json_atomic
+    staged: list[store.StagedRun] = []
+    original_init = store.StagedRun.__init__
+
+    def remember(self: store.StagedRun, *args: object, **kwargs: object) -> None:
+        original_init(self, *args, **kwargs)  # type: ignore[arg-type]
+        staged.append(self)
+
+    def write(path: object, doc: object) -> bytes:
+        staged[0]._writer.join()  # the tables' writer ran beside the artifact's build
+        seen_while_writing.append(sorted(p.name for p in staged[0]._staging.iterdir()))
+        return original_write(path, doc)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store.StagedRun, "__init__", remember)
+    monkeypatch.setattr(pipeline, "write_json_atomic", write)
+    code = main(["run", *run_args(EVAL, "sake", server), "--thresholds", str(PASSING), "--quiet"])
+    assert code == 0
+    [names] = seen_while_writing
+    assert "cases.parquet" in names and "evaluation.json" not in names
+    [stored] = list(Path("runs").glob("context=sake/run=*"))
+    assert sorted(p.name for p in stored.iterdir()) == sorted(
+        [*names, "evaluation.json", "run.json"]
+    )

@@ -123,6 +123,11 @@ def truncate_utf8(message: str, limit: int = ERROR_BYTES_LIMIT) -> str:
     return encoded[:limit].decode("utf-8", errors="ignore") + ELLIPSIS
 
 
+_BINARY32 = struct.Struct("<f")
+_pack_f32 = _BINARY32.pack
+_unpack_f32 = _BINARY32.unpack
+
+
 def to_f32(value: float) -> float:
     """Round a Python float to the nearest IEEE-754 binary32 value (Rust's ``as f32``).
 
@@ -130,7 +135,7 @@ def to_f32(value: float) -> float:
     as the cast does, where ``struct`` would raise.
     """
     try:
-        result: float = struct.unpack("<f", struct.pack("<f", value))[0]
+        result: float = _unpack_f32(_pack_f32(value))[0]
     except OverflowError:
         return math.copysign(math.inf, value)
     return result
@@ -145,7 +150,8 @@ class F32(float):
     """
 
     def __new__(cls, value: float) -> F32:
-        return super().__new__(cls, to_f32(float(value)))
+        # float.__new__ directly: a large artifact makes over a million of these
+        return float.__new__(cls, to_f32(float(value)))
 
 
 # serde_json (ryu) switches to exponent form outside these decimal-point positions.

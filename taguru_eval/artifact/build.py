@@ -15,7 +15,7 @@ from typing import Any
 
 from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval._base.text import dumps_json, encode_json
-from taguru_eval.artifact.layout import case_block, case_layout
+from taguru_eval.artifact.layout import LaneBlocks, build_case_block, case_layout, case_steps
 from taguru_eval.catalog import CATALOG, Catalog, MetricDefinition
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT, RESOLVE_LIMIT
 from taguru_eval.errors import RunError, os_error_text
@@ -86,6 +86,10 @@ class RunContext:
     warnings: Sequence[str] = field(default_factory=tuple)
 
 
+def _not_rendered(case_index: int) -> None:
+    return None
+
+
 def _revision(revision: Mapping[str, int]) -> dict[str, int]:
     return {key: revision[key] for key in ("graph", "passages", "config")}
 
@@ -138,6 +142,7 @@ def build_artifact(
     extra_metrics: Mapping[str, Mapping[str, Any]] | None = None,
     case_extras: Mapping[str, Mapping[str, Any]] | None = None,
     extra_top_level: Mapping[str, Any] | None = None,
+    rendered: LaneBlocks | None = None,
 ) -> dict[str, Any]:
     """The whole evaluation.json document, keys in §6.1 order.
 
@@ -146,6 +151,8 @@ def build_artifact(
     ABSTENTION.md §3.8 with ``--must-refuse``): extra definitions/metrics are
     merged into the sorted maps, ``case_extras[case_id]`` keys are appended to
     that case's block, and ``extra_top_level`` keys come after ``metrics``.
+    ``rendered``: the lane values rendered as the cases finished (any case
+    missing there is rendered here).
     """
     ordered = sorted(lane_outputs, key=lambda output: output["case_index"])
     rows = scores.cases.sort("case_index").to_dicts()
@@ -170,8 +177,12 @@ def build_artifact(
     }
     if context.warnings:
         doc["warnings"] = list(context.warnings)
-    layout = case_layout(catalog)
-    cases = [case_block(output, row, layout) for output, row in zip(ordered, rows, strict=True)]
+    steps = case_steps(case_layout(catalog))
+    lane_values = rendered.get if rendered is not None else _not_rendered
+    cases = [
+        build_case_block(steps, output, row, lane_values(output["case_index"]))
+        for output, row in zip(ordered, rows, strict=True)
+    ]
     for block in cases:
         block.update((case_extras or {}).get(block["case_id"], {}))
     doc["cases"] = cases

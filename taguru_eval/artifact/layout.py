@@ -123,6 +123,64 @@ def case_layout(catalog: Catalog = CATALOG) -> tuple[Slot, ...]:
 CASE_LAYOUT: Final = case_layout()
 
 
+Step = tuple[
+    str | None,
+    Callable[[Mapping[str, Any]], Any] | None,
+    str,
+    tuple[str, ...],
+    str,
+    tuple[str, ...],
+]
+"""One value of a case block: (the column gating its block, the lane renderer or
+``None`` for a ``cases`` column, that column, the enclosing keys, the last key,
+the whole path)."""
+
+
+def case_steps(layout: tuple[Slot, ...] = CASE_LAYOUT) -> tuple[Step, ...]:
+    """``layout`` as :func:`build_case_block` walks it (made once per artifact: a
+    100,000-case artifact walks it 100,000 times)."""
+    steps: list[Step] = []
+    for slot in layout:
+        if isinstance(slot, FromLane):
+            steps.append((slot.block, slot.render, "", slot.path[:-1], slot.path[-1], slot.path))
+        elif not slot.lane:  # values the lanes recorded in their own blocks are there already
+            steps.append((slot.block, None, slot.column, slot.path[:-1], slot.path[-1], ()))
+    return tuple(steps)
+
+
+Rendered = Mapping[tuple[str, ...], Any]
+"""A case's lane values as its block writes them, by path (:class:`LaneBlocks`)."""
+
+_LANE_RENDERS: Final = tuple(
+    (slot.path, slot.render) for slot in CASE_LAYOUT if isinstance(slot, FromLane)
+)
+
+
+class LaneBlocks:
+    """Each case's lane values rendered as its block writes them, the moment the case
+    finishes (the pipeline hands :meth:`add` to the network phase).
+
+    Rendering a case's hits, probes and checks is most of building a case block
+    and needs nothing the scorer computes; done as each case finishes it runs
+    while the other cases wait on the network, not after the last one
+    (benchmarks/README.md). The catalog adds no lane value (only ``cases``
+    columns), so every layout's lane values are these.
+    """
+
+    def __init__(self) -> None:
+        self._rendered: dict[int, Rendered] = {}
+
+    def add(self, lane_output: Mapping[str, Any]) -> None:
+        """Renders one finished case's lane values."""
+        self._rendered[lane_output["case_index"]] = {
+            path: render(lane_output) for path, render in _LANE_RENDERS
+        }
+
+    def get(self, case_index: int) -> Rendered | None:
+        """The rendered values of case ``case_index``, if it was added."""
+        return self._rendered.get(case_index)
+
+
 def case_block(
     lane_output: Mapping[str, Any],
     row: Mapping[str, Any],
@@ -134,29 +192,32 @@ def case_block(
     null) and, for a lane value, when the lane recorded it; values the lanes
     recorded inside their own blocks (``lane=True``) are already there.
     """
+    return build_case_block(case_steps(layout), lane_output, row)
+
+
+def build_case_block(
+    steps: tuple[Step, ...],
+    lane_output: Mapping[str, Any],
+    row: Mapping[str, Any],
+    rendered: Rendered | None = None,
+) -> dict[str, Any]:
+    """:func:`case_block` over the layout's :func:`case_steps`, taking the lane
+    values from ``rendered`` when the case's were rendered as it finished."""
     block: dict[str, Any] = {}
-    for slot in layout:
-        if slot.block is not None and row.get(slot.block) is None:
+    for gate, render, column, enclosing, key, path in steps:
+        if gate is not None and row.get(gate) is None:
             continue
-        if isinstance(slot, FromLane):
-            value = slot.render(lane_output)
-        elif slot.lane:
-            continue
+        if render is None:
+            value = row.get(column)
         else:
-            value = row.get(slot.column)
-            if value is None:
-                continue
-        if value is not None:
-            _place(block, slot.path, list(value) if isinstance(value, list) else value)
+            value = render(lane_output) if rendered is None else rendered[path]
+        if value is None:
+            continue
+        target = block
+        for name in enclosing:
+            target = target.setdefault(name, {})
+        target[key] = list(value) if isinstance(value, list) else value
     return block
-
-
-def _place(block: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    """Set ``block[path[0]]…[path[-1]] = value``, making the enclosing objects in order."""
-    target = block
-    for key in path[:-1]:
-        target = target.setdefault(key, {})
-    target[path[-1]] = value
 
 
 def get_path(block: Any, *path: str) -> Any:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -37,6 +38,10 @@ _CHUNK_SIZE: Final = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[^\r\n]*)?")
 _FORBIDDEN_IN_HEADERS: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _NO_BODY_STATUSES: Final = frozenset({204, 304})
 _POST_METHODS: Final = frozenset({"PATCH", "POST", "PUT"})
+MAX_IDLE_S = 2.0
+"""A connection idle for longer is not reused: a server may be closing it just as a
+request goes out (uvicorn closes after 5 s, aiohttp's pool keeps them for 15 s),
+which would fail that call; loopback or not, a fresh connection costs one round trip."""
 
 Origin = tuple[str, int]
 RawHeaders = tuple[tuple[bytes, bytes], ...]
@@ -143,6 +148,7 @@ class PlainConnection(asyncio.Protocol):
         self._event: str | BaseException | None = None
         self._busy = False
         self.reusable = True
+        self.idle_since = 0.0
         self._reset()
 
     def _reset(self) -> None:
@@ -420,9 +426,11 @@ class PlainPool:
     async def connection(self, origin: Origin) -> PlainConnection | None:
         """An open connection to ``origin``, or ``None`` when none can be opened."""
         idle = self._idle.get(origin)
+        now = time.monotonic()
         while idle:
             connection = idle.pop()
-            if connection.is_open() and connection.reusable:
+            fresh = now - connection.idle_since <= MAX_IDLE_S
+            if fresh and connection.is_open() and connection.reusable:
                 return connection
             connection.close()
         try:
@@ -439,6 +447,7 @@ class PlainPool:
         if self._closed or not connection.reusable or len(idle) >= self._max_idle:
             connection.close()
         else:
+            connection.idle_since = time.monotonic()
             idle.append(connection)
 
     @staticmethod

@@ -7,7 +7,7 @@ under ``--concurrency`` (results always in case order). Nothing here scores."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -45,13 +45,15 @@ async def run_cases(
     budget: Budget | None = None,
     assembly: Assembly | None = None,
     rows: TableRows | None = None,
+    on_finished: Callable[[LaneOutput], None] | None = None,
 ) -> list[LaneOutput]:
     """Every case's lanes, at most ``concurrency`` cases in flight, in case order.
 
     ``budget`` truncates baseline hits client-side; ``assembly`` switches every
     case to the evidence lane (EVALUATE.md §7.1). ``rows`` receives each
     case's output as soon as the case completes (the tables are built batch
-    by batch while the other cases wait on the network).
+    by batch while the other cases wait on the network), and so does
+    ``on_finished`` (a later stage's work that needs only the output).
     """
     done = 0
 
@@ -62,6 +64,8 @@ async def run_cases(
         nonlocal done
         if rows is not None:
             rows.add(output)
+        if on_finished is not None:
+            on_finished(output)
         done += 1
         if done % SETTLE_EVERY == 0:
             collector.settle()
@@ -96,11 +100,13 @@ async def network_phase(
     console: Console,
     transport: httpx.AsyncBaseTransport | None = None,
     progress: Progress | None = None,
+    on_finished: Callable[[LaneOutput], None] | None = None,
 ) -> NetworkPhase:
     """§2.3 steps 7–9 and §3.1–§3.2: target line, probe, preflight, cases, re-read.
 
     With ``--must-refuse`` the probes (ABSTENTION.md §3.4) run after every eval
     case and before the re-read, so the revision bracket covers them too.
+    ``on_finished`` sees each eval case's output as the case finishes.
     """
     options = prepared.options
     console.err(f"evaluate → {prepared.masked_url}")
@@ -128,6 +134,7 @@ async def network_phase(
             options.budget if options.budget_given and not options.assembly else None,
             Assembly(options.budget, options.rerank) if options.assembly else None,
             rows,
+            on_finished,
         )
         cases_elapsed = time.monotonic() - clock
         refusal_outputs = (

@@ -87,3 +87,46 @@ def test_the_mask_hides_only_run_to_run_values() -> None:
         '"latency.passage_ms": {"n": 3, "min": <ms>, "mean": <ms>}, '
         '"recall.mrr": {"n": 3, "min": 1.0}'
     )
+
+
+@pytest.mark.parametrize(
+    "extra", [[], ["--assembly"], ["--max-items", "3"]], ids=["baseline", "assembly", "budget"]
+)
+def test_lane_values_rendered_as_cases_finish_write_the_same_artifact(
+    extra: list[str], sake_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run renders each case's lane values as the case finishes (LaneBlocks); the
+    artifact is the one rendering them all at the end writes."""
+    from taguru_eval.artifact import layout
+
+    rendered_at_end: list[int] = []
+    taken_as_rendered: list[int] = []
+    original_get = layout.LaneBlocks.get
+
+    def texts(at_end: bool) -> str:
+        if not at_end:
+
+            def counted(self: layout.LaneBlocks, case_index: int) -> layout.Rendered | None:
+                found = original_get(self, case_index)
+                if found is not None:
+                    taken_as_rendered.append(case_index)
+                return found
+
+            monkeypatch.setattr(layout.LaneBlocks, "get", counted)
+        else:
+
+            def nothing(self: layout.LaneBlocks, case_index: int) -> None:
+                assert original_get(self, case_index) is not None  # the run did add it
+                rendered_at_end.append(case_index)
+                return None
+
+            monkeypatch.setattr(layout.LaneBlocks, "get", nothing)
+        out = tmp_path / f"evaluation-{at_end}.json"
+        args = [*run_args(DATA / "sake" / "eval.jsonl", "sake", sake_server)]
+        assert main([*args, "--no-store", "--out", str(out), *extra]) == 0
+        return mask(out.read_text(encoding="utf-8")).replace(str(out), "<out>")
+
+    as_they_finish = texts(at_end=False)
+    at_the_end = texts(at_end=True)
+    assert sorted(taken_as_rendered) == sorted(rendered_at_end) == list(range(16))
+    assert as_they_finish == at_the_end

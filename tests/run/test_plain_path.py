@@ -115,6 +115,14 @@ def test_keep_alive_one_connection_for_sequential_calls() -> None:
     assert server.connections == 1
 
 
+def test_a_connection_idle_too_long_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plainhttp, "MAX_IDLE_S", 0.05)
+    server = serve(ok())
+    with server as url:
+        assert asyncio.run(call(url, times=3, pause_s=0.2)) == [("reply", PAYLOAD, 200)] * 3
+    assert server.connections == 3
+
+
 @pytest.mark.parametrize(
     ("answer", "close"),
     [
