@@ -710,9 +710,7 @@ class TaguruClient:
         try:
             async with asyncio.timeout(limit):
                 connection = await plain.connection(route.origin)
-                if connection is None:
-                    pass
-                else:
+                if connection is not None:
                     try:
                         answer = await plain.exchange(
                             connection, route.request(content), ticket.acquire

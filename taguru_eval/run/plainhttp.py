@@ -4,7 +4,7 @@ Why it exists: against a server answering after 50 ms at ``--concurrency 64``
 on the 2-core machine, aiohttp's own per-call machinery (the request and
 response objects, the body writer as a task of its own, the stream reader)
 holds each answer in the event loop's queue long enough that bare aiohttp
-reaches 87–92 % of the ideal call rate, while 64 keep-alive connections
+reaches 87–93 % of the ideal call rate, while 64 keep-alive connections
 spoken to by an ``asyncio.Protocol`` reach 94–96 % on the same stub in the
 same minutes (``benchmarks/README.md``).
 
