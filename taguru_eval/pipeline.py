@@ -241,24 +241,24 @@ def finish_run(
             rendered=lane_blocks,
         )
         written = write_json_atomic(options.out, doc)
-    except BaseException:
+        if must_refuse:
+            for line in must_refuse_stderr_lines(doc["abstention"]):
+                console.err(line)
+        lines = summary_lines(prepared, doc, scores, tables)
+        if must_refuse:
+            lines.extend(must_refuse_lines(doc))
+        lines.append(f"  wrote {options.out}")
+        if report is not None:
+            lines.extend(report.lines())
+        for line in lines:
+            # The server's source names (an invalid locator's line), the context
+            # and the paths are not ours to send to a terminal raw; a line without
+            # a control character keeps its bytes.
+            console.out(one_line(line))
+    except BaseException:  # the run is not stored: what was staged goes
         if staged is not None:
             staged.abandon()
         raise
-    if must_refuse:
-        for line in must_refuse_stderr_lines(doc["abstention"]):
-            console.err(line)
-    lines = summary_lines(prepared, doc, scores, tables)
-    if must_refuse:
-        lines.extend(must_refuse_lines(doc))
-    lines.append(f"  wrote {options.out}")
-    if report is not None:
-        lines.extend(report.lines())
-    for line in lines:
-        # The server's source names (an invalid locator's line), the context
-        # and the paths are not ours to send to a terminal raw; a line without
-        # a control character keeps its bytes.
-        console.out(one_line(line))
     store_path: Path | None = None
     if staged is not None:
         # The stored evaluation.json is a copy of the file just written, not a second
