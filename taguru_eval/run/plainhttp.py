@@ -170,7 +170,8 @@ class PlainConnection(asyncio.Protocol):
         self._transport = transport
 
     def data_received(self, data: bytes) -> None:
-        if not self._busy:  # nothing asked for it: the connection cannot be trusted again
+        if not self._busy or self._framing == "done":
+            # Nothing asked for it: the connection cannot be trusted again.
             self.reusable = False
             return
         self._buffer += data
@@ -224,6 +225,7 @@ class PlainConnection(asyncio.Protocol):
     def send(self, request: bytes) -> None:
         assert self._transport is not None
         self._reset()
+        self._buffer.clear()
         self._busy = True
         self._event = None
         self._transport.write(request)

@@ -115,6 +115,20 @@ def test_keep_alive_one_connection_for_sequential_calls() -> None:
     assert server.connections == 1
 
 
+@pytest.mark.parametrize("apart", [False, True], ids=["same-write", "later-write"])
+def test_bytes_past_a_response_retire_its_connection(apart: bool) -> None:
+    """Whatever a server sends past a complete response (with it, or a moment later)
+    is nobody's answer: the connection is not reused, and the next call reads its own."""
+    junk = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+    if apart:
+        server = RawServer(lambda request: Scripted(ok(), hang_s=0.01, then=junk))
+    else:
+        server = serve(ok() + junk)
+    with server as url:
+        assert asyncio.run(call(url, times=3, pause_s=0.1)) == [("reply", PAYLOAD, 200)] * 3
+    assert server.connections == 3
+
+
 def test_a_connection_idle_too_long_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plainhttp, "MAX_IDLE_S", 0.05)
     server = serve(ok())

@@ -247,11 +247,12 @@ class ForwardProxy(_ThreadedServer):
 @dataclass(frozen=True)
 class Scripted:
     """What a :class:`RawServer` does with one request: write ``answer`` (raw bytes),
-    then wait ``hang_s``, then close the connection when ``close``."""
+    then wait ``hang_s``, write ``then``, and close the connection when ``close``."""
 
     answer: bytes
     close: bool = False
     hang_s: float = 0.0
+    then: bytes = b""
 
 
 class RawServer(_ThreadedServer):
@@ -286,5 +287,8 @@ class RawServer(_ThreadedServer):
             await writer.drain()
             if scripted.hang_s:
                 await asyncio.sleep(scripted.hang_s)
+            if scripted.then:
+                writer.write(scripted.then)
+                await writer.drain()
             if scripted.close:
                 return
