@@ -48,7 +48,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -590,13 +590,10 @@ class TaguruClient:
         if self._direct is not None:
             plain = self._plain
             route = None if plain is None else self._route(self._direct, method, wire, content)
+            call = _Call(method, url, content, limit, started, ticket)
             if plain is not None and route is not None:
-                return await self._exchange_plain(
-                    plain, route, self._direct, wire, method, url, content, limit, started, ticket
-                )
-            return await self._exchange_direct(
-                self._direct, wire, method, url, content, limit, started, ticket
-            )
+                return await self._exchange_plain(plain, route, self._direct, wire, call)
+            return await self._exchange_direct(self._direct, wire, call)
         answered: list[httpx.Response] = []
         try:
             async with asyncio.timeout(limit):
@@ -691,12 +688,7 @@ class TaguruClient:
         route: PlainRoute,
         direct: _DirectAiohttp,
         wire: _Wire,
-        method: str,
-        url: str,
-        content: bytes | None,
-        limit: float,
-        started: int,
-        ticket: _Ticket,
+        call: _Call,
     ) -> tuple[int, bytearray, httpx.Headers]:
         """:meth:`_exchange` over this client's own keep-alive connections.
 
@@ -705,6 +697,7 @@ class TaguruClient:
         refused or unresolvable server is worded as before. A redirect or a
         ``Content-Encoding`` goes on down the httpx path, as on the direct path.
         """
+        method, url, content, limit, started, ticket = call
         connection = None
         read = False
         try:
@@ -748,9 +741,7 @@ class TaguruClient:
                 else:
                     connection.close()
         if connection is None:
-            return await self._exchange_direct(
-                direct, wire, method, url, content, limit, started, ticket
-            )
+            return await self._exchange_direct(direct, wire, call)
         headers = _NO_HEADERS if status == 200 else httpx.Headers(list(answer.raw_headers))
         return status, answer.body, headers
 
@@ -758,12 +749,7 @@ class TaguruClient:
         self,
         direct: _DirectAiohttp,
         wire: _Wire,
-        method: str,
-        url: str,
-        content: bytes | None,
-        limit: float,
-        started: int,
-        ticket: _Ticket,
+        call: _Call,
     ) -> tuple[int, bytearray, httpx.Headers]:
         """:meth:`_exchange` over the aiohttp session itself: same outcome, same messages.
 
@@ -774,6 +760,7 @@ class TaguruClient:
         errors. A redirect, or a ``Content-Encoding`` (taguru sends none),
         goes on down the httpx path as the transport would have answered it.
         """
+        method, url, content, limit, started, ticket = call
         answer: ClientResponse | None = None
         try:
             async with asyncio.timeout(limit):
@@ -972,6 +959,17 @@ async def _read_capped(response: httpx.Response, ticket: _Ticket) -> bytearray:
 
 
 _NO_HEADERS: Final = httpx.Headers()
+
+
+class _Call(NamedTuple):
+    """One exchange as the plain and direct paths take it."""
+
+    method: str
+    url: str
+    content: bytes | None
+    limit: float  # the one deadline, seconds
+    started: int  # monotonic_ns when the exchange began
+    ticket: _Ticket
 
 
 @dataclass(frozen=True, slots=True)
