@@ -210,7 +210,11 @@ def build_case_block(
         if render is None:
             value = row.get(column)
         else:
-            value = render(lane_output) if rendered is None else rendered[path]
+            # A value rendered as the case finished, else (a layout's lane value
+            # LaneBlocks does not know, a case it never saw) rendered here.
+            value = (
+                rendered[path] if rendered is not None and path in rendered else render(lane_output)
+            )
         if value is None:
             continue
         target = block

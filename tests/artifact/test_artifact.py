@@ -631,3 +631,33 @@ def test_a_truncated_artifact_s_reason_does_not_end_in_a_bare_at(tmp_path: Path)
     assert info.value.message == (
         f"{path}: line 1 column 31: not valid JSON: Unterminated string starting"
     )
+
+
+def test_a_lane_value_not_rendered_ahead_is_rendered_at_the_build() -> None:
+    """``LaneBlocks`` renders the default layout's lane values; a layout with one
+    more (or a case it never saw) still gets every value, rendered by the build."""
+    from taguru_eval.artifact.layout import (
+        CASE_LAYOUT,
+        FromLane,
+        LaneBlocks,
+        build_case_block,
+        case_steps,
+    )
+
+    output: dict[str, Any] = {
+        "case_index": 0,
+        "case_id": "c1",
+        "query": "q",
+        "limit": 5,
+        "passage": {"outcome": "failed", "message": "down", "latency_ms": 3},
+        "extra_note": "kept",
+    }
+    layout = (*CASE_LAYOUT, FromLane(("note",), lambda lane: lane.get("extra_note")))
+    blocks = LaneBlocks()
+    blocks.add(output)
+    rendered = blocks.get(0)
+    assert rendered is not None and ("note",) not in rendered
+    written = build_case_block(case_steps(layout), output, {}, rendered)
+    assert written == build_case_block(case_steps(layout), output, {}, None)
+    assert written["note"] == "kept" and written["passage"]["message"] == "down"
+    assert blocks.get(1) is None
