@@ -120,21 +120,35 @@ def load_eval_fast(raw: bytes, label: str) -> EvalSet | None:
     with it, as with any case line, leaves the whole file to the strict path,
     which reports the first problem in file order.
     """
-    lines = raw.split(b"\n")
-    header_index = next((i for i, line in enumerate(lines) if line and not line.isspace()), None)
-    if header_index is None:
+    header = _first_line(raw)
+    if header is None:
         return None
+    header_index, header_start, header_end = header
     try:
-        header = trim(lines[header_index].decode("utf-8"))
-        name = _parse_header(js.loads(header), label, header_index + 1)
+        text = trim(raw[header_start:header_end].decode("utf-8"))
+        name = _parse_header(js.loads(text), label, header_index + 1)
     except (UnicodeDecodeError, js.JsonSyntaxError, InputError):
         return None
-    offset = sum(len(line) + 1 for line in lines[: header_index + 1])
-    decoded = decode_cases(raw, lines, header_index + 1, offset)
+    decoded = decode_cases(raw, header_index + 1, header_end + 1)
     if decoded is None:
         return None
     cases, expected = decoded
     return EvalSet(label=label, name=name, cases=cases, expected=expected)
+
+
+def _first_line(raw: bytes) -> tuple[int, int, int] | None:
+    """The first non-blank line of ``raw`` split on ``\\n``: its 0-based index,
+    where it starts and where it ends (its newline, or the end of ``raw``)."""
+    index = start = 0
+    while start <= len(raw):
+        end = raw.find(b"\n", start)
+        if end == -1:
+            end = len(raw)
+        line = raw[start:end]
+        if line and not line.isspace():
+            return index, start, end
+        index, start = index + 1, end + 1
+    return None
 
 
 def load_eval_strict(

@@ -35,7 +35,7 @@ import polars as pl
 
 from taguru_eval._base import collector
 from taguru_eval._base.jsonstrict import U64_MAX
-from taguru_eval._base.text import WHITE_SPACE, to_f32
+from taguru_eval._base.text import to_f32
 from taguru_eval.inputs.evalcase import (
     ABSENT,
     U64,
@@ -44,7 +44,9 @@ from taguru_eval.inputs.evalcase import (
     ExpectedAssociation,
     ExpectedCitation,
     ExpectedSource,
+    breaks_a_value_rule,
     expected_frame,
+    trims_to_empty,
 )
 from taguru_eval.inputs.expected_arrow import start_reading
 
@@ -88,42 +90,46 @@ class _NotPlain(Exception):
     """A case the strict loader must judge."""
 
 
-def decode_cases(
-    raw: bytes, lines: Sequence[bytes], start: int, offset: int
-) -> tuple[list[EvalCase], pl.DataFrame] | None:
-    """The cases of ``lines[start:]`` and their ``expected`` table (``lines`` is
-    ``raw`` split on ``\\n``, line n is ``lines[n - 1]``; ``offset`` is where
-    line ``start + 1`` begins in ``raw``).
+def decode_cases(raw: bytes, start: int, offset: int) -> tuple[list[EvalCase], pl.DataFrame] | None:
+    """The cases of ``raw``'s lines from line ``start + 1`` on (0-based index
+    ``start``), which begins at byte ``offset``, and their ``expected`` table.
 
     ``None`` when the strict loader must read the file (see the module
     docstring), including when there is no case line at all.
     """
-    if not _lines_open_objects(raw, lines, start, offset):
-        return None
+    lines: list[bytes] | None = None
+    if _NOT_AN_OBJECT.search(raw, offset - 1) is not None:
+        # The common file has no such line (one scan in C); else each line is looked at.
+        lines = raw.split(b"\n")
+        if not _lines_open_objects(lines, start):
+            return None
     # Nothing loaded is cyclic, and every tuple decoded is a tracked container: the
     # collector would rescan them over and over during a large load (both threads).
     with collector.paused():
+        # Arrow first, so that its thread reads while this one splits and decodes.
         arrow = start_reading(memoryview(raw)[offset:])
         try:
-            checked = _decode_and_check(raw, lines, start, offset)
+            checked = _decode_and_check(raw.split(b"\n") if lines is None else lines, start)
         finally:
             # Waits for Arrow's thread whatever happened (the loader never leaves it running).
             arrow.result()
         if checked is None:
             return None
-        case_ids, cases, declared = checked
-        expected = arrow.expected(case_ids, declared)
-        if expected is None:
+        case_ids, cases = checked
+        read = arrow.expected(case_ids, lambda: _section_declared(raw, offset, cases))
+        if read is None:
             expected = expected_frame(cases)
-        return None if _breaks_a_rule(expected) else (cases, expected)
+            broken = breaks_a_value_rule(expected)
+        else:
+            expected, broken = read.table, read.breaks_a_rule
+        return None if broken else (cases, expected)
 
 
 def _decode_and_check(
-    raw: bytes, lines: Sequence[bytes], start: int, offset: int
-) -> tuple[pl.Series, list[EvalCase], list[bool] | None] | None:
-    """The main thread's share, done while Arrow still reads: the cases, Steps B–D
-    over their ids and queries, and ``section_declared`` (``None`` when the bytes
-    hold no ``null``, where a null section is an absent one)."""
+    lines: Sequence[bytes], start: int
+) -> tuple[pl.Series, list[EvalCase]] | None:
+    """The main thread's share, done while Arrow still reads: the cases, and
+    Steps B–D over their ids and queries."""
     decoded = _decode(lines, start)
     if decoded is None:
         return None
@@ -131,22 +137,18 @@ def _decode_and_check(
     if not cases or len(set(case_ids)) != len(cases):
         return None
     heads = pl.DataFrame({"case_id": case_ids, "query": queries}, schema=_HEADS)
-    if heads.select((_blank("case_id") | _blank("query")).any()).item():
+    if heads.select((trims_to_empty("case_id") | trims_to_empty("query")).any()).item():
         return None
-    declared = None if raw.find(b"null", offset) == -1 else _section_declared(cases)
-    return heads["case_id"], cases, declared
+    return heads["case_id"], cases
 
 
-def _lines_open_objects(raw: bytes, lines: Sequence[bytes], start: int, offset: int) -> bool:
+def _lines_open_objects(lines: Sequence[bytes], start: int) -> bool:
     """Whether every non-blank case line begins (after JSON white space) with ``{``.
 
     A line that does not cannot be a case, so the strict loader answers for the
     file; and Arrow's JSON reader must never see one: a ``null`` where its
     reading begins kills the process (a segmentation fault, seen with pyarrow 26).
     """
-    # The common file first: no case line starts with anything but "{" (one scan in C).
-    if _NOT_AN_OBJECT.search(raw, offset - 1) is None:
-        return True
     return all(line.lstrip(b" \t\r")[:1] in (b"{", b"") for line in lines[start:])
 
 
@@ -221,31 +223,10 @@ def _finish_options(options: CaseOptions) -> None:
         msgspec.structs.force_setattr(options, "floor", floor)
 
 
-def _section_declared(cases: Sequence[EvalCase]) -> list[bool]:
-    """Whether each expected citation, in file order, declares ``section``."""
+def _section_declared(raw: bytes, offset: int, cases: Sequence[EvalCase]) -> list[bool] | None:
+    """Whether each expected citation, in file order, declares ``section``
+    (``None`` when the case lines hold no ``null``: a null section is then an absent one)."""
+    if raw.find(b"null", offset) == -1:
+        return None
     citations = chain.from_iterable(map(attrgetter("expected_citations"), cases))
     return [citation.section is not ABSENT for citation in citations]
-
-
-def _blank(column: str) -> pl.Expr:
-    """Trims to empty under Rust's ``str::trim`` (null stays null)."""
-    return pl.col(column).str.strip_chars(WHITE_SPACE) == ""
-
-
-def _breaks_a_rule(expected: pl.DataFrame) -> bool:
-    """Steps B–F's value rules over the expected table (Step D is the caller's).
-
-    Step E: a source trims to empty, relevance above 3; Step F: an
-    expected_labels entry, an association part, a citation source or a
-    present quote trims to empty. Concepts and tags have no such rule.
-    """
-    broken = (
-        (pl.col("relevance") > 3)
-        | _blank("source")
-        | (_blank("text") & (pl.col("kind") == "label"))
-        | _blank("subject")
-        | _blank("label")
-        | _blank("object")
-        | _blank("quote")
-    )
-    return bool(expected.select(broken.any()).item())

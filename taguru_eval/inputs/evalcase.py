@@ -56,6 +56,7 @@ import msgspec
 import polars as pl
 
 from taguru_eval._base.jsonstrict import U8_MAX, U32_MAX
+from taguru_eval._base.text import WHITE_SPACE
 from taguru_eval.contract import DEFAULT_LIMIT
 from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
 
@@ -213,19 +214,27 @@ def expected_frame(cases: Sequence[EvalCase]) -> pl.DataFrame:
         "association": _association_entries(lists("expected_associations")),
         "citation": _citation_entries(lists("expected_citations")),
     }
-    return assemble(entries, pl.Series("case_id", lists("case_id"), dtype=pl.String))
+    rows = sum(frame.height for frame in entries.values())
+    lazy = {kind: frame.lazy() for kind, frame in entries.items()}
+    case_ids = pl.Series("case_id", lists("case_id"), dtype=pl.String)
+    return assemble(lazy, case_ids, rows).collect()
 
 
-def assemble(entries: dict[str, pl.DataFrame], case_ids: pl.Series) -> pl.DataFrame:
+def assemble(entries: dict[str, pl.LazyFrame], case_ids: pl.Series, max_rows: int) -> pl.LazyFrame:
     """The table from each kind's entry rows (``case_index``, ``entry_index``, values).
 
     Shared by the object builder (:func:`expected_frame`) and Arrow's reading
     of the file (:mod:`.expected_arrow`), so both number and order alike.
+    ``max_rows`` bounds the number of rows (it sizes the sort key).
 
-    A source entry arrives as one row per listed paragraph (null when it
-    lists none) tagged with ``entry_row``; a paragraph listed twice in one
-    entry becomes one row and source rows are numbered per case. Rows are
+    A source entry arrives as one row per distinct listed paragraph (null
+    when it lists none: any paragraph matches), so a paragraph listed twice
+    in one entry is one row; source rows are numbered per case. Rows are
     ordered by case, then kind, then declaration.
+
+    A plan, not a frame: the Arrow reader builds it on a thread of its own
+    while the main thread decodes, and each eager step would wait for the
+    interpreter lock (milliseconds a time) to hand back its result.
     """
     parts = []
     for rank, kind in enumerate(EXPECTED_KINDS):
@@ -235,41 +244,37 @@ def assemble(entries: dict[str, pl.DataFrame], case_ids: pl.Series) -> pl.DataFr
         if kind == "source":
             frame = _numbered_sources(frame)
         parts.append(frame)
-    frame = pl.concat(parts, how="diagonal_relaxed").rechunk()
-    frame = frame.sort(_file_order(frame.height, len(case_ids)))
+    frame = pl.concat(parts, how="diagonal_relaxed")
+    frame = frame.sort(_file_order(max_rows, len(case_ids)))
     frame = frame.with_columns(
-        case_id=case_ids.gather(frame["case_index"]),
+        case_id=pl.lit(case_ids).gather(pl.col("case_index")),
         kind=pl.col("kind_rank").replace_strict(
             dict(enumerate(EXPECTED_KINDS)), return_dtype=pl.String
         ),
     )
+    present = frame.collect_schema()
     return frame.select(
-        pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype).alias(name)
+        pl.col(name).cast(dtype) if name in present else pl.lit(None, dtype).alias(name)
         for name, dtype in EXPECTED_SCHEMA.items()
     )
 
 
-def _numbered_sources(frame: pl.DataFrame) -> pl.DataFrame:
-    """Source rows with a paragraph listed twice in one entry dropped, numbered per case."""
-    entry = pl.col("entry_row")
-    # An entry's rows are adjacent: only an entry spanning rows can repeat a paragraph,
-    # and hashing every row to find none was a tenth of a large load.
-    if frame.select((entry == entry.shift(1)).any()).item():
-        frame = frame.filter(pl.struct("entry_row", "paragraph").is_first_distinct())
+def _numbered_sources(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """Source rows numbered per case (a case's rows are adjacent)."""
     position = pl.int_range(pl.len(), dtype=pl.UInt32)
     case = pl.col("case_index")
     first = pl.when(case.ne_missing(case.shift(1))).then(position)
     return frame.with_columns(item_index=position - first.forward_fill())
 
 
-def _file_order(rows: int, cases: int) -> list[pl.Expr]:
+def _file_order(max_rows: int, cases: int) -> list[pl.Expr]:
     """Case first, then kind, then declaration: each kind's rows arrive in case order,
     declaration order within a case, so their position breaks every tie."""
     group = pl.col("case_index").cast(pl.UInt64) * len(EXPECTED_KINDS) + pl.col("kind_rank")
     position = pl.int_range(pl.len(), dtype=pl.UInt64)
-    if cases * len(EXPECTED_KINDS) * max(rows, 1) < 1 << 63:
+    if cases * len(EXPECTED_KINDS) * max(max_rows, 1) < 1 << 63:
         # One distinct key per row: no stable sort needed (it took twice as long).
-        return [group * rows + position]
+        return [group * pl.len().cast(pl.UInt64) + position]
     return [group, position]
 
 
@@ -297,10 +302,14 @@ def _source_entries(lists: Sequence[Sequence[ExpectedSource]]) -> pl.DataFrame:
     index, entries = _flatten(lists)
     source, relevance, listed = _fields(entries, ("source", "relevance", "paragraphs"))
     frame = index.with_columns(
-        entry_row=pl.int_range(pl.len(), dtype=pl.UInt32),
         source=pl.Series(source, dtype=pl.String),
         relevance=pl.Series(relevance, dtype=pl.UInt8),
     )
+    # A paragraph listed twice in one entry is one row (matching is set membership).
+    listed = [
+        tuple(dict.fromkeys(paragraphs)) if len(paragraphs) > 1 else paragraphs
+        for paragraphs in listed
+    ]
     # Entry i spans max(1, len(paragraphs)) rows.
     spans = pl.Series(list(map(len, listed)), dtype=pl.UInt32).clip(lower_bound=1)
     rows = frame.select(pl.all().repeat_by(spans).explode()) if len(frame) else frame
@@ -336,4 +345,36 @@ def _citation_entries(lists: Sequence[Sequence[ExpectedCitation]]) -> pl.DataFra
         section_declared=pl.Series([s is not ABSENT for s in section], dtype=pl.Boolean),
         section=pl.Series([None if s is ABSENT else s for s in section], dtype=pl.String),
         quote=pl.Series(quote, dtype=pl.String),
+    )
+
+
+# --------------------------------------------------------------------------- value rules
+
+
+def trims_to_empty(column: str) -> pl.Expr:
+    """Trims to empty under Rust's ``str::trim`` (null stays null)."""
+    return pl.col(column).str.strip_chars(WHITE_SPACE) == ""
+
+
+def breaks_a_value_rule(expected: pl.DataFrame) -> bool:
+    """Whether the ``expected`` table breaks one of Steps E–F's value rules
+    (:func:`value_rule_broken`). The fast loader asks; the strict one words the failure."""
+    return bool(expected.select(value_rule_broken().any()).item())
+
+
+def value_rule_broken() -> pl.Expr:
+    """Per ``expected`` row: whether it breaks one of Steps E–F's value rules.
+
+    Step E: a source trims to empty, relevance above 3; Step F: an
+    expected_labels entry, an association part, a citation source or a
+    present quote trims to empty. Concepts and tags have no such rule.
+    """
+    return (
+        (pl.col("relevance") > 3)
+        | trims_to_empty("source")
+        | (trims_to_empty("text") & (pl.col("kind") == "label"))
+        | trims_to_empty("subject")
+        | trims_to_empty("label")
+        | trims_to_empty("object")
+        | trims_to_empty("quote")
     )

@@ -21,15 +21,20 @@ builder (``None``):
 
 One column Arrow cannot read: ``"section": null`` (declared, outside every
 section) and an absent ``section`` (not checked) both arrive as null. When
-the bytes hold no ``null`` at all, a null section is an absent one; else the
-caller passes ``section_declared`` read from the decoded citations.
+no citation has a null section, or the bytes hold no ``null`` at all, a null
+section is an absent one; else the caller supplies ``section_declared`` read
+from the decoded citations (asked for only then: it walks every citation).
+
+The thread also judges the table by Steps E–F's value rules
+(:func:`~.evalcase.value_rule_broken`), so that the main thread, still
+decoding, finds the verdict waiting.
 
 ``tests/test_expected_arrow.py`` pins these and checks the two builders agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final
@@ -38,7 +43,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from taguru_eval.inputs.evalcase import assemble
+from taguru_eval.inputs.evalcase import assemble, value_rule_broken
 
 _BLOCK_BYTES: Final = 1 << 22
 """Arrow's parsing block (a longer line is still read whole: Arrow grows the block)."""
@@ -85,6 +90,16 @@ class _Read:
     table: pa.Table
     case_ids: pl.Series  # Arrow's own case_id column
     expected: pl.DataFrame | None  # built with a null section read as absent
+    breaks_a_rule: bool
+    null_sections: bool  # some citation row has a null section
+
+
+@dataclass(frozen=True)
+class CheckedExpected:
+    """The ``expected`` table Arrow's reading gave, and whether it breaks a value rule."""
+
+    table: pl.DataFrame
+    breaks_a_rule: bool
 
 
 class ArrowRead:
@@ -107,16 +122,21 @@ class ArrowRead:
         return None if read is None else read.table
 
     def expected(
-        self, case_ids: pl.Series, section_declared: Sequence[bool] | None
-    ) -> pl.DataFrame | None:
-        """What :func:`expected_from_arrow` answers for these arguments, from the
-        table the thread already built (only ``section_declared`` is set here)."""
+        self, case_ids: pl.Series, section_declared: Callable[[], Sequence[bool] | None]
+    ) -> CheckedExpected | None:
+        """What :func:`expected_from_arrow` answers for ``case_ids`` and
+        ``section_declared()``, from the table the thread already built (only
+        ``section_declared`` is set here, and only asked for when some citation
+        has a null section), with the thread's verdict on the value rules."""
         read = self._read()
         if read is None or read.expected is None or not read.case_ids.equals(case_ids):
             return None
-        if section_declared is None:
-            return read.expected
-        return _with_section_declared(read.expected, section_declared)
+        declared = section_declared() if read.null_sections else None
+        if declared is None:
+            return CheckedExpected(read.expected, read.breaks_a_rule)
+        table = _with_section_declared(read.expected, declared)
+        # The flag is no input to the value rules: the verdict stands.
+        return None if table is None else CheckedExpected(table, read.breaks_a_rule)
 
 
 def start_reading(cases: memoryview) -> ArrowRead:
@@ -136,10 +156,20 @@ def _read_and_build(cases: memoryview) -> _Read | None:
         return None
     case_ids = pl.Series("case_id", table.column("case_id"), dtype=pl.String)
     try:
-        expected = expected_from_arrow(table, case_ids, None)
+        plan = _expected_plan(table, case_ids)
+        if plan is None:
+            return _Read(table, case_ids, None, breaks_a_rule=False, null_sections=False)
+        null_section = (pl.col("kind") == "citation") & pl.col("section").is_null()
+        # The verdicts ride along as constant columns: one collect, one wait for the lock.
+        judged = plan.with_columns(
+            _breaks=value_rule_broken().any(), _null_sections=null_section.any()
+        ).collect()
     except pl.exceptions.PolarsError:
-        expected = None
-    return _Read(table, case_ids, expected)
+        return _Read(table, case_ids, None, breaks_a_rule=False, null_sections=False)
+    breaks_a_rule = bool(judged.height) and bool(judged.get_column("_breaks")[0])
+    null_sections = bool(judged.height) and bool(judged.get_column("_null_sections")[0])
+    expected = judged.drop("_breaks", "_null_sections")
+    return _Read(table, case_ids, expected, breaks_a_rule, null_sections)
 
 
 def _with_section_declared(
@@ -163,17 +193,28 @@ def expected_from_arrow(
     ``section_declared``: one flag per expected citation in file order, needed
     when the bytes hold a ``null`` (``None``: a null section is an absent one).
     """
+    plan = _expected_plan(table, case_ids)
+    if plan is None:
+        return None
+    expected = plan.collect()
+    if section_declared is None:
+        return expected
+    return _with_section_declared(expected, section_declared)
+
+
+def _expected_plan(table: pa.Table, case_ids: pl.Series) -> pl.LazyFrame | None:
+    """The plan of the ``expected`` table, with a null section read as absent;
+    ``None`` unless Arrow's rows are exactly the cases."""
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
     if frame.height != len(case_ids) or not frame["case_id"].equals(case_ids):
         return None
-    indexed = frame.with_row_index("case_index")
+    indexed = frame.lazy().with_row_index("case_index")
     sources = _entries(indexed, "expected_sources").unnest("expected_sources")
-    # One row per listed paragraph, one null-paragraph row for an entry listing none.
-    listed = pl.col("paragraphs")
+    # One row per distinct listed paragraph, one null-paragraph row for an entry listing none.
+    listed = pl.col("paragraphs").list.unique(maintain_order=True)
     sources = (
         sources.with_columns(
-            entry_row=pl.int_range(pl.len(), dtype=pl.UInt32),
             relevance=pl.col("relevance").fill_null(1),
             paragraph=pl.when(listed.list.len() > 0).then(listed).otherwise(pl.lit([None])),
         )
@@ -181,25 +222,20 @@ def expected_from_arrow(
         .explode("paragraph")
     )
     citations = _entries(indexed, "expected_citations").unnest("expected_citations")
-    declared = (
-        pl.col("section").is_not_null()
-        if section_declared is None
-        else pl.Series(section_declared, dtype=pl.Boolean)
-    )
-    if section_declared is not None and len(section_declared) != citations.height:
-        return None
-    citations = citations.with_columns(section_declared=declared)
     entries = {
         "source": sources,
         "concept": _entries(indexed, "expected_concepts").rename({"expected_concepts": "text"}),
         "label": _entries(indexed, "expected_labels").rename({"expected_labels": "text"}),
         "association": _entries(indexed, "expected_associations").unnest("expected_associations"),
-        "citation": citations,
+        "citation": citations.with_columns(section_declared=pl.col("section").is_not_null()),
     }
-    return assemble(entries, case_ids)
+    # Every row holds a value of its own in Arrow's buffers (a paragraph's 8 bytes, a
+    # string's 4-byte offset), so their total size bounds the row count.
+    max_rows = table.get_total_buffer_size()
+    return assemble(entries, case_ids, max_rows)
 
 
-def _entries(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+def _entries(frame: pl.LazyFrame, column: str) -> pl.LazyFrame:
     """(case_index, entry_index, entry) for every entry of list column ``column``."""
     return (
         frame.select("case_index", column)

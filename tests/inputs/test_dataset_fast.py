@@ -292,3 +292,28 @@ def test_demo_eval_set_takes_the_fast_path() -> None:
     fast = dataset.load_eval_fast(raw, "eval.jsonl")
     assert fast is not None
     assert_same_eval_set(fast, load_eval_strict(raw.decode(), "eval.jsonl"))
+
+
+CASE_A = '{"case_id": "a", "query": "q", "expected_concepts": ["c"]}'
+CASE_B = '{"case_id": "b", "query": "q", "expected_labels": ["l"]}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"\n \t\r\n\n{HEADER}\n{CASE_A}\n{CASE_B}\n",  # blank lines before the header
+        f"\r\n{HEADER}\r\n{CASE_A}\r\n{CASE_B}",  # CRLF, no final newline
+        f"{HEADER}\n{CASE_A}\n\n{CASE_B}\n\n",  # a blank line between cases
+        f"{HEADER}\n  {CASE_A}\n{CASE_B}\n",  # an indented case line
+    ],
+)
+def test_the_header_is_found_after_blank_lines_and_lines_keep_their_numbers(text: str) -> None:
+    raw = text.encode("utf-8")
+    fast = dataset.load_eval_fast(raw, "eval.jsonl")
+    assert fast is not None
+    assert_same_eval_set(fast, load_eval_strict(text, "eval.jsonl"))
+
+
+@pytest.mark.parametrize("text", ["", "\n \n\t\n", HEADER, f"\n{HEADER}\n", f"{HEADER}\n\n"])
+def test_a_file_without_case_lines_is_left_to_the_strict_path(text: str) -> None:
+    assert dataset.load_eval_fast(text.encode("utf-8"), "eval.jsonl") is None

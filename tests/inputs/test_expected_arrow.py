@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from support.eval_files import HEADER, valid_files
 from support.paths import DATA
 
+from taguru_eval.inputs import evalcase
 from taguru_eval.inputs.dataset import ABSENT, load_eval_fast, load_eval_strict
 from taguru_eval.inputs.expected_arrow import expected_from_arrow, start_reading
 
@@ -139,3 +140,58 @@ def test_a_line_that_is_no_object_never_reaches_arrow(case_lines: list[str]) -> 
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     assert done.stdout.decode().strip() == "2"
+
+
+def _never_asked() -> list[bool]:
+    raise AssertionError("section flags were read from the cases")
+
+
+def test_section_flags_are_read_from_the_cases_only_when_a_section_is_null() -> None:
+    ids = pl.Series("case_id", ["a"], dtype=pl.String)
+    # "null" in the bytes, but every citation declares a section: the flags are never needed.
+    raw = _file(
+        '{"case_id":"a","query":"null","expected_citations":[{"source":"s","paragraph":1,'
+        '"section":"x"}]}'
+    )
+    checked = start_reading(memoryview(raw)[raw.index(b"\n") + 1 :]).expected(ids, _never_asked)
+    assert checked is not None and not checked.breaks_a_rule
+    assert checked.table.equals(strict_expected(raw))
+    raw = _file(
+        '{"case_id":"a","query":"q","expected_citations":[{"source":"s","paragraph":1,'
+        '"section":null},{"source":"s","paragraph":2}]}'
+    )
+    asked: list[bool] = []
+
+    def flags() -> list[bool]:
+        asked.append(True)
+        return [True, False]
+
+    checked = start_reading(memoryview(raw)[raw.index(b"\n") + 1 :]).expected(ids, flags)
+    assert asked == [True]
+    assert checked is not None and checked.table.equals(strict_expected(raw))
+    assert checked.table["section_declared"].to_list() == [True, False]
+
+
+def test_arrow_judges_the_value_rules_on_its_thread() -> None:
+    raw = _file('{"case_id":"a","query":"q","expected_labels":["l", " \\u3000"]}')
+    ids = pl.Series("case_id", ["a"], dtype=pl.String)
+    checked = start_reading(memoryview(raw)[raw.index(b"\n") + 1 :]).expected(ids, _never_asked)
+    assert checked is not None and checked.breaks_a_rule
+    assert load_eval_fast(raw, "eval.jsonl") is None
+
+
+def test_a_row_bound_too_large_for_one_sort_key_sorts_by_two(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cases = load_eval_strict(DEMO.read_text("utf-8"), "eval.jsonl").cases
+    one_key = evalcase.expected_frame(cases)
+    assemble = evalcase.assemble
+
+    def with_huge_bound(
+        entries: dict[str, pl.LazyFrame], case_ids: pl.Series, max_rows: int
+    ) -> pl.LazyFrame:
+        return assemble(entries, case_ids, 1 << 62)
+
+    monkeypatch.setattr(evalcase, "assemble", with_huge_bound)
+    assert evalcase._file_order(1 << 62, len(cases))[1:]  # the two-key branch
+    assert evalcase.expected_frame(cases).equals(one_key)
