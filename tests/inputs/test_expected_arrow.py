@@ -186,12 +186,15 @@ def test_a_row_bound_too_large_for_one_sort_key_sorts_by_two(
     cases = load_eval_strict(DEMO.read_text("utf-8"), "eval.jsonl").cases
     one_key = evalcase.expected_frame(cases)
     assemble = evalcase.assemble
+    bounds: list[int] = []
 
     def with_huge_bound(
         entries: dict[str, pl.LazyFrame], case_ids: pl.Series, max_rows: int
     ) -> pl.LazyFrame:
+        bounds.append(max_rows)
         return assemble(entries, case_ids, 1 << 62)
 
     monkeypatch.setattr(evalcase, "assemble", with_huge_bound)
-    assert evalcase._file_order(1 << 62, len(cases))[1:]  # the two-key branch
+    assert len(evalcase._file_order(1 << 62, len(cases))) == 2  # the two-key branch
     assert evalcase.expected_frame(cases).equals(one_key)
+    assert len(bounds) == 1 and bounds[0] >= one_key.height
