@@ -252,11 +252,9 @@ def assemble(entries: dict[str, pl.LazyFrame], case_ids: pl.Series, max_rows: in
             dict(enumerate(EXPECTED_KINDS)), return_dtype=pl.String
         ),
     )
-    present = frame.collect_schema()
-    return frame.select(
-        pl.col(name).cast(dtype) if name in present else pl.lit(None, dtype).alias(name)
-        for name, dtype in EXPECTED_SCHEMA.items()
-    )
+    # Every kind's columns are in the concatenation (a kind without rows still names
+    # them), so the plan needs no schema resolved here (that would wait for the lock).
+    return frame.select(pl.col(name).cast(dtype) for name, dtype in EXPECTED_SCHEMA.items())
 
 
 def _numbered_sources(frame: pl.LazyFrame) -> pl.LazyFrame:
