@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache, partial
 from itertools import chain
 from operator import attrgetter
 from typing import Final
@@ -110,13 +111,16 @@ def decode_cases(raw: bytes, start: int, offset: int) -> tuple[list[EvalCase], p
         arrow = start_reading(memoryview(raw)[offset:])
         try:
             checked = _decode_and_check(raw.split(b"\n") if lines is None else lines, start)
+            if checked is None:
+                return None
+            case_ids, cases = checked
+            section_declared = cache(partial(_section_declared, raw, offset, cases))
+            if not arrow.done():
+                section_declared()  # this thread would only wait: walk the citations meanwhile
         finally:
             # Waits for Arrow's thread whatever happened (the loader never leaves it running).
             arrow.result()
-        if checked is None:
-            return None
-        case_ids, cases = checked
-        read = arrow.expected(case_ids, lambda: _section_declared(raw, offset, cases))
+        read = arrow.expected(case_ids, section_declared)
         if read is None:
             expected = expected_frame(cases)
             broken = breaks_a_value_rule(expected)

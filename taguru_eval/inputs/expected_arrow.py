@@ -23,7 +23,8 @@ One column Arrow cannot read: ``"section": null`` (declared, outside every
 section) and an absent ``section`` (not checked) both arrive as null. When
 no citation has a null section, or the bytes hold no ``null`` at all, a null
 section is an absent one; else the caller supplies ``section_declared`` read
-from the decoded citations (asked for only then: it walks every citation).
+from the decoded citations (asked for only then: it walks every citation; the
+loader walks them anyway while it would otherwise only wait for this thread).
 
 The thread also judges the table by Steps E–F's value rules
 (:func:`~.evalcase.value_rule_broken`), so that the main thread, still
@@ -115,6 +116,10 @@ class ArrowRead:
             return self._future.result()
         finally:
             self._pool.shutdown(wait=False)
+
+    def done(self) -> bool:
+        """Whether the thread has finished."""
+        return self._future.done()
 
     def result(self) -> pa.Table | None:
         """The table (one row per case line), or ``None`` when Arrow refused the bytes."""
