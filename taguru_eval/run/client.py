@@ -48,7 +48,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple, TypeVar
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -474,12 +474,7 @@ class TaguruClient:
 
     def _parsed(self, url: str) -> httpx.URL:
         """``httpx.URL(url)``, parsed once per distinct URL (a run repeats a handful)."""
-        parsed = self._url_cache.get(url)
-        if parsed is None:
-            parsed = httpx.URL(url)
-            if len(self._url_cache) < _URL_CACHE_SIZE:
-                self._url_cache[url] = parsed
-        return parsed
+        return _parsed_once(self._url_cache, url, httpx.URL)
 
     def url(self, segments: Sequence[str], query: Sequence[tuple[str, str]] = ()) -> str:
         """The request URL for ``segments`` under this client's base URL.
@@ -960,6 +955,19 @@ async def _read_capped(response: httpx.Response, ticket: _Ticket) -> bytearray:
 
 _NO_HEADERS: Final = httpx.Headers()
 
+_Parsed = TypeVar("_Parsed")
+
+
+def _parsed_once(cache: dict[str, _Parsed], text: str, parse: Callable[[str], _Parsed]) -> _Parsed:
+    """``parse(text)``, kept in ``cache`` while it holds fewer than :data:`_URL_CACHE_SIZE`
+    entries (a run sends to a handful of URLs; a caller with endless ones stays bounded)."""
+    parsed = cache.get(text)
+    if parsed is None:
+        parsed = parse(text)
+        if len(cache) < _URL_CACHE_SIZE:
+            cache[text] = parsed
+    return parsed
+
 
 class _Call(NamedTuple):
     """One exchange as the plain and direct paths take it."""
@@ -1053,12 +1061,7 @@ class _DirectAiohttp:
 
     def url_of(self, text: str) -> URL:
         """Exactly what aiohttp makes of the URL ``text`` (parsed once per URL)."""
-        url = self._urls.get(text)
-        if url is None:
-            url = self._url_type(text)
-            if len(self._urls) < _URL_CACHE_SIZE:
-                self._urls[text] = url
-        return url
+        return _parsed_once(self._urls, text, self._url_type)
 
     @staticmethod
     def as_httpx(answer: ClientResponse, request: httpx.Request) -> httpx.Response:

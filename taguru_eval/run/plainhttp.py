@@ -367,6 +367,8 @@ class PlainConnection(asyncio.Protocol):
             elif self._remaining == -2:  # trailers, up to an empty line
                 end = self._buffer.find(b"\r\n")
                 if end < 0:
+                    if len(self._buffer) > _MAX_HEAD_BYTES:
+                        raise PlainHttpError("malformed response: trailer too long", answered=True)
                     return
                 del self._buffer[: end + 2]
                 if end == 0:

@@ -253,6 +253,11 @@ def test_a_cut_body_is_worded_as_aiohttp_words_it() -> None:
             "URL: malformed response: head too long",
             None,
         ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: " + b"y" * 70_000,
+            "URL: unreadable response: malformed response: trailer too long",
+            200,
+        ),
     ],
     ids=[
         "cut-head",
@@ -264,6 +269,7 @@ def test_a_cut_body_is_worded_as_aiohttp_words_it() -> None:
         "chunk-end",
         "cut-chunks",
         "endless-head",
+        "endless-trailer",
     ],
 )
 def test_an_unreadable_response_fails_the_call_in_the_plain_paths_words(
