@@ -27,7 +27,7 @@ from stub import Stub
 from throughput import DELAY_S, _write_eval, run_hooks, stub_routes
 
 GROUPS = (
-    ("taguru_eval/run/client", "client (taguru_eval.run.client)"),
+    ("taguru_eval/run/http", "client (taguru_eval.run.http)"),
     ("taguru_eval/run/lanes", "lanes (taguru_eval.run.lanes)"),
     ("taguru_eval/_base", "jsonstrict, redaction (taguru_eval._base)"),
     ("taguru_eval", "rest of taguru_eval"),

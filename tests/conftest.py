@@ -41,7 +41,7 @@ def _writers_match_the_oracle(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     from taguru_eval._base import text
     from taguru_eval.artifact import build
     from taguru_eval.refserver import envelope
-    from taguru_eval.run import budget
+    from taguru_eval.run.lanes import budget
 
     mismatches: list[str] = []
 

@@ -23,7 +23,7 @@ from taguru_eval.errors import EXIT_OK, PREFIX, InputError, UsageError
 from taguru_eval.inputs.config import effective_env, resolve_base_url, resolve_token
 from taguru_eval.inputs.golden import GoldenImport, GoldenOptions, import_golden, report_text
 from taguru_eval.inputs.outputs import refuse_overlaps
-from taguru_eval.run.client import TaguruClient
+from taguru_eval.run.http import TaguruClient
 from taguru_eval.run.preflight import read_context, walk_sources
 
 HELP: Final = """\

@@ -33,8 +33,8 @@ from taguru_eval.inputs.dataset import load_eval, validate_limits
 from taguru_eval.inputs.must_refuse import load_must_refuse
 from taguru_eval.inputs.outputs import refuse_overlaps
 from taguru_eval.options import DEFAULT_CONCURRENCY
-from taguru_eval.run.bands import SWEEP_FLOOR, sweep
-from taguru_eval.run.client import TaguruClient
+from taguru_eval.run.http import TaguruClient
+from taguru_eval.run.lanes.bands import SWEEP_FLOOR, sweep
 from taguru_eval.run.preflight import (
     check_expected_sources,
     check_health,

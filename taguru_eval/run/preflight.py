@@ -16,9 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import msgspec
 
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import one_line
+from taguru_eval._base.wire import U64, convert
 from taguru_eval.errors import (
     EXIT_INPUT,
     EXIT_RUN_FAILED,
@@ -29,7 +33,7 @@ from taguru_eval.errors import (
 )
 from taguru_eval.inputs.dataset import EvalSet
 from taguru_eval.inputs.prepare import PreparedRun
-from taguru_eval.run.client import CallFailure, TaguruClient
+from taguru_eval.run.http import CallFailure, TaguruClient
 
 SOURCES_PAGE_LIMIT = 1000
 MAX_SOURCE_PAGES = 10_000
@@ -68,34 +72,42 @@ class Preflight:
     passages: PassageSidecar | None = None
 
 
+class _Usage(msgspec.Struct, frozen=True, gc=False):
+    reads: U64 = 0
+    empty_reads: U64 = 0
+    writes: U64 = 0
+    last_read_epoch: U64 = 0
+    last_write_epoch: U64 = 0
+
+
+class _Revision(msgspec.Struct, frozen=True, gc=False):
+    graph: U64 = 0
+    passages: U64 = 0
+    config: U64 = 0
+
+
+class _DirectoryEntry(msgspec.Struct, frozen=True, gc=False):
+    name: str
+    description: str
+    pinned: bool
+    loaded: bool
+    stats: dict[str, Any]
+    usage: _Usage
+    # Absent or null: all zeros (serde default).
+    revision: _Revision | None = None
+
+
+class _SourcesPage(msgspec.Struct, frozen=True, gc=False):
+    sources: list[str]
+
+
 def read_context_entry(payload: object) -> ContextEntry:
     """Decode a ``DirectoryEntry`` the way the reference does; raises JsonShapeError."""
-    entry = js.read_object(payload, ())
-    for key, reader in (
-        ("name", js.read_str),
-        ("description", js.read_str),
-        ("pinned", js.read_bool),
-        ("loaded", js.read_bool),
-        ("stats", js.read_object),
-    ):
-        if key not in entry:
-            raise js.JsonShapeError((), f"missing field `{key}`")
-        reader(entry[key], (key,))
-    if "usage" not in entry:
-        raise js.JsonShapeError((), "missing field `usage`")
-    usage = js.read_object(entry["usage"], ("usage",))
-    counters = ("reads", "empty_reads", "writes", "last_read_epoch", "last_write_epoch")
-    values = {
-        key: js.read_u64(usage[key], ("usage", key)) if key in usage else 0 for key in counters
-    }
-    revision = {"graph": 0, "passages": 0, "config": 0}
-    raw_revision = entry.get("revision")
-    if raw_revision is not None:  # absent or null: all zeros (serde default)
-        obj = js.read_object(raw_revision, ("revision",))
-        for key in revision:
-            if key in obj:
-                revision[key] = js.read_u64(obj[key], ("revision", key))
-    return ContextEntry(revision=revision, last_write_epoch=values["last_write_epoch"])
+    entry = convert(payload, _DirectoryEntry)
+    revision = entry.revision or _Revision()
+    return ContextEntry(
+        revision=msgspec.structs.asdict(revision), last_write_epoch=entry.usage.last_write_epoch
+    )
 
 
 async def check_health(client: TaguruClient, masked_url: str) -> None:
@@ -194,12 +206,7 @@ async def walk_sources(client: TaguruClient, context: str) -> frozenset[str]:
             reply = await client.get(["contexts", context, "sources"], query)
         except CallFailure as failure:
             raise RunError(failure.message) from None
-        payload = reply.payload
-        page = payload.get("sources") if isinstance(payload, dict) else None
-        if not isinstance(page, list):
-            raise RunError(f"{context}: not a taguru sources page")
-        if not all(isinstance(name, str) for name in page):
-            raise RunError(f"{context}: a sources entry is not a string")
+        page = _sources_page(reply.payload, context)
         if not page:
             return frozenset(names)
         if cursor is not None and page[0] <= cursor:
@@ -213,6 +220,16 @@ async def walk_sources(client: TaguruClient, context: str) -> frozenset[str]:
             raise RunError(_walk_too_long(context, f"{len(names):,} names"))
         cursor = page[-1]
     raise RunError(_walk_too_long(context, f"{MAX_SOURCE_PAGES:,} pages"))
+
+
+def _sources_page(payload: object, context: str) -> list[str]:
+    """A page's source names; exit 1 when it is not a page of strings."""
+    try:
+        return msgspec.convert(payload, _SourcesPage).sources
+    except msgspec.ValidationError:
+        listed = isinstance(payload, dict) and isinstance(payload.get("sources"), list)
+        what = "a sources entry is not a string" if listed else "not a taguru sources page"
+        raise RunError(f"{context}: {what}") from None
 
 
 def _walk_too_long(context: str, reached: str) -> str:

@@ -18,12 +18,12 @@ from taguru_eval.inputs.dataset import EvalCase
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import Budget
 from taguru_eval.run.bounded import in_order
-from taguru_eval.run.client import TaguruClient, probe_version
 from taguru_eval.run.console import Console, Progress
-from taguru_eval.run.evidence import Assembly
-from taguru_eval.run.lanes import run_case
+from taguru_eval.run.http import TaguruClient, probe_version
+from taguru_eval.run.lanes.case import run_case
+from taguru_eval.run.lanes.evidence import Assembly
+from taguru_eval.run.lanes.probes import run_probes
 from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
-from taguru_eval.run.probes import run_probes
 from taguru_eval.tables.flatten import TableRows
 from taguru_eval.tables.shapes import LaneOutput, RefusalOutput
 

@@ -12,7 +12,7 @@ from support.paths import DATA
 
 from taguru_eval.cli.refusal_bands import main
 from taguru_eval.refserver.serve import running_server
-from taguru_eval.run.bands import SWEEP_HITS_SCHEMA
+from taguru_eval.run.lanes.bands import SWEEP_HITS_SCHEMA
 from taguru_eval.score.bands import bands
 from taguru_eval.tables.schemas import EXPECTED
 

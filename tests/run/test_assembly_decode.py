@@ -22,7 +22,7 @@ from support.run import evidence_package, passage_item
 from taguru_eval.artifact.blocks import evidence_block as artifact_evidence_block
 from taguru_eval.inputs.dataset import CaseOptions, EvalCase
 from taguru_eval.options import Budget, resolve_budget
-from taguru_eval.run.evidence import (
+from taguru_eval.run.lanes.evidence import (
     NO_PACKAGE,
     Assembly,
     PackageError,

@@ -21,9 +21,9 @@ from support.loopback import Request, Response, ScriptedServer, context_entry, e
 from support.run import run_args
 
 from taguru_eval.errors import RunError
-from taguru_eval.run import client as client_module
 from taguru_eval.run import preflight
-from taguru_eval.run.client import CallFailure, TaguruClient
+from taguru_eval.run.http import CallFailure, TaguruClient
+from taguru_eval.run.http import bodies as client_module
 
 ENTRY = context_entry("ctx")
 PAGE = 1000

@@ -9,7 +9,7 @@ from support.vectors import vector_cases
 
 from taguru_eval._base.text import json_f32
 from taguru_eval.options import resolve_budget
-from taguru_eval.run.budget import (
+from taguru_eval.run.lanes.budget import (
     MeasuredHit,
     array_overhead,
     compact_json,

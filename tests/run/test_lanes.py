@@ -28,16 +28,16 @@ from taguru_eval.refserver.app import create_app
 from taguru_eval.refserver.corpus import load_corpus_dir
 from taguru_eval.refserver.paragraphs import split_paragraphs
 from taguru_eval.refserver.state import ServerState
-from taguru_eval.run.client import TaguruClient
-from taguru_eval.run.lanes import (
+from taguru_eval.run.http import TaguruClient
+from taguru_eval.run.lanes.case import run_case
+from taguru_eval.run.lanes.passage import (
     NO_HITS_MESSAGE,
-    Candidate,
-    classify_position,
-    extract_hits,
-    run_case,
+    extract_served_hits,
+    locator,
     search_body,
-    top_tier,
 )
+from taguru_eval.run.lanes.structural import Candidate, classify_position, top_tier
+from taguru_eval.tables.shapes import HitLocator, Plan
 
 BASE = "http://taguru.test"
 Route = Callable[[str, dict[str, Any]], httpx.Response]
@@ -102,6 +102,12 @@ PAGE = {
 
 
 # --------------------------------------------------------------------------- passage extraction
+
+
+def extract_hits(payload: object) -> tuple[Plan | None, list[HitLocator]]:
+    """(plan, hits as the artifact keeps them) from a search payload."""
+    plan, hits = extract_served_hits(payload)
+    return plan, [locator(hit) for hit in hits]
 
 
 def test_typed_page_keeps_plan_and_drops_text() -> None:

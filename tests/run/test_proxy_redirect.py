@@ -18,7 +18,7 @@ from support.paths import DATA
 import taguru_eval
 from taguru_eval.inputs.proxy import NoProxyEntry, parse_proxy_url, proxy_config
 from taguru_eval.refserver.serve import running_server
-from taguru_eval.run.client import CallFailure, TaguruClient, build_url
+from taguru_eval.run.http import CallFailure, TaguruClient, build_url
 
 TOKEN = "proxy-test-token-77"
 
@@ -77,8 +77,7 @@ def test_the_first_no_proxy_variable_set_wins_even_when_empty() -> None:
 # --------------------------------------------------------------------------- proxies
 
 
-@pytest.mark.parametrize("transport_name", ["aiohttp", "httpx"])
-async def test_requests_go_through_the_proxy_of_the_environment(transport_name: Any) -> None:
+async def test_requests_go_through_the_proxy_of_the_environment() -> None:
     served: list[str | None] = []
 
     def answer(request: Request) -> Response:
@@ -88,9 +87,7 @@ async def test_requests_go_through_the_proxy_of_the_environment(transport_name: 
     proxy = ForwardProxy()
     with ScriptedServer(answer) as url, proxy as proxy_url:
         proxies = proxy_config({"http_proxy": proxy_url})
-        async with TaguruClient(
-            url, TOKEN, proxies=proxies, transport_name=transport_name
-        ) as client:
+        async with TaguruClient(url, TOKEN, proxies=proxies) as client:
             reply = await client.get(["contexts", "x"], [("limit", "1")])
             bare = await client.get_bare(["health"])
     assert reply.payload == {"path": "/contexts/x"}

@@ -11,8 +11,8 @@ from support.paths import WIRE
 from taguru_eval.inputs.dataset import load_eval_text
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import RunOptions, resolve_budget
-from taguru_eval.run.budget import MeasuredHit, measure, passage_envelope, truncate
-from taguru_eval.run.lanes import apply_budget
+from taguru_eval.run.lanes.budget import MeasuredHit, measure, passage_envelope, truncate
+from taguru_eval.run.lanes.passage import apply_budget
 from taguru_eval.score.aggregate import score_run
 from taguru_eval.summary import summary_lines
 from taguru_eval.tables.flatten import build_tables

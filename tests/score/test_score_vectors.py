@@ -15,7 +15,7 @@ import pytest
 from support.scoring import FAILED_PASSAGE, eval_case, run_cases, score_one, searched
 from support.vectors import vector_cases
 
-from taguru_eval.run.checks import citation_check, quote_matches, section_check, served_set
+from taguru_eval.run.lanes.citations import citation_check, quote_matches, section_check, served_set
 from taguru_eval.score.aggregate import lane_cross_line
 
 

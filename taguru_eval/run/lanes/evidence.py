@@ -29,12 +29,14 @@ from typing import Annotated, Protocol
 
 import msgspec
 
-from taguru_eval._base import jsonstrict as js
+from taguru_eval import contract
 from taguru_eval._base.structs import validation_detail
 from taguru_eval._base.text import truncate_utf8
+from taguru_eval._base.wire import U32
 from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
-from taguru_eval.run.client import CallFailure, TaguruClient
+from taguru_eval.run.http import CallFailure, TaguruClient
+from taguru_eval.run.lanes.record import CallRecorder
 from taguru_eval.tables.shapes import (
     BudgetLimits,
     BudgetUsage,
@@ -109,12 +111,11 @@ def evidence_body(case: EvidenceRequest, assembly: Assembly) -> dict[str, object
 # taguru's usize fields, bounded by the run tables' int64 columns (a count beyond
 # 2^63-1 cannot be stored, and no server sends one).
 _USIZE = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
-_U32 = Annotated[int, msgspec.Meta(ge=0, le=js.U32_MAX)]
 
 
 class _Ref(msgspec.Struct, frozen=True, gc=False):
     source: str
-    paragraph: _U32
+    paragraph: U32
 
 
 class _LaneRank(msgspec.Struct, frozen=True, gc=False):
@@ -134,7 +135,7 @@ class _HitLanes(msgspec.Struct, frozen=True, gc=False):
 
 class _PassageHit(msgspec.Struct, frozen=True, gc=False):
     source: str
-    paragraph: _U32
+    paragraph: U32
     score: float
     text: str
     lanes: _HitLanes | None = None
@@ -144,14 +145,14 @@ class _CommunityHit(msgspec.Struct, frozen=True, gc=False):
     community: str
     score: float
     text: str
-    paragraph: _U32
+    paragraph: U32
 
 
 class _Attribution(msgspec.Struct, frozen=True, gc=False):
     source: str
     weight: float
     count: _USIZE
-    paragraph: _U32 | None = None
+    paragraph: U32 | None = None
     section: str | None = None
 
 
@@ -203,7 +204,7 @@ class _Citation(msgspec.Struct, frozen=True, gc=False):
 
 class _CitationEntry(msgspec.Struct, frozen=True, gc=False):
     source: str
-    paragraph: _U32
+    paragraph: U32
     citation: _Citation
 
 
@@ -475,4 +476,16 @@ async def evidence_lane(
         rows=evidence_rows(package),
         budget=usage(package),
         http_status=reply.status,
+    )
+
+
+def record_evidence_call(recorder: CallRecorder, evidence: EvidenceResult) -> None:
+    """The one ``calls`` row of an evidence lane call (eval case or must-refuse probe)."""
+    recorder.add(
+        lane="evidence",
+        endpoint=contract.EVIDENCE,
+        outcome=evidence.evidence["outcome"],
+        latency_ms=evidence.evidence["latency_ms"],
+        http_status=evidence.http_status,
+        error=evidence.message,
     )

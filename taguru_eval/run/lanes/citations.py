@@ -1,18 +1,25 @@
-"""Per-call citation checks and the served set (EVALUATE.md §3.6).
+"""The citation lane (EVALUATE.md §3.6): one ``POST …/citations`` per expected citation.
 
-These run inside the citation lane, because the served text is never kept:
-the lane checks a quote against the text it just received and records only
-the outcome. The scorer reads the recorded checks; it never sees text.
+The checks run inside the lane, because the served text is never kept: the
+lane checks a quote against the text it just received and records only the
+outcome. The scorer reads the recorded checks; it never sees text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import msgspec
+
+from taguru_eval import contract
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.normalize import normalize_entry
 from taguru_eval._base.text import trim, truncate_utf8
+from taguru_eval._base.wire import convert
+from taguru_eval.inputs.dataset import Absent, ExpectedCitation
+from taguru_eval.run.http import CallFailure, TaguruClient
+from taguru_eval.run.lanes.record import CallRecorder
 from taguru_eval.tables.shapes import CitationCheck, PassageOutcome, SectionCheck, Structural
 
 NOT_FOUND_STATUS = 404
@@ -52,20 +59,20 @@ def served_set(passage: PassageOutcome, structural: Structural | None) -> set[tu
     return served
 
 
+class _Citation(msgspec.Struct, frozen=True, gc=False):
+    text: str
+    source: str
+    section: str | None = None
+
+
 def read_citation(payload: object) -> tuple[str, str | None]:
     """(text, section) of a ``POST /citations`` payload; an absent section reads as null.
 
     Raises :class:`taguru_eval.jsonstrict.JsonShapeError` naming the field when
     the payload is not a Citation.
     """
-    obj = js.read_object(payload, ())
-    for key in ("text", "source"):
-        if key not in obj:
-            raise js.JsonShapeError((), f"missing field `{key}`")
-    text = js.read_str(obj["text"], ("text",))
-    js.read_str(obj["source"], ("source",))
-    section = js.read_optional(obj.get("section"), ("section",), js.read_str)
-    return text, section
+    citation = convert(payload, _Citation)
+    return citation.text, citation.section
 
 
 def citation_check(
@@ -129,3 +136,58 @@ def citation_check(
         "latency_ms": latency_ms,
     }
     return unresolved
+
+
+async def citation_lane(
+    client: TaguruClient,
+    context: str,
+    citations: Sequence[ExpectedCitation],
+    served: set[tuple[str, int]],
+    recorder: CallRecorder,
+) -> list[CitationCheck]:
+    """One ``POST …/citations`` per expected citation, in order (§3.6)."""
+    checks: list[CitationCheck] = []
+    for index, expected in enumerate(citations):
+        checks.append(await _check_citation(client, context, index, expected, served, recorder))
+    return checks
+
+
+async def _check_citation(
+    client: TaguruClient,
+    context: str,
+    index: int,
+    expected: ExpectedCitation,
+    served: set[tuple[str, int]],
+    recorder: CallRecorder,
+) -> CitationCheck:
+    body: dict[str, object] = {"paragraph": expected.paragraph, "source": expected.source}
+    response: dict[str, object]
+    try:
+        reply = await client.post(["contexts", context, "citations"], body)
+    except CallFailure as failure:
+        status, latency = failure.status, failure.latency_ms
+        response = {"status": status, "code": failure.code, "message": failure.message}
+    else:
+        status, latency = reply.status, reply.latency_ms
+        response = {"status": 200, "body": reply.payload}
+    check = citation_check(
+        source=expected.source,
+        paragraph=expected.paragraph,
+        section_expected_present=expected.section_declared,
+        section_expected=None if isinstance(expected.section, Absent) else expected.section,
+        quote=expected.quote,
+        served=(expected.source, expected.paragraph) in served,
+        response=response,
+        latency_ms=latency,
+        redact=client.redact,
+    )
+    recorder.add(
+        lane="citation",
+        endpoint=contract.CITATIONS,
+        item_index=index,
+        outcome=check["outcome"],
+        latency_ms=latency,
+        http_status=status,
+        error=check.get("message"),
+    )
+    return check

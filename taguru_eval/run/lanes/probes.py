@@ -22,16 +22,17 @@ from taguru_eval import contract
 from taguru_eval.inputs.must_refuse import MustRefuseCase
 from taguru_eval.options import Budget
 from taguru_eval.run.bounded import in_order
-from taguru_eval.run.client import CallFailure, TaguruClient
 from taguru_eval.run.console import Progress
-from taguru_eval.run.evidence import Assembly, EvidenceResult, evidence_lane
-from taguru_eval.run.lanes import (
-    CallRecorder,
-    passage_lane,
+from taguru_eval.run.http import CallFailure, TaguruClient
+from taguru_eval.run.lanes.evidence import (
+    Assembly,
+    EvidenceResult,
+    evidence_lane,
     record_evidence_call,
-    record_failure,
-    resolve_call,
 )
+from taguru_eval.run.lanes.passage import passage_lane
+from taguru_eval.run.lanes.record import CallRecorder
+from taguru_eval.run.lanes.structural import resolve_call
 from taguru_eval.tables.shapes import CueProbe, RefusalOutput, ResolveCandidate
 
 
@@ -89,7 +90,7 @@ async def _cue_probe(
     result, candidates = await resolve_call(client, context, "resolve", cue)
     if isinstance(result, CallFailure) or candidates is None:
         failure = result if isinstance(result, CallFailure) else CallFailure("")
-        message = record_failure(recorder, failure, "structural", contract.RESOLVE, index)
+        message = recorder.failed(failure, "structural", contract.RESOLVE, index)
         return CueProbe(cue=cue, candidates=[], latency_ms=failure.latency_ms, error=message)
     recorder.add(
         lane="structural",

@@ -1,12 +1,10 @@
-"""The client's plain and direct aiohttp paths answer exactly as its httpx path.
+"""Every kind of answer a server can give, over loopback, through the client's one engine.
 
-With the plain aiohttp transport the client speaks plain HTTP over its own
-connections (``run/plainhttp.py``), or, without that, sends to the transport's
-own aiohttp session (``_DirectAiohttp``); with any other transport every call
-goes through httpx. All three must give the same outcome for every kind of
-answer a well-behaved server can give: the same payload, or the same failure
-message, status and code. A real HTTP server over loopback answers each kind
-once per path.
+A real HTTP server answers each kind once: the client must give the payload,
+or the exact failure message, status and code taguru would record — the
+wording lives in the client, so it is the same whichever transport carries
+the bytes (httpx's own pool is held to it too, where its transport's words
+do not enter the message).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from taguru_eval.run.client import CallFailure, Reply, TaguruClient, make_transport
+from taguru_eval.run.http import CallFailure, Reply, TaguruClient
 
 TOKEN = "canary-token-direct-7d2"
 ENVELOPE = json.dumps({"result": {"hits": [1, 2]}, "status": "ok", "time": 0.0}).encode()
@@ -91,67 +89,72 @@ def server() -> Iterator[str]:
         httpd.server_close()
 
 
-class _Wrapped(httpx.AsyncBaseTransport):
-    """The same aiohttp transport, but not one the direct path serves."""
-
-    def __init__(self) -> None:
-        self._inner = make_transport("aiohttp", 4)
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 def _outcome(result: Reply | CallFailure) -> tuple[Any, ...]:
     if isinstance(result, Reply):
         return ("reply", result.payload, result.status, result.url)
     return ("failure", str(result), result.status, result.code)
 
 
-async def _outcomes(url: str, path: str) -> list[tuple[Any, ...]]:
-    """The outcome of one call on the plain path, the direct path and the httpx path."""
-    outcomes = []
-    for transport, plain in ((None, True), (None, False), (_Wrapped(), False)):
-        async with TaguruClient(url, TOKEN, transport=transport, timeout_s=0.5) as client:
-            assert (client._direct is not None) is (transport is None)
-            assert (client._plain is not None) is (transport is None)
-            if not plain:
-                client._plain = None
-            try:
-                result: Reply | CallFailure = await client.get([path])
-            except CallFailure as failure:
-                result = failure
-        outcomes.append(_outcome(result))
-    return outcomes
+async def _call(url: str, path: str, transport: httpx.AsyncBaseTransport | None = None) -> Any:
+    async with TaguruClient(url, TOKEN, transport=transport, timeout_s=0.5) as client:
+        try:
+            result: Reply | CallFailure = await client.get([path])
+        except CallFailure as failure:
+            result = failure
+    return _outcome(result)
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        "ok",
-        "missing",
-        "echo",
-        "busy",
-        "moved",
-        "loop",
-        "gzip",
-        "not-json",
-        "truncated",
-        "slow",
-    ],
-)
-def test_the_direct_and_plain_paths_answer_as_the_httpx_path(server: str, path: str) -> None:
-    plain, direct, through_httpx = asyncio.run(_outcomes(server, path))
-    assert plain == direct == through_httpx
-    assert TOKEN not in repr(direct)
+OUTCOMES: dict[str, tuple[Any, ...]] = {
+    "ok": ("reply", {"hits": [1, 2]}, 200, "{url}/ok"),
+    "missing": (
+        "failure",
+        "{url}/missing answered 404: no paragraph 9 in a.md",
+        404,
+        "no_paragraph",
+    ),
+    "echo": ("failure", "{url}/echo answered 500: rejected Bearer [REDACTED]", 500, None),
+    "busy": ("failure", "{url}/busy answered 503: try later (Retry-After: 7)", 503, None),
+    "moved": ("reply", {"hits": [1, 2]}, 200, "{url}/moved"),
+    "loop": ("failure", "{url}/loop: too many redirects", None, None),
+    "gzip": ("reply", {"hits": [1, 2]}, 200, "{url}/gzip"),
+    "not-json": (
+        "failure",
+        "{url}/not-json: not a taguru response: <html>proxy error</html>",
+        200,
+        None,
+    ),
+    "slow": ("failure", "{url}/slow: timed out after 0.5 s", None, None),
+}
+"""What the client makes of each answer; ``{url}`` is the server's base URL."""
 
 
-def test_a_refused_connection_fails_alike() -> None:
+@pytest.mark.parametrize("path", sorted(OUTCOMES))
+@pytest.mark.parametrize("transport", ["engine", "httpx-pool"])
+def test_each_answer_gives_taguru_s_outcome(server: str, path: str, transport: str) -> None:
+    inner = None if transport == "engine" else httpx.AsyncHTTPTransport(retries=0)
+    outcome = asyncio.run(_call(server, path, inner))
+    kind, value, status, extra = OUTCOMES[path]
+    expected = (
+        kind,
+        value.format(url=server) if isinstance(value, str) else value,
+        status,
+        extra.format(url=server) if isinstance(extra, str) and "{url}" in extra else extra,
+    )
+    assert outcome == expected
+    assert TOKEN not in repr(outcome)
+
+
+def test_a_body_cut_short_is_unreadable(server: str) -> None:
+    kind, message, status, code = asyncio.run(_call(server, "truncated"))
+    assert (kind, status, code) == ("failure", 200, None)
+    assert message.startswith(f"{server}/truncated: unreadable response: ")
+
+
+def test_a_refused_connection_names_the_url() -> None:
     with socket.socket() as probe:  # a loopback port nothing listens on once closed
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
-    plain, direct, through_httpx = asyncio.run(_outcomes(url, "ok"))
-    assert direct[0] == "failure"
-    assert plain == direct == through_httpx
+    kind, message, status, code = asyncio.run(_call(url, "ok"))
+    assert (kind, status, code) == ("failure", None, None)
+    assert message.startswith(f"{url}/ok: ")
+    assert len(message) > len(f"{url}/ok: ")

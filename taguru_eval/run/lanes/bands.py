@@ -17,8 +17,9 @@ import polars as pl
 from taguru_eval.inputs.dataset import CaseOptions, EvalCase
 from taguru_eval.inputs.must_refuse import MustRefuseCase
 from taguru_eval.run.bounded import in_order
-from taguru_eval.run.client import TaguruClient
-from taguru_eval.run.lanes import CallRecorder, passage_lane
+from taguru_eval.run.http import TaguruClient
+from taguru_eval.run.lanes.passage import passage_lane
+from taguru_eval.run.lanes.record import CallRecorder
 from taguru_eval.tables.schemas import POPULATION_EVAL, POPULATION_MUST_REFUSE
 
 SWEEP_FLOOR: Final = 0.05

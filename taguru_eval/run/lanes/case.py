@@ -1,0 +1,74 @@
+"""One eval case: its lanes in the documented order (EVALUATE.md §3.3–§3.6).
+
+The passage lane (or, with ``--assembly``, the evidence lane), then, when
+declared, the structural lane — coverage cues, then association probes —
+then the served set, then the citation lane. Every HTTP call becomes one
+call record; the lane results are evaluation.json's own shapes. Nothing here
+computes a metric: the scorer reads the :class:`LaneOutput`.
+"""
+
+from __future__ import annotations
+
+from taguru_eval.inputs.dataset import EvalCase
+from taguru_eval.options import Budget
+from taguru_eval.run.http import TaguruClient
+from taguru_eval.run.lanes.citations import citation_lane, served_set
+from taguru_eval.run.lanes.evidence import (
+    Assembly,
+    EvidenceResult,
+    evidence_lane,
+    record_evidence_call,
+)
+from taguru_eval.run.lanes.passage import passage_lane
+from taguru_eval.run.lanes.record import CallRecorder
+from taguru_eval.run.lanes.structural import structural_lane
+from taguru_eval.tables.shapes import LaneOutput
+
+
+async def run_case(
+    client: TaguruClient,
+    context: str,
+    case_index: int,
+    case: EvalCase,
+    budget: Budget | None = None,
+    assembly: Assembly | None = None,
+) -> LaneOutput:
+    """All lanes of one case, in the documented order; never raises for a lane failure.
+
+    ``budget`` (baseline runs given ``--max-*``) truncates the passage hits (§7.3);
+    ``assembly`` (``--assembly`` runs) replaces the passage lane with the evidence lane.
+    """
+    recorder = CallRecorder(case_index, case.case_id)
+    evidence: EvidenceResult | None = None
+    if assembly is None:
+        passage, usage = await passage_lane(client, context, case, recorder, budget)
+    else:
+        evidence = await evidence_lane(client, context, case, assembly)
+        record_evidence_call(recorder, evidence)
+        passage, usage = evidence.passage, evidence.budget
+    structural = (
+        await structural_lane(client, context, case, recorder)
+        if case.runs_structural_lane
+        else None
+    )
+    served = served_set(passage, structural)
+    checks = await citation_lane(client, context, case.expected_citations, served, recorder)
+    output = LaneOutput(
+        case_index=case_index,
+        case_id=case.case_id,
+        query=case.query,
+        cues=list(case.cues),
+        limit=case.effective_limit,
+        tags=list(case.options.tags),
+        passage=passage,
+        checks=checks,
+        calls=recorder.calls,
+    )
+    if structural is not None:
+        output["structural"] = structural
+    if evidence is not None:
+        output["evidence"] = evidence.evidence
+        output["evidence_rows"] = evidence.rows
+    if usage is not None:
+        output["budget"] = usage
+    return output

@@ -1,0 +1,308 @@
+"""The passage lane (EVALUATE.md §3.4): one ``POST …/sources/search`` per case.
+
+The answer is read as taguru's typed ``SearchPage`` (plan + hits, every hit
+with its text and lane evidence); a page that does not fit it falls back to
+the tolerant shape (a bare hit array, or an object whose ``hits`` is one),
+which keeps no plan and no lane evidence. With a budget (``--max-*`` in a
+baseline run) the hits are truncated as the server would (§7.3) before
+they are projected to locators: the text is measured, then dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import msgspec
+
+from taguru_eval import contract
+from taguru_eval._base import jsonstrict as js
+from taguru_eval._base.text import to_f32, truncate_utf8
+from taguru_eval._base.wire import F32, U32, U64
+from taguru_eval.inputs.dataset import CaseOptions
+from taguru_eval.options import Budget
+from taguru_eval.run.http import CallFailure, TaguruClient
+from taguru_eval.run.lanes.budget import MeasuredHit, truncate
+from taguru_eval.run.lanes.record import CallRecorder
+from taguru_eval.tables.shapes import (
+    BudgetLimits,
+    BudgetUsage,
+    HitLanes,
+    HitLocator,
+    LanePlan,
+    LaneScore,
+    PassageOutcome,
+    Plan,
+    PlanFilter,
+)
+
+NO_HITS_MESSAGE = "response carries no recognizable hits (plan/hits shape mismatch)"
+
+
+# --------------------------------------------------------------------------- the SearchPage
+
+
+class _LaneScore(msgspec.Struct, frozen=True, gc=False):
+    rank: U64
+    score: F32
+
+
+class _HitLanes(msgspec.Struct, frozen=True, gc=False):
+    # Inside `lanes` a lane may be absent or null.
+    bm25: _LaneScore | None = None
+    vector: _LaneScore | None = None
+
+
+class _Hit(msgspec.Struct, frozen=True, gc=False):
+    source: str
+    paragraph: U32
+    score: F32
+    # `text` must be there for the typed shape (§3.4); only a budget measures it.
+    text: str
+    # Required and an object (taguru's PassageHit has no serde default there):
+    # one hit without it sends the whole page to the fallback (§3.4).
+    lanes: _HitLanes
+
+
+class _LanePlan(msgspec.Struct, frozen=True, gc=False):
+    ran: bool
+    reason: str | None = None
+    floor: F32 | None = None
+
+
+class _PlanLanes(msgspec.Struct, frozen=True, gc=False):
+    bm25: _LanePlan
+    vector: _LanePlan
+
+
+class _PlanFilter(msgspec.Struct, frozen=True, gc=False):
+    eligible_sources: U64
+    total_sources: U64
+
+
+class _ContextPlan(msgspec.Struct, frozen=True, gc=False):
+    context: str
+    lanes: _PlanLanes
+    filter: _PlanFilter | None = None
+
+
+class _SearchPlan(msgspec.Struct, frozen=True, gc=False):
+    contexts: list[_ContextPlan]
+
+
+class _SearchPage(msgspec.Struct, frozen=True, gc=False):
+    plan: _SearchPlan
+    hits: list[_Hit]
+
+
+class _ShapeError(ValueError):
+    """A payload that does not fit even the tolerant shape (fixed message)."""
+
+
+# --------------------------------------------------------------------------- the lane
+
+
+class SearchRequest(Protocol):
+    """What a passage search is built from: an eval case or a must-refuse case."""
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def options(self) -> CaseOptions: ...
+
+    @property
+    def effective_limit(self) -> int: ...
+
+
+def search_body(case: SearchRequest) -> dict[str, object]:
+    """The baseline search request body (EVALUATE.md §3.4); absent options are null."""
+    options = case.options
+    return {
+        "limit": case.effective_limit,
+        "query": case.query,
+        "semantic_floor": options.floor,
+        "since": options.since,
+        "tags": list(options.tags),
+        "until": options.until,
+    }
+
+
+async def passage_lane(
+    client: TaguruClient,
+    context: str,
+    case: SearchRequest,
+    recorder: CallRecorder,
+    budget: Budget | None = None,
+) -> tuple[PassageOutcome, BudgetUsage | None]:
+    """``POST …/sources/search``, hit extraction (typed shape, then fallback) and,
+    when a budget was given, the §7.3 truncation before projection to locators."""
+    try:
+        reply = await client.post(["contexts", context, "sources", "search"], search_body(case))
+    except CallFailure as failure:
+        message = truncate_utf8(failure.message)
+        return _failed(recorder, message, failure.latency_ms, failure.status), None
+    try:
+        plan, served = extract_served_hits(reply.payload, client.redact)
+    except _ShapeError as exc:
+        return _failed(recorder, str(exc), reply.latency_ms, reply.status), None
+    usage: BudgetUsage | None = None
+    if budget is not None:
+        served, usage = apply_budget(context, served, budget)
+    hits = [locator(hit) for hit in served]
+    del served  # the text goes no further
+    recorder.add(
+        lane="passage",
+        endpoint=contract.SEARCH,
+        outcome="searched",
+        latency_ms=reply.latency_ms,
+        http_status=reply.status,
+    )
+    outcome: PassageOutcome
+    if plan is None:
+        outcome = {"outcome": "searched", "hits": hits, "latency_ms": reply.latency_ms}
+    else:
+        outcome = {
+            "outcome": "searched",
+            "plan": plan,
+            "hits": hits,
+            "latency_ms": reply.latency_ms,
+        }
+    return outcome, usage
+
+
+def _failed(
+    recorder: CallRecorder, message: str, latency_ms: int, status: int | None
+) -> PassageOutcome:
+    recorder.add(
+        lane="passage",
+        endpoint=contract.SEARCH,
+        outcome="failed",
+        latency_ms=latency_ms,
+        http_status=status,
+        error=message,
+    )
+    return PassageOutcome(outcome="failed", message=message, latency_ms=latency_ms)
+
+
+def extract_served_hits(
+    payload: object, redact: Callable[[str], str] = str
+) -> tuple[Plan | None, list[MeasuredHit]]:
+    """(plan, hits with their text) from a search payload; raises on no recognizable hits.
+
+    The text is needed only by a budget (§7.3); :func:`locator` drops it. A
+    lane plan's ``reason`` is server prose the artifact keeps: ``redact`` (the
+    client's) makes it safe.
+    """
+    try:
+        page = msgspec.convert(payload, _SearchPage)
+    except msgspec.ValidationError:
+        return None, _fallback_hits(payload)
+    plans = page.plan.contexts
+    hits = [_measured(hit) for hit in page.hits]
+    return (_plan(plans[0], redact) if plans else None), hits
+
+
+def _measured(hit: _Hit) -> MeasuredHit:
+    lanes: dict[str, LaneScore] = {}
+    for name, score in (("bm25", hit.lanes.bm25), ("vector", hit.lanes.vector)):
+        if score is not None:
+            lanes[name] = LaneScore(rank=score.rank, score=to_f32(score.score))
+    return MeasuredHit(
+        source=hit.source,
+        paragraph=hit.paragraph,
+        score=to_f32(hit.score),
+        text=hit.text,
+        lanes=lanes,
+    )
+
+
+def _lane_plan(lane: _LanePlan, redact: Callable[[str], str]) -> LanePlan:
+    plan = LanePlan(ran=lane.ran)
+    if lane.reason is not None:
+        plan["reason"] = redact(lane.reason)
+    if lane.floor is not None:
+        plan["floor"] = to_f32(lane.floor)
+    return plan
+
+
+def _plan(context: _ContextPlan, redact: Callable[[str], str]) -> Plan:
+    plan = Plan(
+        context=context.context,
+        lanes={
+            "bm25": _lane_plan(context.lanes.bm25, redact),
+            "vector": _lane_plan(context.lanes.vector, redact),
+        },
+    )
+    if context.filter is not None:
+        plan["filter"] = PlanFilter(
+            eligible_sources=context.filter.eligible_sources,
+            total_sources=context.filter.total_sources,
+        )
+    return plan
+
+
+def _fallback_hits(payload: object) -> list[MeasuredHit]:
+    """The tolerant shape: a bare hit array, or an object whose ``hits`` is one."""
+    if isinstance(payload, list):
+        raw_hits: list[object] = payload
+    elif isinstance(payload, dict) and isinstance(payload.get("hits"), list):
+        raw_hits = payload["hits"]
+    else:
+        raise _ShapeError(NO_HITS_MESSAGE)
+    hits: list[MeasuredHit] = []
+    for raw in raw_hits:
+        hit = raw if isinstance(raw, dict) else {}
+        source = hit.get("source")
+        if not isinstance(source, str):
+            raise _ShapeError("a hit is missing 'source'")
+        paragraph = hit.get("paragraph")
+        if isinstance(paragraph, bool) or not isinstance(paragraph, int) or paragraph < 0:
+            raise _ShapeError("a hit is missing 'paragraph'")
+        score = hit.get("score")
+        numeric = isinstance(score, int | float) and not isinstance(score, bool)
+        text = hit.get("text")
+        hits.append(
+            MeasuredHit(
+                source=source,
+                paragraph=paragraph % (2**32),
+                score=_f32_or_zero(score) if numeric else 0.0,
+                text=text if isinstance(text, str) else "",
+                lanes={},
+            )
+        )
+    return hits
+
+
+def _f32_or_zero(value: object) -> float:
+    try:
+        return js.read_f32(value, ())
+    except js.JsonShapeError:
+        return 0.0
+
+
+def locator(hit: MeasuredHit) -> HitLocator:
+    """The artifact's view of a hit: everything but its text."""
+    lanes = HitLanes()
+    for lane in ("bm25", "vector"):
+        score = hit.lanes.get(lane)
+        if score is not None:
+            lanes[lane] = LaneScore(rank=score["rank"], score=score["score"])
+    return HitLocator(source=hit.source, paragraph=hit.paragraph, score=hit.score, lanes=lanes)
+
+
+def apply_budget(
+    context: str, hits: list[MeasuredHit], budget: Budget
+) -> tuple[list[MeasuredHit], BudgetUsage]:
+    """§7.3: the hits a budget admits (server order kept) and the usage block."""
+    result = truncate(context, hits, budget.max_items, budget.max_bytes, budget.max_tokens)
+    usage = BudgetUsage(
+        items_used=result.items_used,
+        bytes_used=result.bytes_used,
+        tokens_used=result.tokens_used,
+        limits=BudgetLimits(
+            max_items=budget.max_items, max_bytes=budget.max_bytes, max_tokens=budget.max_tokens
+        ),
+        omitted_total=result.omitted_total,
+    )
+    return [hits[index] for index in result.kept], usage
