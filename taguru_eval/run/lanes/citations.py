@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import msgspec
-
 from taguru_eval import contract
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.normalize import normalize_entry
@@ -20,6 +18,7 @@ from taguru_eval._base.wire import convert
 from taguru_eval.inputs.dataset import Absent, ExpectedCitation
 from taguru_eval.run.http import CallFailure, TaguruClient
 from taguru_eval.run.lanes.record import CallRecorder
+from taguru_eval.run.lanes.wire import Citation
 from taguru_eval.tables.shapes import CitationCheck, PassageOutcome, SectionCheck, Structural
 
 NOT_FOUND_STATUS = 404
@@ -59,19 +58,13 @@ def served_set(passage: PassageOutcome, structural: Structural | None) -> set[tu
     return served
 
 
-class _Citation(msgspec.Struct, frozen=True, gc=False):
-    text: str
-    source: str
-    section: str | None = None
-
-
 def read_citation(payload: object) -> tuple[str, str | None]:
     """(text, section) of a ``POST /citations`` payload; an absent section reads as null.
 
     Raises :class:`taguru_eval.jsonstrict.JsonShapeError` naming the field when
     the payload is not a Citation.
     """
-    citation = convert(payload, _Citation)
+    citation = convert(payload, Citation)
     return citation.text, citation.section
 
 

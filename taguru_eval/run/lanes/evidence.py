@@ -37,6 +37,7 @@ from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
 from taguru_eval.run.http import CallFailure, TaguruClient
 from taguru_eval.run.lanes.record import CallRecorder
+from taguru_eval.run.lanes.wire import AssociationMatch, Citation, HitLanes, LanePlan
 from taguru_eval.tables.shapes import (
     BudgetLimits,
     BudgetUsage,
@@ -106,8 +107,7 @@ def evidence_body(case: EvidenceRequest, assembly: Assembly) -> dict[str, object
 
 # --------------------------------------------------------------------------- the package
 
-# The structs hold strings, numbers and lists of structs only, so they can never
-# be part of a reference cycle: ``gc=False`` keeps them out of the collector's way.
+# Like the shared ones (.wire), these structs can never be part of a reference cycle.
 # taguru's usize fields, bounded by the run tables' int64 columns (a count beyond
 # 2^63-1 cannot be stored, and no server sends one).
 _USIZE = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
@@ -123,22 +123,12 @@ class _LaneRank(msgspec.Struct, frozen=True, gc=False):
     rank: _USIZE
 
 
-class _LaneScore(msgspec.Struct, frozen=True, gc=False):
-    rank: _USIZE
-    score: float
-
-
-class _HitLanes(msgspec.Struct, frozen=True, gc=False):
-    bm25: _LaneScore | None = None
-    vector: _LaneScore | None = None
-
-
 class _PassageHit(msgspec.Struct, frozen=True, gc=False):
     source: str
     paragraph: U32
     score: float
     text: str
-    lanes: _HitLanes | None = None
+    lanes: HitLanes | None = None
 
 
 class _CommunityHit(msgspec.Struct, frozen=True, gc=False):
@@ -146,23 +136,6 @@ class _CommunityHit(msgspec.Struct, frozen=True, gc=False):
     score: float
     text: str
     paragraph: U32
-
-
-class _Attribution(msgspec.Struct, frozen=True, gc=False):
-    source: str
-    weight: float
-    count: _USIZE
-    paragraph: U32 | None = None
-    section: str | None = None
-
-
-class _Association(msgspec.Struct, frozen=True, gc=False):
-    subject: str
-    label: str
-    object: str
-    weight: float
-    count: _USIZE
-    attributions: list[_Attribution]
 
 
 class _Corroboration(msgspec.Struct, frozen=True, gc=False):
@@ -182,7 +155,7 @@ class PackageItem(msgspec.Struct, frozen=True, gc=False):
     estimated_tokens: _USIZE
     corroboration: _Corroboration | None = None
     contradicts: list[str] = []
-    association: _Association | None = None
+    association: AssociationMatch | None = None
     passage: _PassageHit | None = None
     community: _CommunityHit | None = None
 
@@ -196,16 +169,10 @@ class PackageItem(msgspec.Struct, frozen=True, gc=False):
         return None
 
 
-class _Citation(msgspec.Struct, frozen=True, gc=False):
-    text: str
-    source: str
-    section: str | None = None
-
-
 class _CitationEntry(msgspec.Struct, frozen=True, gc=False):
     source: str
     paragraph: U32
-    citation: _Citation
+    citation: Citation
 
 
 class _Limits(msgspec.Struct, frozen=True, gc=False):
@@ -228,19 +195,13 @@ class Omission(msgspec.Struct, frozen=True, gc=False):
     duplicate_of: str | None = None
 
 
-class _LanePlan(msgspec.Struct, frozen=True, gc=False):
-    ran: bool
-    reason: str | None = None
-    floor: float | None = None
-
-
 class _Lanes(msgspec.Struct, frozen=True, gc=False):
-    resolve: _LanePlan
-    query: _LanePlan
-    activate: _LanePlan
-    passages: _LanePlan
-    communities: _LanePlan
-    citations: _LanePlan
+    resolve: LanePlan
+    query: LanePlan
+    activate: LanePlan
+    passages: LanePlan
+    communities: LanePlan
+    citations: LanePlan
 
 
 class _Selection(msgspec.Struct, frozen=True, gc=False):

@@ -22,15 +22,15 @@ from taguru_eval._base.wire import F32, U32, U64
 from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
 from taguru_eval.run.http import CallFailure, TaguruClient
+from taguru_eval.run.lanes import wire
 from taguru_eval.run.lanes.budget import MeasuredHit, truncate
 from taguru_eval.run.lanes.record import CallRecorder
+from taguru_eval.tables import shapes
 from taguru_eval.tables.shapes import (
     BudgetLimits,
     BudgetUsage,
-    HitLanes,
     HitLocator,
     LanePlan,
-    LaneScore,
     PassageOutcome,
     Plan,
     PlanFilter,
@@ -42,17 +42,6 @@ NO_HITS_MESSAGE = "response carries no recognizable hits (plan/hits shape mismat
 # --------------------------------------------------------------------------- the SearchPage
 
 
-class _LaneScore(msgspec.Struct, frozen=True, gc=False):
-    rank: U64
-    score: F32
-
-
-class _HitLanes(msgspec.Struct, frozen=True, gc=False):
-    # Inside `lanes` a lane may be absent or null.
-    bm25: _LaneScore | None = None
-    vector: _LaneScore | None = None
-
-
 class _Hit(msgspec.Struct, frozen=True, gc=False):
     source: str
     paragraph: U32
@@ -61,18 +50,12 @@ class _Hit(msgspec.Struct, frozen=True, gc=False):
     text: str
     # Required and an object (taguru's PassageHit has no serde default there):
     # one hit without it sends the whole page to the fallback (§3.4).
-    lanes: _HitLanes
-
-
-class _LanePlan(msgspec.Struct, frozen=True, gc=False):
-    ran: bool
-    reason: str | None = None
-    floor: F32 | None = None
+    lanes: wire.HitLanes
 
 
 class _PlanLanes(msgspec.Struct, frozen=True, gc=False):
-    bm25: _LanePlan
-    vector: _LanePlan
+    bm25: wire.LanePlan
+    vector: wire.LanePlan
 
 
 class _PlanFilter(msgspec.Struct, frozen=True, gc=False):
@@ -204,10 +187,10 @@ def extract_served_hits(
 
 
 def _measured(hit: _Hit) -> MeasuredHit:
-    lanes: dict[str, LaneScore] = {}
+    lanes: dict[str, shapes.LaneScore] = {}
     for name, score in (("bm25", hit.lanes.bm25), ("vector", hit.lanes.vector)):
         if score is not None:
-            lanes[name] = LaneScore(rank=score.rank, score=to_f32(score.score))
+            lanes[name] = shapes.LaneScore(rank=score.rank, score=to_f32(score.score))
     return MeasuredHit(
         source=hit.source,
         paragraph=hit.paragraph,
@@ -217,7 +200,7 @@ def _measured(hit: _Hit) -> MeasuredHit:
     )
 
 
-def _lane_plan(lane: _LanePlan, redact: Callable[[str], str]) -> LanePlan:
+def _lane_plan(lane: wire.LanePlan, redact: Callable[[str], str]) -> LanePlan:
     plan = LanePlan(ran=lane.ran)
     if lane.reason is not None:
         plan["reason"] = redact(lane.reason)
@@ -283,11 +266,11 @@ def _f32_or_zero(value: object) -> float:
 
 def locator(hit: MeasuredHit) -> HitLocator:
     """The artifact's view of a hit: everything but its text."""
-    lanes = HitLanes()
+    lanes = shapes.HitLanes()
     for lane in ("bm25", "vector"):
         score = hit.lanes.get(lane)
         if score is not None:
-            lanes[lane] = LaneScore(rank=score["rank"], score=score["score"])
+            lanes[lane] = shapes.LaneScore(rank=score["rank"], score=score["score"])
     return HitLocator(source=hit.source, paragraph=hit.paragraph, score=hit.score, lanes=lanes)
 
 

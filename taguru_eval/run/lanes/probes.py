@@ -87,11 +87,11 @@ async def probe_case(
 async def _cue_probe(
     client: TaguruClient, context: str, index: int, cue: str, recorder: CallRecorder
 ) -> CueProbe:
-    result, candidates = await resolve_call(client, context, "resolve", cue)
-    if isinstance(result, CallFailure) or candidates is None:
-        failure = result if isinstance(result, CallFailure) else CallFailure("")
-        message = recorder.failed(failure, "structural", contract.RESOLVE, index)
-        return CueProbe(cue=cue, candidates=[], latency_ms=failure.latency_ms, error=message)
+    resolved = await resolve_call(client, context, "resolve", cue)
+    if isinstance(resolved, CallFailure):
+        message = recorder.failed(resolved, "structural", contract.RESOLVE, index)
+        return CueProbe(cue=cue, candidates=[], latency_ms=resolved.latency_ms, error=message)
+    result, candidates = resolved
     recorder.add(
         lane="structural",
         endpoint=contract.RESOLVE,

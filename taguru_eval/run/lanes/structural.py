@@ -17,11 +17,12 @@ import msgspec
 
 from taguru_eval import contract
 from taguru_eval._base import jsonstrict as js
-from taguru_eval._base.wire import U32, U64, convert
+from taguru_eval._base.wire import U64, convert
 from taguru_eval.contract import RESOLVE_LIMIT
 from taguru_eval.inputs.dataset import EvalCase
 from taguru_eval.run.http import CallFailure, Reply, TaguruClient
 from taguru_eval.run.lanes.record import CallRecorder
+from taguru_eval.run.lanes.wire import AssociationMatch
 from taguru_eval.tables.shapes import (
     AssociationProbe,
     AssociationQuery,
@@ -41,26 +42,9 @@ class _Candidate(msgspec.Struct, frozen=True, gc=False):
     kind: str | None = None
 
 
-class _Attribution(msgspec.Struct, frozen=True, gc=False):
-    source: str
-    weight: float
-    count: U64
-    paragraph: U32 | None = None
-    section: str | None = None
-
-
-class _Match(msgspec.Struct, frozen=True, gc=False):
-    subject: str
-    label: str
-    object: str
-    weight: float
-    count: U64
-    attributions: list[_Attribution]
-
-
 class _MatchPage(msgspec.Struct, frozen=True, gc=False):
     total: U64
-    matches: list[_Match]
+    matches: list[AssociationMatch]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,20 +100,19 @@ def _did_not_parse(
 
 async def resolve_call(
     client: TaguruClient, context: str, route: ResolveRoute, cue: str
-) -> tuple[Reply | CallFailure, list[Candidate] | None]:
-    """One ``{cue, limit: 5}`` resolve call: (the reply, every candidate), or
-    (the failure, None) — a response that does not parse is a failure naming
-    the route."""
+) -> tuple[Reply, list[Candidate]] | CallFailure:
+    """One ``{cue, limit: 5}`` resolve call: the reply and every candidate, or the
+    failure — a response that does not parse is a failure naming the route."""
     try:
         reply = await client.post(
             ["contexts", context, route], {"cue": cue, "limit": RESOLVE_LIMIT}
         )
     except CallFailure as failure:
-        return failure, None
+        return failure
     try:
         decoded = convert(reply.payload, list[_Candidate])
     except js.JsonShapeError as exc:
-        return _did_not_parse(client, route, reply, exc), None
+        return _did_not_parse(client, route, reply, exc)
     return reply, [Candidate(c.name, c.tier, c.kind) for c in decoded]
 
 
@@ -196,18 +179,18 @@ async def _cover(
     recorder: CallRecorder,
 ) -> CueResolution:
     """One coverage cue's resolution (its top tier, every name in it)."""
-    result, candidates = await resolve_call(client, context, route, cue)
-    if isinstance(result, CallFailure) or candidates is None:
-        failure = result if isinstance(result, CallFailure) else CallFailure("")
-        message = recorder.failed(failure, "coverage", _endpoint(route), cue_index)
+    resolved = await resolve_call(client, context, route, cue)
+    if isinstance(resolved, CallFailure):
+        message = recorder.failed(resolved, "coverage", _endpoint(route), cue_index)
         return CueResolution(
             cue=cue,
             kind=kind,
             resolved_names=[],
             limit=RESOLVE_LIMIT,
-            latency_ms=failure.latency_ms,
+            latency_ms=resolved.latency_ms,
             error=message,
         )
+    result, candidates = resolved
     tier, names = top_tier(candidates)
     recorder.add(
         lane="coverage",
@@ -244,11 +227,11 @@ async def _probe_position(
     position: str,
     recorder: CallRecorder,
 ) -> PositionOutcome:
-    result, candidates = await resolve_call(client, context, route, cue)
-    if isinstance(result, CallFailure) or candidates is None:
-        failure = result if isinstance(result, CallFailure) else CallFailure("")
-        message = recorder.failed(failure, "association", _endpoint(route), index, position)
-        return PositionOutcome(outcome="errored", message=message, latency_ms=failure.latency_ms)
+    resolved = await resolve_call(client, context, route, cue)
+    if isinstance(resolved, CallFailure):
+        message = recorder.failed(resolved, "association", _endpoint(route), index, position)
+        return PositionOutcome(outcome="errored", message=message, latency_ms=resolved.latency_ms)
+    result, candidates = resolved
     outcome = classify_position(*top_tier(candidates), result.latency_ms)
     recorder.add(
         lane="association",
