@@ -222,6 +222,24 @@ async def test_a_redirect_without_location_is_a_protocol_failure() -> None:
     assert caught.value.message == f"{url}/x: protocol: missing a location header"
 
 
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [
+        # httpx refuses a redirect status' malformed Location itself, in its words...
+        (302, "Invalid URL in location header: Invalid port: ':1'."),
+        # ... and leaves any other 3xx to the client's own reading.
+        (300, "protocol: location header is malformed: http://[::1"),
+    ],
+)
+async def test_a_malformed_location_fails_the_call(status: int, reason: str) -> None:
+    answer = Response(status, headers={"Location": "http://[::1"})
+    with ScriptedServer(lambda request: answer) as url:
+        async with TaguruClient(url, TOKEN) as client:
+            with pytest.raises(CallFailure) as caught:
+                await client.get(["x"])
+    assert caught.value.message == f"{url}/x: {reason}"
+
+
 # --------------------------------------------------------------------------- --url query
 
 
