@@ -727,8 +727,3 @@ def _flatten_hits(frame: pl.DataFrame) -> pl.DataFrame:
         lanes.struct.field("vector").struct.field("rank").alias("vector_rank"),
         lanes.struct.field("vector").struct.field("score").alias("vector_score"),
     )
-
-
-def empty_tables(run_id: str) -> RunTables:
-    """The frames of a run with zero cases."""
-    return build_tables([], run_id)
