@@ -118,7 +118,7 @@ def build_ours(arrays: dict[str, Any]) -> tuple[Any, Any]:
     import numpy as np
     import polars as pl
 
-    from taguru_eval.tables.flatten import empty_tables
+    from taguru_eval.tables.flatten import build_tables
     from taguru_eval.tables.schemas import CASE_LANES, HITS, conform
     from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
 
@@ -171,7 +171,7 @@ def build_ours(arrays: dict[str, Any]) -> tuple[Any, Any]:
     )
     # Every other table stays empty, whatever tables a run gains later.
     tables = dataclasses.replace(
-        empty_tables("bench"), case_lanes=conform(lanes, CASE_LANES), hits=conform(hits, HITS)
+        build_tables([], "bench"), case_lanes=conform(lanes, CASE_LANES), hits=conform(hits, HITS)
     )
     eval_set = SimpleNamespace(expected=conform(expected, EXPECTED_SCHEMA))
     return eval_set, tables

@@ -21,7 +21,7 @@ from taguru_eval.store import (
     scan_runs,
     write_run,
 )
-from taguru_eval.tables.flatten import empty_tables
+from taguru_eval.tables.flatten import build_tables
 from taguru_eval.tables.schemas import CALLS, CASE_LANES, METRICS, conform
 
 
@@ -151,7 +151,7 @@ def test_interrupted_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_every_lane_table_round_trips_empty(tmp_path: Path) -> None:
-    tables = empty_tables("r0")
+    tables = build_tables([], "r0")
     target = write_run(
         tmp_path, "ctx", "r0", tables.frames(), json.dumps({}), origin=RunOrigin("run")
     )

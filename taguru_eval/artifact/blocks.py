@@ -2,17 +2,23 @@
 
 Each canonicaliser copies a lane output's block and emits the spec's keys in
 the spec's order and nothing else, so a stray ``text`` key can never reach
-the file. Binary32 values (hit and lane scores, plan floors) are wrapped in
+the file. That order is the shape's declaration order
+(:mod:`taguru_eval.tables.shapes`): the key lists a canonicaliser loops over
+derive from it, and the keys it spells out (a loop would cost, writing
+hundreds of thousands of hits) are held to it by ``tests/artifact/test_blocks.py``.
+Binary32 values (hit and lane scores, plan floors) are wrapped in
 :class:`F32` and printed from their binary32 value (``0.86304635``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from taguru_eval._base.text import F32
 from taguru_eval.contract import RESOLVE_LIMIT
+from taguru_eval.tables.derive import keys
+from taguru_eval.tables.shapes import EvidenceSelection, PositionOutcome, RerankerPlan
 
 
 def _hit(hit: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,18 +94,26 @@ def _cue(cue: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_POSITION_KEYS = {
-    "not_found": (),
-    "resolved": ("name", "tier"),
-    "ambiguous": ("tier", "candidates"),
-    "errored": ("message",),
+_POSITION_DETAIL: Final = keys(PositionOutcome, required=False)
+"""What a position outcome may add between ``outcome`` and ``latency_ms``; an
+outcome the spec does not name writes whichever of them it holds."""
+
+_POSITION_KEYS: Final = {
+    outcome: tuple(key for key in _POSITION_DETAIL if key in written)
+    for outcome, written in {
+        "not_found": set(),
+        "resolved": {"name", "tier"},
+        "ambiguous": {"tier", "candidates"},
+        "errored": {"message"},
+    }.items()
 }
+"""Which keys each outcome writes (EVALUATE.md §3.5's table), in declaration order."""
 
 
 def _position(position: Mapping[str, Any]) -> dict[str, Any]:
     outcome = position["outcome"]
     out: dict[str, Any] = {"outcome": outcome}
-    for key in _POSITION_KEYS.get(outcome, ("name", "tier", "candidates", "message")):
+    for key in _POSITION_KEYS.get(outcome, _POSITION_DETAIL):
         if key in position and position[key] is not None:
             out[key] = list(position[key]) if key == "candidates" else position[key]
     out["latency_ms"] = position["latency_ms"]
@@ -206,9 +220,13 @@ def _evidence_item(item: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_RERANKER_OPTIONAL: Final = keys(RerankerPlan, required=False)
+_SELECTION: Final = keys(EvidenceSelection)
+
+
 def _reranker(reranker: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"configured": reranker["configured"], "ran": reranker["ran"]}
-    for key in ("model", "reason"):
+    for key in _RERANKER_OPTIONAL:
         if reranker.get(key) is not None:
             out[key] = reranker[key]
     return out
@@ -232,9 +250,6 @@ def evidence_block(evidence: Mapping[str, Any]) -> dict[str, Any]:
     if evidence.get("omitted_by_reason"):
         out["omitted_by_reason"] = dict(evidence["omitted_by_reason"])
     selection = evidence["selection"]
-    out["selection"] = {
-        key: selection[key]
-        for key in ("dedup_dropped", "contradiction_groups", "diversity_tier_width")
-    }
+    out["selection"] = {key: selection[key] for key in _SELECTION}
     out["reranker"] = _reranker(evidence["reranker"])
     return out

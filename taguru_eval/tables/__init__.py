@@ -2,5 +2,6 @@
 
 :mod:`.schemas` declares every table once (name -> Arrow schema; the Polars
 schemas, Parquet file names and empty frames derive from it), :mod:`.shapes`
-the nested lane-output shapes (exactly evaluation.json's), and
-:mod:`.flatten` turns lane outputs into the flat tables."""
+the nested lane-output shapes (exactly evaluation.json's; their key orders and
+nested dtypes derive from them through :mod:`.derive`), and :mod:`.flatten`
+turns lane outputs into the flat tables."""

@@ -2,7 +2,7 @@
 
 :class:`TableRows` takes lane outputs in any order (a live run adds each case
 as it completes) and turns every full batch into nested Arrow rows at once,
-whose dtypes mirror :mod:`.shapes`. :meth:`TableRows.finish` puts them in
+whose dtypes derive from :mod:`.shapes`. :meth:`TableRows.finish` puts them in
 case order as one nested frame, makes every table a select / explode of it,
 conformed to its schema from :mod:`.schemas`, and stamps the run id, so the
 tables are the same whatever the batch size and arrival order
@@ -13,7 +13,9 @@ their rows follow the eval rows with ``population`` ``must_refuse``."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
+from functools import reduce
 from typing import Any, Final, TypeAlias
 
 import polars as pl
@@ -21,6 +23,8 @@ import pyarrow as pa
 from polars.datatypes import DataTypeClass
 
 from taguru_eval._base.jsonstrict import JsonPath, JsonShapeError, describe
+from taguru_eval.tables import derive
+from taguru_eval.tables.derive import Omit
 from taguru_eval.tables.schemas import (
     ATTRIBUTIONS,
     CALLS,
@@ -36,236 +40,38 @@ from taguru_eval.tables.schemas import (
     RunTables,
     conform,
 )
-from taguru_eval.tables.shapes import LaneOutput, RefusalOutput
-
-_LANE_SCORE = pl.Struct({"rank": pl.Int32, "score": pl.Float32})
-
-_HIT = pl.Struct(
-    {
-        "source": pl.String,
-        "paragraph": pl.Int64,
-        "score": pl.Float32,
-        "lanes": pl.Struct({"bm25": _LANE_SCORE, "vector": _LANE_SCORE}),
-    }
+from taguru_eval.tables.shapes import (
+    BUDGET_REASONS,
+    AssociationQuery,
+    CallRecord,
+    CaseBlock,
+    EvidenceOutcome,
+    LaneOutput,
+    LanePlan,
+    PlanLanes,
+    PositionOutcome,
+    RefusalOutput,
+    RerankerPlan,
 )
 
-_LANE_PLAN = pl.Struct({"ran": pl.Boolean, "reason": pl.String, "floor": pl.Float32})
+# The nested rows hold what the flat tables read, as :mod:`.shapes` declares it,
+# less what they never read or hold elsewhere: converting it would be the cost
+# of every case. An evidence block's items are its ``evidence_rows`` again, and
+# a call's case keys are its case's (unnested beside them they would clash).
+_NOT_NESTED: Final[Omit] = {
+    CallRecord: ("case_index", "case_id"),
+    EvidenceOutcome: ("items", "selection"),
+    RerankerPlan: ("configured", "model"),
+}
 
-_PLAN = pl.Struct(
-    {
-        "context": pl.String,
-        "lanes": pl.Struct({"bm25": _LANE_PLAN, "vector": _LANE_PLAN}),
-        "filter": pl.Struct({"eligible_sources": pl.Int64, "total_sources": pl.Int64}),
-    }
-)
+_LANE_OUTPUT: Final = derive.schema(LaneOutput, _NOT_NESTED)
+_REFUSAL_OUTPUT: Final = derive.schema(RefusalOutput, _NOT_NESTED)
 
-_PASSAGE = pl.Struct(
-    {
-        "outcome": pl.String,
-        "plan": _PLAN,
-        "hits": pl.List(_HIT),
-        "message": pl.String,
-        "latency_ms": pl.Int64,
-    }
-)
-
-_CUE = pl.Struct(
-    {
-        "cue": pl.String,
-        "kind": pl.String,
-        "resolved_names": pl.List(pl.String),
-        "tier": pl.String,
-        "limit": pl.Int64,
-        "latency_ms": pl.Int64,
-        "error": pl.String,
-    }
-)
-
-_POSITION = pl.Struct(
-    {
-        "outcome": pl.String,
-        "name": pl.String,
-        "tier": pl.String,
-        "candidates": pl.List(pl.String),
-        "message": pl.String,
-        "latency_ms": pl.Int64,
-    }
-)
-
-_ATTRIBUTION = pl.Struct({"source": pl.String, "paragraph": pl.Int64})
-
-_QUERY = pl.Struct(
-    {
-        "outcome": pl.String,
-        "total": pl.Int64,
-        "matches": pl.Int64,
-        "attributions": pl.List(_ATTRIBUTION),
-        "message": pl.String,
-        "latency_ms": pl.Int64,
-    }
-)
-
-_PROBE = pl.Struct(
-    {
-        "subject_cue": pl.String,
-        "label_cue": pl.String,
-        "object_cue": pl.String,
-        "subject": _POSITION,
-        "label": _POSITION,
-        "object": _POSITION,
-        "query": _QUERY,
-    }
-)
-
-_CHECK = pl.Struct(
-    {
-        "source": pl.String,
-        "paragraph": pl.Int64,
-        "served": pl.Boolean,
-        "outcome": pl.String,
-        "section": pl.Struct({"check": pl.String, "expected": pl.String}),
-        "quote": pl.Struct({"declared": pl.String, "matched": pl.Boolean}),
-        "code": pl.String,
-        "message": pl.String,
-        "latency_ms": pl.Int64,
-    }
-)
-
-_CALL = pl.Struct(
-    {
-        "seq": pl.Int32,
-        "lane": pl.String,
-        "endpoint": pl.String,
-        "item_index": pl.Int32,
-        "position": pl.String,
-        "outcome": pl.String,
-        "http_status": pl.Int32,
-        "latency_ms": pl.Int64,
-        "error": pl.String,
-    }
-)
-
-_BUDGET = pl.Struct(
-    {
-        "items_used": pl.Int64,
-        "bytes_used": pl.Int64,
-        "tokens_used": pl.Int64,
-        "limits": pl.Struct({"max_items": pl.Int64, "max_bytes": pl.Int64, "max_tokens": pl.Int64}),
-        "omitted_total": pl.Int64,
-    }
-)
-
-_EVIDENCE = pl.Struct(
-    {
-        "outcome": pl.String,
-        "message": pl.String,
-        "latency_ms": pl.Int64,
-        "omitted_by_reason": pl.Struct(
-            {"budget_exceeded": pl.Int64, "contradiction_group_exceeds_budget": pl.Int64}
-        ),
-        "reranker": pl.Struct({"ran": pl.Boolean, "reason": pl.String}),
-    }
-)
-
-_LOCATOR = pl.Struct({"source": pl.String, "paragraph": pl.Int64})
-
-_EVIDENCE_ROW = pl.Struct(
-    {
-        "candidate_id": pl.String,
-        "kind": pl.String,
-        "admitted": pl.Boolean,
-        "fused_rank": pl.Int64,
-        "source": pl.String,
-        "paragraph": pl.Int64,
-        "lane_ranks": pl.List(pl.Struct({"lane": pl.String, "rank": pl.Int64})),
-        "citation_refs": pl.List(_LOCATOR),
-        "omitted_reason": pl.String,
-        "duplicate_of": pl.String,
-    }
-)
-
-_LANE_OUTPUT = pl.Schema(
-    [
-        ("case_index", pl.Int32()),
-        ("case_id", pl.String()),
-        ("query", pl.String()),
-        ("cues", pl.List(pl.String)),
-        ("limit", pl.Int64()),
-        ("tags", pl.List(pl.String)),
-        ("passage", _PASSAGE),
-        ("structural", pl.Struct({"cues": pl.List(_CUE), "associations": pl.List(_PROBE)})),
-        ("checks", pl.List(_CHECK)),
-        ("calls", pl.List(_CALL)),
-        ("evidence", _EVIDENCE),
-        ("evidence_rows", pl.List(_EVIDENCE_ROW)),
-        ("budget", _BUDGET),
-    ]
-)
-
-
-_CANDIDATE = pl.Struct({"name": pl.String, "tier": pl.String, "kind": pl.String})
-
-_CUE_PROBE = pl.Struct(
-    {
-        "cue": pl.String,
-        "candidates": pl.List(_CANDIDATE),
-        "latency_ms": pl.Int64,
-        "error": pl.String,
-    }
-)
-
-_REFUSAL_OUTPUT = pl.Schema(
-    [
-        ("case_index", pl.Int32()),
-        ("case_id", pl.String()),
-        ("query", pl.String()),
-        ("cues", pl.List(pl.String)),
-        ("kind", pl.String()),
-        ("why", pl.String()),
-        ("limit", pl.Int64()),
-        ("floor", pl.Float32()),
-        ("passage", _PASSAGE),
-        ("cue_probes", pl.List(_CUE_PROBE)),
-        ("calls", pl.List(_CALL)),
-        ("evidence", _EVIDENCE),
-        ("evidence_rows", pl.List(_EVIDENCE_ROW)),
-        ("budget", _BUDGET),
-    ]
-)
-
-
-CASE_BLOCK: Final = pl.Struct(
-    {
-        "case_id": pl.String,
-        "query": pl.String,
-        "cues": pl.List(pl.String),
-        "limit": pl.Int64,
-        "passage": _PASSAGE,
-        "structural": pl.Struct({"cues": pl.List(_CUE), "associations": pl.List(_PROBE)}),
-        "citations": pl.Struct({"checks": pl.List(_CHECK)}),
-        "evidence": pl.Struct(
-            {
-                **_EVIDENCE.to_schema(),
-                "items": pl.List(
-                    pl.Struct(
-                        {
-                            "candidate_id": pl.String,
-                            "kind": pl.String,
-                            "fused_rank": pl.Int64,
-                            "source": pl.String,
-                            "paragraph": pl.Int64,
-                            "citation_refs": pl.List(_LOCATOR),
-                        }
-                    )
-                ),
-            }
-        ),
-        "budget": _BUDGET,
-    }
-)
-"""The members of an evaluation.json case block the table builder reads (an
-artifact read back becomes lane outputs of these), typed as the nested frame
-types them; every other member is ignored."""
+CASE_BLOCK: Final = derive.struct(CaseBlock)
+"""The members of an evaluation.json case block the lanes recorded, typed as the
+tables type them: an artifact read back becomes lane outputs of these, and
+:func:`type_problem` names the first of the wrong JSON type. Every other member
+is ignored."""
 
 
 def type_problem(value: object, dtype: pl.DataType, path: JsonPath) -> JsonShapeError | None:
@@ -391,8 +197,8 @@ def _passage_columns() -> list[pl.Expr]:
         plan.struct.field("context").alias("plan_context"),
         *[
             plan_lanes.struct.field(lane).struct.field(attr).alias(f"plan_{lane}_{attr}")
-            for lane in ("bm25", "vector")
-            for attr in ("ran", "reason", "floor")
+            for lane in derive.keys(PlanLanes)
+            for attr in derive.keys(LanePlan)
         ],
         plan_filter.struct.field("eligible_sources").alias("plan_filter_eligible_sources"),
         plan_filter.struct.field("total_sources").alias("plan_filter_total_sources"),
@@ -570,8 +376,10 @@ def _tables_of(nested: pl.DataFrame) -> dict[str, pl.DataFrame]:
         # Assembly: only the budget reasons count; baseline: every omission is the budget's.
         pl.when(evidence.is_not_null())
         .then(
-            omitted_by_reason.struct.field("budget_exceeded").fill_null(0)
-            + omitted_by_reason.struct.field("contradiction_group_exceeds_budget").fill_null(0)
+            reduce(
+                operator.add,
+                [omitted_by_reason.struct.field(key).fill_null(0) for key in BUDGET_REASONS],
+            )
         )
         .otherwise(budget.struct.field("omitted_total"))
         .alias("budget_omitted_by_budget"),
@@ -596,11 +404,12 @@ def _tables_of(nested: pl.DataFrame) -> dict[str, pl.DataFrame]:
         *[
             pl.col(position).struct.field(attr).alias(f"{position}_{attr}")
             for position in ("subject", "label", "object")
-            for attr in ("outcome", "name", "tier", "candidates", "message", "latency_ms")
+            for attr in derive.keys(PositionOutcome)
         ],
         *[
             pl.col("query").struct.field(attr).alias(f"query_{attr}")
-            for attr in ("outcome", "total", "matches", "message", "latency_ms")
+            for attr in derive.keys(AssociationQuery)
+            if attr != "attributions"  # a table of its own
         ],
     )
     attributions = _explode_list(
@@ -727,8 +536,3 @@ def _flatten_hits(frame: pl.DataFrame) -> pl.DataFrame:
         lanes.struct.field("vector").struct.field("rank").alias("vector_rank"),
         lanes.struct.field("vector").struct.field("score").alias("vector_score"),
     )
-
-
-def empty_tables(run_id: str) -> RunTables:
-    """The frames of a run with zero cases."""
-    return build_tables([], run_id)

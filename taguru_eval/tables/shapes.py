@@ -2,16 +2,35 @@
 
 They are exactly evaluation.json's nested shapes (EVALUATE.md §3.4–§3.6,
 §6.7), so a run read back from an artifact (ours or taguru's) and the
-conformance vectors go through the same table builder as a live run."""
+conformance vectors go through the same table builder as a live run.
+
+Each shape is declared once, here: its field order is the artifact's key
+order, and the tables' nested dtypes derive from its field types
+(:mod:`.derive`), ``Annotated`` naming a dtype where the Python type alone
+does not (:data:`Int32`, :data:`Binary32`). ``tests/artifact/test_blocks.py``
+holds the artifact's canonicalisers to the same order."""
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import Annotated, Final, NotRequired, TypeAlias, TypedDict
+
+import polars as pl
+
+Int32: TypeAlias = Annotated[int, pl.Int32()]
+"""An integer the tables hold in 32 bits (ranks, case and call indexes, HTTP statuses)."""
+
+Binary32: TypeAlias = Annotated[float, pl.Float32()]
+"""A binary32 value (hit and lane scores, plan floors; printed from binary32, §6.9)."""
+
+BUDGET_REASONS: Final = ("budget_exceeded", "contradiction_group_exceeds_budget")
+"""The ``omitted_by_reason`` keys a budget caused: the only ones the tables read."""
+
+_OMITTED_BY_REASON: Final = pl.Struct(dict.fromkeys(BUDGET_REASONS, pl.Int64()))
 
 
 class LaneScore(TypedDict):
-    rank: int
-    score: float
+    rank: Int32
+    score: Binary32
 
 
 class HitLanes(TypedDict, total=False):
@@ -22,14 +41,14 @@ class HitLanes(TypedDict, total=False):
 class HitLocator(TypedDict):
     source: str
     paragraph: int
-    score: float
+    score: Binary32
     lanes: HitLanes
 
 
 class LanePlan(TypedDict):
     ran: bool
     reason: NotRequired[str]
-    floor: NotRequired[float]
+    floor: NotRequired[Binary32]
 
 
 class PlanLanes(TypedDict):
@@ -198,7 +217,8 @@ class EvidenceOutcome(TypedDict):
     message: NotRequired[str]
     latency_ms: int
     items: NotRequired[list[EvidenceItem]]
-    omitted_by_reason: NotRequired[dict[str, int]]
+    # An open set of reasons: the tables keep the budget's.
+    omitted_by_reason: NotRequired[Annotated[dict[str, int], _OMITTED_BY_REASON]]
     selection: NotRequired[EvidenceSelection]
     reranker: NotRequired[RerankerPlan]
 
@@ -227,15 +247,15 @@ class EvidenceRow(TypedDict):
 class CallRecord(TypedDict):
     """One HTTP call of a case (one row of ``calls``)."""
 
-    case_index: int
+    case_index: Int32
     case_id: str
-    seq: int  # 0-based order of the call within its case
+    seq: Int32  # 0-based order of the call within its case
     lane: str  # passage | evidence | coverage | association | citation
     endpoint: str  # route template, e.g. "POST /contexts/{name}/resolve"
-    item_index: int | None  # cue / association / citation index
+    item_index: Int32 | None  # cue / association / citation index
     position: str | None  # subject | label | object | query | None
     outcome: str
-    http_status: int | None
+    http_status: Int32 | None
     latency_ms: int
     error: str | None  # already truncated to 200 bytes
 
@@ -253,7 +273,7 @@ class LaneOutput(TypedDict):
     assembly runs, ``budget`` in assembly and budget-given runs.
     """
 
-    case_index: int
+    case_index: Int32
     case_id: str
     query: str
     cues: list[str]
@@ -265,6 +285,30 @@ class LaneOutput(TypedDict):
     calls: list[CallRecord]
     evidence: NotRequired[EvidenceOutcome]
     evidence_rows: NotRequired[list[EvidenceRow]]
+    budget: NotRequired[BudgetUsage]
+
+
+class CitationsChecks(TypedDict):
+    """The lanes' part of a case block's ``citations`` (the scorer writes ``recall``
+    and ``validity`` beside it)."""
+
+    checks: list[CitationCheck]
+
+
+class CaseBlock(TypedDict):
+    """The members of an evaluation.json case block the lanes recorded (§6.6), in its
+    key order: what the artifact writes from a :class:`LaneOutput` and reads back
+    into one. The scorer's members (``recall``, ``coverage``, …) come from the
+    catalog."""
+
+    case_id: str
+    query: str
+    cues: NotRequired[list[str]]
+    limit: int
+    passage: PassageOutcome
+    structural: NotRequired[Structural]
+    citations: NotRequired[CitationsChecks]
+    evidence: NotRequired[EvidenceOutcome]
     budget: NotRequired[BudgetUsage]
 
 
@@ -295,14 +339,14 @@ class RefusalOutput(TypedDict):
     declares no cue (the structural probe did not run).
     """
 
-    case_index: int
+    case_index: Int32
     case_id: str
     query: str
     cues: list[str]
     kind: str
     why: NotRequired[str]
     limit: int
-    floor: NotRequired[float]
+    floor: NotRequired[Binary32]
     passage: PassageOutcome
     cue_probes: list[CueProbe]
     calls: list[CallRecord]
