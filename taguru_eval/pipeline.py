@@ -82,7 +82,7 @@ def run_context(
         must_refuse=(
             None
             if prepared.must_refuse is None
-            else prepared.must_refuse.inputs_block(options.refusal_rule)
+            else prepared.must_refuse.inputs_block(options.resolved_refusal_rule)
         ),
         thresholds=None if gate is None else gate.block,
         warnings=prepared.warnings,
@@ -105,7 +105,7 @@ def abstention_extras(
     """With ``--must-refuse``: the top-level ``abstention`` block and each
     answerable case's ``answerability`` entry (ABSTENTION.md §3.8)."""
     block = abstention_block(
-        prepared.options.refusal_rule,
+        prepared.options.resolved_refusal_rule,
         tables,
         scores.refusal_cases,
         vector_facts(phase),
@@ -196,7 +196,7 @@ def finish_run(
         prepared.eval_set,
         tables,
         rerank_requested=options.rerank is not None,
-        refusal_rule=options.refusal_rule if must_refuse else None,
+        refusal_rule=options.resolved_refusal_rule if must_refuse else None,
         # The evidence probe judges passage items only where vectors are ready.
         vectors_ready=vector_facts(phase).passage_vectors == "ready" if options.assembly else None,
     )
