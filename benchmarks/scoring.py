@@ -7,7 +7,8 @@ pre-built in every tool's own input form:
 
 * ours: the ``hits`` and ``case_lanes`` frames of :class:`taguru_eval.tables.RunTables`
   and the eval set's ``expected`` frame (``tables.schemas.EXPECTED``), scored by
-  :func:`taguru_eval.score.recall_scores` (the §4.2 path ``score_cases`` runs)
+  the §4.2 path ``score_cases`` runs (:func:`taguru_eval.score.match.judged_items`
+  then :func:`taguru_eval.score.recall.recall_blocks`)
   plus the three Distributions by :func:`taguru_eval.stats.distribution_frame`
   (one call per metric);
 * ranx: ``Qrels`` / ``Run`` built from pandas frames, then
@@ -248,11 +249,13 @@ def score_ours(inputs: tuple[Any, Any]) -> tuple[Any, Any]:
     """Per-case recall@k/MRR/nDCG and the three Distributions."""
     import polars as pl
 
-    from taguru_eval.score.recall import recall_scores
+    from taguru_eval.score.match import judged_items
+    from taguru_eval.score.recall import recall_blocks, searched_cases
     from taguru_eval.score.stats import distribution_frame
 
     eval_set, tables = inputs
-    per_case = recall_scores(eval_set, tables)
+    items = judged_items(eval_set.expected, searched_cases(tables), tables.hits)
+    per_case = recall_blocks(items)
     distributions = pl.concat(
         [
             distribution_frame(per_case, column).select(pl.lit(column).alias("metric"), pl.all())

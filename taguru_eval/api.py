@@ -32,10 +32,10 @@ from taguru_eval.analyst import display, slices
 from taguru_eval.analyst.export import qrels_dict, run_dict
 from taguru_eval.artifact.read import read_artifact, tables_from_artifact
 from taguru_eval.contract import ARTIFACT_NAME
-from taguru_eval.errors import InputError, UsageError
+from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.prepare import prepare_run
-from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, REFUSAL_RULES, RunOptions
+from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions, refusal_rule_of
 from taguru_eval.pipeline import RunResult, execute_async
 from taguru_eval.run.console import CaseProgress, Console, Progress
 from taguru_eval.store import read_origin, read_tables, require_tables, scan_runs
@@ -138,7 +138,10 @@ def run(
     ``StoreWriteWarning`` and ``Run.path`` is ``None``. ``must_refuse`` is the
     ``--must-refuse`` file and ``refusal_rule`` its ``--refusal-rule``
     (``"semantic"``, the default, or ``"any"``; only with a must-refuse file).
-    Bad input raises ``InputError``/``UsageError``; an incomplete run raises
+    Arguments the command line would refuse (a count below 1, ``rerank``
+    without ``assembly``, a rule without a must-refuse file, ``store`` with
+    ``no_store``) raise the ``UsageError`` it reports, which names the flag;
+    a bad input file raises ``InputError``; an incomplete run raises
     ``RunError``. ``verbose`` prints the console lines; otherwise they are in
     ``Run.output``. ``progress`` is off by default (a notebook stays quiet):
     ``True`` shows the CLI's display on stderr (a bar on a terminal, a line
@@ -146,21 +149,6 @@ def run(
     ``assembly``, ``max_*`` and ``rerank`` are ``--assembly``, ``--max-*`` and
     ``--rerank``.
     """
-    if concurrency < 1:
-        raise InputError("concurrency must be a positive integer")
-    for name, value in (
-        ("max_items", max_items),
-        ("max_bytes", max_bytes),
-        ("max_tokens", max_tokens),
-    ):
-        if value is not None and value < 1:
-            raise InputError(f"{name} must be a positive integer")
-    if rerank is not None and not assembly:
-        raise InputError("rerank requires assembly")
-    if refusal_rule is not None and must_refuse is None:
-        raise UsageError("--refusal-rule requires --must-refuse")
-    if refusal_rule is not None and refusal_rule not in REFUSAL_RULES:
-        raise UsageError("--refusal-rule must be 'semantic' or 'any'")
     options = RunOptions(
         eval_path=os.fspath(eval_path),
         context=context,
@@ -175,7 +163,7 @@ def run(
         rerank=rerank,
         concurrency=concurrency,
         must_refuse=None if must_refuse is None else os.fspath(must_refuse),
-        refusal_rule="any" if refusal_rule == "any" else "semantic",
+        refusal_rule=None if refusal_rule is None else refusal_rule_of(refusal_rule),
         store_dir=None if store is None else os.fspath(store),
         no_store=no_store,
     )

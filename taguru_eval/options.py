@@ -1,8 +1,12 @@
 """Run-mode options: every flag of EVALUATE.md §2.2 as one frozen value.
 
 The CLI builds a :class:`RunOptions` from ``argv``; the library API builds one
-from keyword arguments. Budget resolution (§2.2) lives here so the artifact,
-the lanes and the console lines read the same numbers.
+from keyword arguments. Either way the value checks itself when it is made:
+a count that is not a positive integer, a rule that is neither ``semantic``
+nor ``any``, or flags that do not go together is a :class:`UsageError` worded
+as §2.2 words it, so a library caller meets the command line's rules, types and
+messages. Budget resolution (§2.2) lives here so the artifact, the lanes and
+the console lines read the same numbers.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from taguru_eval.contract import ARTIFACT_NAME
+from taguru_eval.errors import UsageError
 
 DEFAULT_OUT: Final = ARTIFACT_NAME
 DEFAULT_CONCURRENCY: Final = 8
@@ -23,6 +28,35 @@ CEILING_MAX_BYTES: Final = 1_048_576
 
 RefusalRule = Literal["semantic", "any"]
 REFUSAL_RULES: Final[tuple[RefusalRule, ...]] = ("semantic", "any")
+DEFAULT_REFUSAL_RULE: Final[RefusalRule] = "semantic"
+
+COUNT_MAX: Final = 2**64 - 1
+"""The largest count a flag takes: taguru parses counts as Rust's ``usize`` (64-bit)."""
+
+MSG_BAD_REFUSAL_RULE: Final = "--refusal-rule must be 'semantic' or 'any'"
+MSG_RERANK_WITHOUT_ASSEMBLY: Final = "--rerank requires --assembly"
+MSG_RULE_WITHOUT_MUST_REFUSE: Final = "--refusal-rule requires --must-refuse"
+MSG_STORE_AND_NO_STORE: Final = "--store and --no-store are exclusive"
+
+
+def not_a_count(flag: str) -> UsageError:
+    """The usage error for a count flag (``--max-*``, ``--concurrency``) whose
+    value is not an integer in ``1..=COUNT_MAX``."""
+    return UsageError(f"{flag} needs a positive integer")
+
+
+def refusal_rule_of(value: object) -> RefusalRule:
+    """``value`` as a refusal rule (``semantic`` or ``any``); anything else is
+    the usage error."""
+    for rule in REFUSAL_RULES:
+        if value == rule:
+            return rule
+    raise UsageError(MSG_BAD_REFUSAL_RULE)
+
+
+def _is_count(value: object) -> bool:
+    # A bool is an int to Python, but ``concurrency=True`` is a mistake, not 1.
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= COUNT_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +93,18 @@ class RunOptions:
     Paths are kept as given (``eval_path`` is also the label that prefixes
     every eval.jsonl message, and ``out`` is recorded verbatim as
     ``inputs.out``). ``url`` already has its trailing ``/`` removed.
+    ``refusal_rule`` is ``None`` when ``--refusal-rule`` was not given
+    (:attr:`resolved_refusal_rule` is the rule the run uses).
     ``store_dir`` / ``no_store`` are the project's run-store flags
     (``--store DIR`` / ``--no-store``); ``None`` + ``False`` means "the
     default store", which the runner decides. ``junit`` / ``summary`` /
     ``summary_base`` / ``step_summary`` (``--no-step-summary`` clears it) say
     which CI reports the command line writes after the run; ``quiet``
     silences the progress display.
+
+    Made with a bad count, rule or combination of flags, it raises the
+    :class:`UsageError` the command line reports for them, checked in the
+    order §2.2 reports them.
     """
 
     eval_path: str
@@ -80,7 +120,7 @@ class RunOptions:
     rerank: str | None = None
     concurrency: int = DEFAULT_CONCURRENCY
     must_refuse: str | None = None
-    refusal_rule: RefusalRule = "semantic"
+    refusal_rule: RefusalRule | None = None
     store_dir: str | None = None
     no_store: bool = False
     junit: str | None = None
@@ -88,6 +128,32 @@ class RunOptions:
     summary_base: str | None = None
     step_summary: bool = True
     quiet: bool = False
+
+    def __post_init__(self) -> None:
+        # The command line rejects a bad count or rule while it reads the flags,
+        # before any of the combinations below, and so does this.
+        for value, flag in (
+            (self.max_items, "--max-items"),
+            (self.max_bytes, "--max-bytes"),
+            (self.max_tokens, "--max-tokens"),
+        ):
+            if value is not None and not _is_count(value):
+                raise not_a_count(flag)
+        if not _is_count(self.concurrency):
+            raise not_a_count("--concurrency")
+        if self.refusal_rule is not None:
+            refusal_rule_of(self.refusal_rule)
+        if self.rerank is not None and not self.assembly:
+            raise UsageError(MSG_RERANK_WITHOUT_ASSEMBLY)
+        if self.refusal_rule is not None and self.must_refuse is None:
+            raise UsageError(MSG_RULE_WITHOUT_MUST_REFUSE)
+        if self.store_dir is not None and self.no_store:
+            raise UsageError(MSG_STORE_AND_NO_STORE)
+
+    @property
+    def resolved_refusal_rule(self) -> RefusalRule:
+        """The refusal rule the run uses: ``--refusal-rule``, else ``semantic``."""
+        return DEFAULT_REFUSAL_RULE if self.refusal_rule is None else self.refusal_rule
 
     @property
     def budget_given(self) -> bool:

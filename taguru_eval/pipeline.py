@@ -20,7 +20,6 @@ from typing import Any
 
 import httpx
 
-from taguru_eval._base import collector
 from taguru_eval._base.text import one_line
 from taguru_eval.artifact.abstention import VectorFacts, abstention_block, answerability_entries
 from taguru_eval.artifact.build import RunContext, build_artifact, write_json_atomic
@@ -82,7 +81,7 @@ def run_context(
         must_refuse=(
             None
             if prepared.must_refuse is None
-            else prepared.must_refuse.inputs_block(options.refusal_rule)
+            else prepared.must_refuse.inputs_block(options.resolved_refusal_rule)
         ),
         thresholds=None if gate is None else gate.block,
         warnings=prepared.warnings,
@@ -105,7 +104,7 @@ def abstention_extras(
     """With ``--must-refuse``: the top-level ``abstention`` block and each
     answerable case's ``answerability`` entry (ABSTENTION.md §3.8)."""
     block = abstention_block(
-        prepared.options.refusal_rule,
+        prepared.options.resolved_refusal_rule,
         tables,
         scores.refusal_cases,
         vector_facts(phase),
@@ -156,24 +155,15 @@ async def execute_async(
 ) -> RunResult:
     """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
     console = console or Console()
-    # Nothing a run keeps is cyclic: the collector skips the finished cases'
-    # outputs while more arrive, and rests while the tables, scores, artifact
-    # and store are built (_base/collector.py).
-    with collector.long_lived():
-        lane_blocks = LaneBlocks()
-        phase = await network_phase(
-            prepared,
-            console=console,
-            transport=transport,
-            progress=progress,
-            on_finished=lane_blocks.add,
-        )
-        with collector.paused():
-            result = finish_run(prepared, phase, console, lane_blocks)
-            # What the run hands back (artifact document, frames) goes out of sight
-            # too, or the collector would scan it all the moment it resumes.
-            collector.settle()
-    return result
+    lane_blocks = LaneBlocks()
+    phase = await network_phase(
+        prepared,
+        console=console,
+        transport=transport,
+        progress=progress,
+        on_finished=lane_blocks.add,
+    )
+    return finish_run(prepared, phase, console, lane_blocks)
 
 
 def finish_run(
@@ -196,7 +186,7 @@ def finish_run(
         prepared.eval_set,
         tables,
         rerank_requested=options.rerank is not None,
-        refusal_rule=options.refusal_rule if must_refuse else None,
+        refusal_rule=options.resolved_refusal_rule if must_refuse else None,
         # The evidence probe judges passage items only where vectors are ready.
         vectors_ready=vector_facts(phase).passage_vectors == "ready" if options.assembly else None,
     )

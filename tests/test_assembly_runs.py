@@ -497,7 +497,7 @@ def test_the_demo_data_runs_in_assembly_mode(
 
 
 def test_the_library_runs_assembly_too(server: str, tmp_path: Path) -> None:
-    from taguru_eval.errors import InputError
+    from taguru_eval.errors import UsageError
 
     eval_path = write_eval(tmp_path / "eval.jsonl", [KURA_CASE])
     out = tmp_path / "evaluation.json"
@@ -516,7 +516,8 @@ def test_the_library_runs_assembly_too(server: str, tmp_path: Path) -> None:
     assert ran.doc["inputs"]["mode"] == "assembly" and ran.doc["inputs"]["rerank"] == "m"
     assert ran.doc["inputs"]["budget"]["max_items"] == 2
     assert ran.table("evidence_items").height == 3  # 2 admitted, 1 omitted
-    with pytest.raises(InputError, match=r"^rerank requires assembly$"):
+    # The library refuses what the command line refuses, in its words (§2.2).
+    with pytest.raises(UsageError, match=r"^--rerank requires --assembly$"):
         api.run(eval_path, "kura", url=server, out=out, rerank="m", env={}, no_store=True)
-    with pytest.raises(InputError, match=r"^max_tokens must be a positive integer$"):
+    with pytest.raises(UsageError, match=r"^--max-tokens needs a positive integer$"):
         api.run(eval_path, "kura", url=server, out=out, max_tokens=0, env={}, no_store=True)

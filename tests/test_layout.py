@@ -94,6 +94,34 @@ def test_no_import_runs_against_the_flow() -> None:
     assert backwards == []
 
 
+REFSERVER_MAY_IMPORT = ("taguru_eval._base", "taguru_eval.errors")
+"""Besides itself, all the reference server needs: it stands in for taguru's own
+server, so it must not share the evaluator's reading of the contract (an error
+there would then agree with itself on both sides of the wire)."""
+
+
+def _within(module: str, roots: tuple[str, ...]) -> bool:
+    return any(module == root or module.startswith(f"{root}.") for root in roots)
+
+
+def test_the_reference_server_imports_only_base_and_errors() -> None:
+    graph = _project_imports()
+    own = ("taguru_eval.refserver",)
+    server = {module: targets for module, targets in graph.items() if _within(module, own)}
+    # The reader sees real arrows, inside and out (else the check below could not fail).
+    assert "taguru_eval.refserver.envelope" in server["taguru_eval.refserver.app"]
+    assert any(
+        _within(target, REFSERVER_MAY_IMPORT) for targets in server.values() for target in targets
+    )
+    foreign = sorted(
+        f"{module} -> {target}"
+        for module, targets in server.items()
+        for target in targets
+        if not _within(target, (*own, *REFSERVER_MAY_IMPORT))
+    )
+    assert foreign == []
+
+
 def test_no_import_cycle() -> None:
     graph = _project_imports()
     done: set[str] = set()

@@ -18,6 +18,7 @@ from typing import Final
 from taguru_eval._base.text import parse_decimal
 from taguru_eval.analyst.junit import junit_xml
 from taguru_eval.analyst.step_summary import summary_markdown
+from taguru_eval.cli.collector import held_off
 from taguru_eval.cli.flags import write_report
 from taguru_eval.compare import RunView, load_side
 from taguru_eval.compare.classify import compare_views
@@ -29,7 +30,15 @@ from taguru_eval.errors import (
 )
 from taguru_eval.inputs.config import strip_trailing_slashes
 from taguru_eval.inputs.prepare import PreparedRun, prepare_run
-from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, REFUSAL_RULES, RunOptions
+from taguru_eval.options import (
+    COUNT_MAX,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_OUT,
+    RefusalRule,
+    RunOptions,
+    not_a_count,
+    refusal_rule_of,
+)
 from taguru_eval.pipeline import RunResult, execute
 from taguru_eval.run.console import Console, case_progress
 
@@ -234,22 +243,26 @@ _SWITCHES: Final = ("--assembly", "--no-store", "--no-step-summary", "--quiet")
 
 _POSITIVE: Final = re.compile(r"\+?[0-9]+")
 
-_U64_MAX: Final = 2**64 - 1
-
 
 def parse_positive(text: str) -> int | None:
     """An unsigned decimal >= 1 (optional ``+``; no space, sign, ``_``, fraction,
     or 64-bit overflow), like Rust's ``usize::from_str``; else ``None``."""
     if not _POSITIVE.fullmatch(text):
         return None
-    value = parse_decimal(text.removeprefix("+"), _U64_MAX)
+    value = parse_decimal(text.removeprefix("+"), COUNT_MAX)
     return value if value is not None and value >= 1 else None
 
 
 def parse_run_args(args: Sequence[str]) -> RunOptions | None:
     """Run-mode flags (§2.2), left to right; the first problem raises
-    :class:`UsageError`. ``None`` means help was asked for."""
+    :class:`UsageError`. ``None`` means help was asked for.
+
+    What only a command line can get wrong (a flag twice, a missing value, an
+    unknown word) is checked here; the rules a library caller meets too (counts,
+    the refusal rule, flags that need or exclude others) are
+    :class:`RunOptions`' own, so both report them alike."""
     values: dict[str, str] = {}
+    rule: RefusalRule | None = None
     counts: dict[str, int] = {}
     switches: set[str] = set()
     index = 0
@@ -261,8 +274,8 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
             if arg in values:
                 raise UsageError(f"{arg} given twice")
             value = args[index + 1]
-            if arg == "--refusal-rule" and value not in REFUSAL_RULES:
-                raise UsageError("--refusal-rule must be 'semantic' or 'any'")
+            if arg == "--refusal-rule":
+                rule = refusal_rule_of(value)
             values[arg] = value
             index += 2
         elif arg in _COUNT_FLAGS:
@@ -270,7 +283,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
                 raise UsageError(f"{arg} given twice")
             number = parse_positive(args[index + 1]) if index + 1 < len(args) else None
             if number is None:
-                raise UsageError(f"{arg} needs a positive integer")
+                raise not_a_count(arg)
             counts[arg] = number
             index += 2
         elif arg in _SWITCHES:
@@ -289,15 +302,8 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         raise UsageError("--eval FILE is required")
     if "--context" not in values:
         raise UsageError("--context NAME is required")
-    if "--rerank" in values and "--assembly" not in switches:
-        raise UsageError("--rerank requires --assembly")
-    if "--refusal-rule" in values and "--must-refuse" not in values:
-        raise UsageError("--refusal-rule requires --must-refuse")
-    if "--store" in values and "--no-store" in switches:
-        raise UsageError("--store and --no-store are exclusive")
 
     url = values.get("--url")
-    rule = values.get("--refusal-rule", "semantic")
     return RunOptions(
         eval_path=values["--eval"],
         context=values["--context"],
@@ -312,7 +318,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         rerank=values.get("--rerank"),
         concurrency=counts.get("--concurrency", DEFAULT_CONCURRENCY),
         must_refuse=values.get("--must-refuse"),
-        refusal_rule="any" if rule == "any" else "semantic",
+        refusal_rule=rule,
         store_dir=values.get("--store"),
         no_store="--no-store" in switches,
         junit=values.get("--junit"),
@@ -329,4 +335,7 @@ def run_mode(args: Sequence[str]) -> int:
     if options is None:
         sys.stdout.write(HELP)
         return EXIT_OK
-    return run_prepared(prepare_run(options, os.environ))
+    # The command line owns its process, so it may tune the collector for the
+    # run (cli/collector.py); the library leaves that to whoever calls it.
+    with held_off():
+        return run_prepared(prepare_run(options, os.environ))

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 
 import httpx
 
-from taguru_eval._base import collector
 from taguru_eval.inputs.dataset import EvalCase
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import Budget
@@ -26,14 +25,6 @@ from taguru_eval.run.lanes.probes import run_probes
 from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
 from taguru_eval.tables.flatten import TableRows
 from taguru_eval.tables.shapes import LaneOutput, RefusalOutput
-
-SETTLE_EVERY = 8
-"""Cases between two :func:`collector.settle` calls: the finished cases' outputs stay
-until the artifact is written, so the collector stops rescanning them (within the
-pipeline's ``collector.long_lived`` scope, or run_cases' own when it runs alone).
-Settling is a constant-time splice of the collector's lists, so it can come
-often: every 256 cases let the young collections rescan up to 256 finished
-outputs again and again (benchmarks/README.md)."""
 
 
 async def run_cases(
@@ -55,25 +46,17 @@ async def run_cases(
     by batch while the other cases wait on the network), and so does
     ``on_finished`` (a later stage's work that needs only the output).
     """
-    done = 0
 
     async def lanes(index: int, case: EvalCase) -> LaneOutput:
         return await run_case(client, context, index, case, budget, assembly)
 
     def finished(output: LaneOutput) -> None:
-        nonlocal done
         if rows is not None:
             rows.add(output)
         if on_finished is not None:
             on_finished(output)
-        done += 1
-        if done % SETTLE_EVERY == 0:
-            collector.settle()
 
-    # The pipeline opens this scope around the whole run; alone (a benchmark,
-    # a test) the cases settle their own outputs.
-    with collector.long_lived():
-        return await in_order(cases, lanes, concurrency, progress, finished)
+    return await in_order(cases, lanes, concurrency, progress, finished)
 
 
 @dataclass

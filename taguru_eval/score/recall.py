@@ -11,7 +11,7 @@ import math
 
 import polars as pl
 
-from taguru_eval.score.match import FAST, HasExpected, Strategy, _in_case_order, judged_items
+from taguru_eval.score.match import FAST, Strategy, _in_case_order
 from taguru_eval.score.stats import (
     grouped_sequential_sum,
     position_in_group,
@@ -246,17 +246,5 @@ def recall_blocks(items: pl.DataFrame, strategy: Strategy = FAST) -> pl.DataFram
 
 
 def searched_cases(tables: RunTables) -> pl.DataFrame:
+    """The ``case_index`` of every case whose passage lane searched (the cases §4.2 scores)."""
     return tables.case_lanes.filter(pl.col("passage_outcome") == "searched").select("case_index")
-
-
-def recall_scores(
-    eval_set: HasExpected, tables: RunTables, strategy: Strategy = FAST
-) -> pl.DataFrame:
-    """The §4.2 recall block of every case that has one (the columns ``score_cases`` uses).
-
-    One row per searched case with at least one judged expectation:
-    ``case_index``, ``recall_expected_total``, ``recall_matched``,
-    ``recall_at_k``, ``mrr``, ``ndcg``.
-    """
-    items = judged_items(eval_set.expected, searched_cases(tables), tables.hits, strategy)
-    return recall_blocks(items, strategy)

@@ -86,7 +86,7 @@ def test_29_minimal_flags() -> None:
     assert options.out == "evaluation.json"
     assert options.url is None and options.config is None and options.thresholds is None
     assert options.concurrency == 8
-    assert options.refusal_rule == "semantic"
+    assert options.refusal_rule is None and options.resolved_refusal_rule == "semantic"
     assert options.store_dir is None and not options.no_store
 
 

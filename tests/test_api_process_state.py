@@ -1,0 +1,75 @@
+"""The library leaves the process as it found it: ``taguru_eval.run`` changes no
+interpreter-wide setting (the collector's, the thread switch interval), neither
+while the cases run nor after. A caller in a notebook or a service owns those."""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.paths import DATA
+
+import taguru_eval
+from taguru_eval.refserver.serve import running_server
+
+Settings = tuple[tuple[int, ...], bool, int, float]
+
+
+def settings() -> Settings:
+    return gc.get_threshold(), gc.isenabled(), gc.get_freeze_count(), sys.getswitchinterval()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with running_server(DATA) as url:
+        yield url
+
+
+@pytest.fixture(params=["as the interpreter starts", "a caller's own"])
+def callers_settings(request: pytest.FixtureRequest) -> Iterator[Settings]:
+    """The settings a run must keep: CPython's defaults, or ones a caller chose.
+
+    Nothing is frozen in either (objects frozen by the caller come and go with
+    their references, so the count would move on its own): a run that froze
+    anything would show as a count above zero."""
+    saved = settings()
+    if request.param == "a caller's own":
+        gc.set_threshold(5_000, 7, 9)
+        gc.disable()
+        sys.setswitchinterval(0.001)
+    try:
+        yield settings()
+    finally:
+        gc.set_threshold(*saved[0])
+        if saved[1]:
+            gc.enable()
+        sys.setswitchinterval(saved[3])
+
+
+def test_a_library_run_changes_no_process_wide_setting(
+    server: str, tmp_path: Path, callers_settings: Settings
+) -> None:
+    seen: list[Settings] = []
+    sake = DATA / "sake"
+    result = taguru_eval.run(
+        sake / "eval.jsonl",
+        "sake",
+        url=server,
+        out=tmp_path / "evaluation.json",
+        thresholds=sake / "thresholds.json",
+        must_refuse=sake / "must_refuse.jsonl",
+        store=tmp_path / "runs",
+        concurrency=4,
+        env={},
+        progress=lambda done, total: seen.append(settings()),
+    )
+    # A whole run went through: cases, probes, the gate and the store.
+    assert result.exit_code == 0 and result.path is not None
+    assert result.cases.height == 16 and result.refusal_cases.height > 0
+    # While the cases ran (the progress is called after each one) and after.
+    assert len(seen) >= 16
+    assert set(seen) == {callers_settings}
+    assert settings() == callers_settings
