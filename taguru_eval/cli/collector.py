@@ -3,10 +3,9 @@
 A run keeps every case's lane output (thousands of small dicts and lists per
 case) until the artifact is written, and builds the tables, the artifact and
 the store from them afterwards; none of it is cyclic, so the collector frees
-nothing there and only rescans it, ever more often as the heap grows. Against
-the 1 ms stub it took 31.6 s of a 100,000-case run (22 full collections), and
-6.5–8.0 s of the client's 22.5–22.9 s of CPU at 20,000 cases (17 s held off)
-(benchmarks/README.md, "The collector leaves the library").
+nothing there and only rescans it, ever more often as the heap grows: about a
+quarter of the client's CPU on a large run (``benchmarks/end_to_end.py
+--held-off`` measures it).
 
 The library never touches the collector (a notebook or a service that calls
 ``taguru_eval.run`` owns its interpreter); the command line owns its process,
