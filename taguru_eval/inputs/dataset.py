@@ -27,9 +27,9 @@ UTF-8, and keeps the last value of a repeated key, as the strict reader does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter, methodcaller
+from operator import methodcaller
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import msgspec
 
@@ -49,7 +49,13 @@ from taguru_eval.inputs.evalcase import (
     ExpectedSource,
     SectionExpectation,
 )
-from taguru_eval.inputs.expected import EXPECTED_KINDS, breaks_a_value_rule, expected_frame
+from taguru_eval.inputs.expected import (
+    EXPECTED_KINDS,
+    ExpectationLists,
+    breaks_a_value_rule,
+    expected_frame,
+    expected_table,
+)
 from taguru_eval.inputs.reading import decode_utf8, read_bytes
 
 __all__ = [
@@ -125,13 +131,13 @@ def load_eval_fast(raw: bytes, label: str) -> EvalSet | None:
         name = parse_header(js.loads(text), label, header_index + 1)
     except (UnicodeDecodeError, js.JsonSyntaxError, InputError):
         return None
-    cases = _decode_cases(raw.split(b"\n"), header_index + 1)
-    if cases is None or not _steps_b_to_d_hold(cases):
+    decoded = _decode_cases(raw.split(b"\n"), header_index + 1)
+    if decoded is None or not _steps_b_to_d_hold(decoded.lists.case_ids, decoded.queries):
         return None
-    expected = expected_frame(cases)
+    expected = expected_table(decoded.lists)
     if breaks_a_value_rule(expected):
         return None
-    return EvalSet(label=label, name=name, cases=cases, expected=expected)
+    return EvalSet(label=label, name=name, cases=decoded.cases, expected=expected)
 
 
 def validate_limits(eval_set: EvalSet) -> None:
@@ -202,11 +208,29 @@ class _NotPlain(Exception):
     """A case the strict reader must judge."""
 
 
-def _decode_cases(lines: Sequence[bytes], start: int) -> list[EvalCase] | None:
-    """The cases of ``lines[start:]`` with their line numbers set; ``None`` on any doubt."""
+class _Decoded(NamedTuple):
+    cases: list[EvalCase]
+    queries: list[str]
+    lists: ExpectationLists
+
+
+def _decode_cases(lines: Sequence[bytes], start: int) -> _Decoded | None:
+    """The cases of ``lines[start:]`` with their line numbers set, their queries
+    and declared lists; ``None`` on any doubt."""
     decode = _CASE_DECODER.decode
     set_line = msgspec.structs.force_setattr
-    cases: list[EvalCase] = []
+    decoded = _Decoded([], [], ExpectationLists([], [], [], [], [], []))
+    add_case, add_query, lists = decoded.cases.append, decoded.queries.append, decoded.lists
+    add_id, add_sources, add_concepts = (
+        lists.case_ids.append,
+        lists.sources.append,
+        lists.concepts.append,
+    )
+    add_labels, add_associations, add_citations = (
+        lists.labels.append,
+        lists.associations.append,
+        lists.citations.append,
+    )
     try:
         for index in range(start, len(lines)):
             line = lines[index]
@@ -222,16 +246,23 @@ def _decode_cases(lines: Sequence[bytes], start: int) -> list[EvalCase] | None:
                 if case.options is not _DEFAULT_OPTIONS:
                     _finish_options(case.options)
             set_line(case, "line", index + 1)
-            cases.append(case)
+            add_case(case)
+            # Gathered while the case is fresh in the cache: a later walk over every
+            # case would miss it once per field.
+            add_query(case.query)
+            add_id(case.case_id)
+            add_sources(case.expected_sources)
+            add_concepts(case.expected_concepts)
+            add_labels(case.expected_labels)
+            add_associations(case.expected_associations)
+            add_citations(case.expected_citations)
     except (msgspec.DecodeError, msgspec.ValidationError, _NotPlain):
         return None
-    return cases
+    return decoded
 
 
-def _steps_b_to_d_hold(cases: Sequence[EvalCase]) -> bool:
+def _steps_b_to_d_hold(case_ids: list[str], queries: list[str]) -> bool:
     """At least one case; no id or query trims to empty; no id repeats."""
-    case_ids = list(map(attrgetter("case_id"), cases))
-    queries = list(map(attrgetter("query"), cases))
     return (
         bool(case_ids)
         and len(set(case_ids)) == len(case_ids)

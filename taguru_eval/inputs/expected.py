@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 import polars as pl
 
@@ -60,25 +60,52 @@ EXPECTED_KINDS: Final = ("source", "concept", "label", "association", "citation"
 Entry = TypeVar("Entry")
 
 
+class ExpectationLists(NamedTuple):
+    """Every case's declared lists, one list per field, in file order: what the
+    table is built from (the loader gathers them while it decodes)."""
+
+    case_ids: list[str]
+    sources: list[tuple[ExpectedSource, ...]]
+    concepts: list[tuple[str, ...]]
+    labels: list[tuple[str, ...]]
+    associations: list[tuple[ExpectedAssociation, ...]]
+    citations: list[tuple[ExpectedCitation, ...]]
+
+    @classmethod
+    def of(cls, cases: Sequence[EvalCase]) -> ExpectationLists:
+        def lists(name: str) -> list[Any]:
+            return list(map(attrgetter(name), cases))
+
+        return cls(
+            lists("case_id"),
+            lists("expected_sources"),
+            lists("expected_concepts"),
+            lists("expected_labels"),
+            lists("expected_associations"),
+            lists("expected_citations"),
+        )
+
+
 def expected_frame(cases: Sequence[EvalCase]) -> pl.DataFrame:
-    """The ``expected`` table of the module docstring for loaded ``cases``.
+    """The ``expected`` table of the module docstring for loaded ``cases``."""
+    return expected_table(ExpectationLists.of(cases))
+
+
+def expected_table(lists: ExpectationLists) -> pl.DataFrame:
+    """The ``expected`` table of the cases whose lists are ``lists``.
 
     Each kind's entries are gathered into columns (one C-level getter per
     column, never a dict per row); Polars puts the rows in file order.
     """
-
-    def lists(name: str) -> list[Any]:
-        return list(map(attrgetter(name), cases))
-
     parts = (
-        _source_rows(lists("expected_sources")),
-        _text_rows(lists("expected_concepts")),
-        _text_rows(lists("expected_labels")),
-        _association_rows(lists("expected_associations")),
-        _citation_rows(lists("expected_citations")),
+        _source_rows(lists.sources),
+        _text_rows(lists.concepts),
+        _text_rows(lists.labels),
+        _association_rows(lists.associations),
+        _citation_rows(lists.citations),
     )
     rows = sum(part.height for part in parts)
-    case_ids = pl.Series(lists("case_id"), dtype=pl.String)
+    case_ids = pl.Series(lists.case_ids, dtype=pl.String)
     # One lazy plan rather than eager steps: Polars fuses them and sorts, gathers
     # and casts in one pass (about half the time of the same steps done eagerly).
     frame = pl.concat(
@@ -88,7 +115,7 @@ def expected_frame(cases: Sequence[EvalCase]) -> pl.DataFrame:
         ],
         how="diagonal_relaxed",
     )
-    frame = frame.sort(_file_order(rows, len(cases))).with_columns(
+    frame = frame.sort(_file_order(rows, len(case_ids))).with_columns(
         case_id=pl.lit(case_ids).gather(pl.col("case_index")),
         kind=pl.col("kind_rank").replace_strict(
             dict(enumerate(EXPECTED_KINDS)), return_dtype=pl.String
@@ -192,7 +219,7 @@ def _citation_rows(lists: Sequence[Sequence[ExpectedCitation]]) -> pl.DataFrame:
 
 def _trims_to_empty(column: str) -> pl.Expr:
     """Trims to empty under Rust's ``str::trim`` (null stays null)."""
-    return pl.col(column).str.strip_chars(WHITE_SPACE) == ""
+    return pl.col(column).str.strip_chars_start(WHITE_SPACE).str.len_bytes() == 0
 
 
 def breaks_a_value_rule(expected: pl.DataFrame) -> bool:
