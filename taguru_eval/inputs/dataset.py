@@ -11,14 +11,14 @@ The file is parsed once. msgspec decodes each case line straight into
 :class:`EvalCase` (closed objects, exact types: Step A and Step F's typing in
 one step); Steps B–D are checked over the decoded ids and queries, and Steps
 E–F's value rules over the ``expected`` table, which is built from the decoded
-cases (:mod:`.expected`). A file this decoding is not sure of — any decoding or
+cases' lists (:mod:`.expected`). A file this decoding is not sure of — any decoding or
 typing failure, a broken rule, Unicode white space around a line that JSON
 itself does not skip, a value beyond a u64 — goes to the strict reader
 (:mod:`.dataset_strict`), which words the first problem in file order, or loads
 the rare well-formed file the decoding could not vouch for. So every message is
 the strict reader's, and the decoding never has to reproduce one.
 
-What the decoding relies on (each pinned by ``tests/inputs/test_dataset_fast.py``):
+What the decoding relies on (each pinned by ``tests/inputs/test_dataset_decoding.py``):
 msgspec's typed decoding rejects ``3.0``/``3e0`` for an integer, ``true`` for a
 number, ``NaN``, unknown keys of a closed object, lone surrogates and invalid
 UTF-8, and keeps the last value of a repeated key, as the strict reader does.

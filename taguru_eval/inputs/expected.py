@@ -73,6 +73,8 @@ class ExpectationLists(NamedTuple):
 
     @classmethod
     def of(cls, cases: Sequence[EvalCase]) -> ExpectationLists:
+        """The lists of loaded ``cases``."""
+
         def lists(name: str) -> list[Any]:
             return list(map(attrgetter(name), cases))
 
@@ -106,8 +108,8 @@ def expected_table(lists: ExpectationLists) -> pl.DataFrame:
     )
     rows = sum(part.height for part in parts)
     case_ids = pl.Series(lists.case_ids, dtype=pl.String)
-    # One lazy plan rather than eager steps: Polars fuses them and sorts, gathers
-    # and casts in one pass (about half the time of the same steps done eagerly).
+    # One lazy plan rather than eager steps: Polars then fuses the concatenation,
+    # the sort, the gathers and the casts instead of materializing each of them.
     frame = pl.concat(
         [
             part.lazy().with_columns(kind_rank=pl.lit(rank, pl.UInt8))
@@ -132,7 +134,7 @@ def _file_order(rows: int, cases: int) -> list[pl.Expr]:
     group = pl.col("case_index").cast(pl.UInt64) * len(EXPECTED_KINDS) + pl.col("kind_rank")
     position = pl.int_range(pl.len(), dtype=pl.UInt64)
     if cases * len(EXPECTED_KINDS) * max(rows, 1) < 1 << 63:
-        # One distinct key per row: no stable sort needed (it takes twice as long).
+        # One distinct key per row, so no stable sort is needed (a slower one).
         return [group * pl.len().cast(pl.UInt64) + position]
     return [group, position]
 
