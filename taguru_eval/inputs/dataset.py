@@ -1,39 +1,45 @@
-"""eval.jsonl: load, validate and expose one evaluation set (EVALUATE.md §1).
+"""eval.jsonl: the loader of one evaluation set (EVALUATE.md §1).
 
-:func:`load_eval` reads the file exactly as taguru's loader does in
-*interpret* mode (the mode ``evaluate`` uses): the first non-blank line is the
-header (closed object, stamp ``taguru_eval`` must equal 1), every later
-non-blank line is one case (closed object, checked in steps A–F, the first
-failure wins). Every refusal is an :class:`~taguru_eval.errors.InputError`
-whose message is the spec's exact text (``{label}: line {n}: …``) and whose
-``path``/``line``/``field`` locate the problem. ``mode="carry_through"``
-reproduces the second mode the reference's loader has (§1.4, used by
-``taguru benchmark search``); evaluate never uses it.
-
+:func:`load_eval` reads the file as taguru's loader does in *interpret* mode
+(the mode ``evaluate`` uses) and returns an :class:`EvalSet`: the header's name,
+the typed cases in file order and their ``expected`` table. Every refusal is an
+:class:`~taguru_eval.errors.InputError` whose message is the spec's exact text.
 :func:`validate_limits` is §1.5 (``options.limit`` within 1..=1000), run by the
 caller after a successful load.
 
-Two readers, one answer: :func:`load_eval` and :func:`load_eval_text` first
-try :func:`load_eval_fast` (msgspec decodes a plainly well-formed file,
-:mod:`.dataset_fast`), and whatever it is not sure of goes through
-:func:`load_eval_strict`, the line-by-line reader that writes every error
-message. The loaded types and the ``expected`` table live in :mod:`.evalcase`.
+The file is parsed once. msgspec decodes each case line straight into
+:class:`EvalCase` (closed objects, exact types: Step A and Step F's typing in
+one step); Steps B–D are checked over the decoded ids and queries, and Steps
+E–F's value rules over the ``expected`` table, which is built from the decoded
+cases' lists (:mod:`.expected`). A file this decoding is not sure of — any decoding or
+typing failure, a broken rule, Unicode white space around a line that JSON
+itself does not skip, a value beyond a u64 — goes to the strict reader
+(:mod:`.dataset_strict`), which words the first problem in file order, or loads
+the rare well-formed file the decoding could not vouch for. So every message is
+the strict reader's, and the decoding never has to reproduce one.
+
+What the decoding relies on (each pinned by ``tests/inputs/test_dataset_decoding.py``):
+msgspec's typed decoding rejects ``3.0``/``3e0`` for an integer, ``true`` for a
+number, ``NaN``, unknown keys of a closed object, lone surrogates and invalid
+UTF-8, and keeps the last value of a repeated key, as the strict reader does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from operator import methodcaller
 from pathlib import Path
-from typing import Final, Literal, TypeVar
+from typing import Final, NamedTuple
 
 import msgspec
 
 from taguru_eval._base import jsonstrict as js
-from taguru_eval._base.text import display_f32, trim
+from taguru_eval._base.text import WHITE_SPACE, to_f32, trim
 from taguru_eval.errors import InputError
-from taguru_eval.inputs.dataset_fast import decode_cases
+from taguru_eval.inputs.dataset_strict import LoadMode, load_eval_strict, parse_header
 from taguru_eval.inputs.evalcase import (
     ABSENT,
-    EXPECTED_KINDS,
+    U64,
     Absent,
     CaseOptions,
     EvalCase,
@@ -42,9 +48,15 @@ from taguru_eval.inputs.evalcase import (
     ExpectedCitation,
     ExpectedSource,
     SectionExpectation,
-    expected_frame,
 )
-from taguru_eval.inputs.reading import decode_utf8, jsonl_values, read_bytes, read_header
+from taguru_eval.inputs.expected import (
+    EXPECTED_KINDS,
+    ExpectationLists,
+    breaks_a_value_rule,
+    expected_frame,
+    expected_table,
+)
+from taguru_eval.inputs.reading import decode_utf8, read_bytes
 
 __all__ = [
     "ABSENT",
@@ -57,6 +69,7 @@ __all__ = [
     "ExpectedAssociation",
     "ExpectedCitation",
     "ExpectedSource",
+    "LoadMode",
     "SectionExpectation",
     "expected_frame",
     "load_eval",
@@ -67,13 +80,6 @@ __all__ = [
 ]
 
 MAX_LIMIT: Final = 1000
-EVAL_STAMP: Final = 1
-
-LoadMode = Literal["interpret", "carry_through"]
-T = TypeVar("T")
-
-
-# --------------------------------------------------------------------------- loading
 
 
 def load_eval(
@@ -87,10 +93,9 @@ def load_eval(
     every message. ``consumer`` names the verb in the carry-through warning."""
     shown = str(path) if label is None else label
     raw = read_bytes(path, shown)
-    if mode == "interpret" and (fast := load_eval_fast(raw, shown)) is not None:
-        return fast
-    text = decode_utf8(raw, shown)
-    return load_eval_strict(text, shown, mode=mode, consumer=consumer)
+    if mode == "interpret" and (loaded := load_eval_fast(raw, shown)) is not None:
+        return loaded
+    return load_eval_strict(decode_utf8(raw, shown), shown, mode=mode, consumer=consumer)
 
 
 def load_eval_text(
@@ -104,21 +109,18 @@ def load_eval_text(
     if mode == "interpret":
         try:
             raw = text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: the strict path names its line
+        except UnicodeEncodeError:  # a lone surrogate: the strict reader names its line
             raw = b""
-        if raw and (fast := load_eval_fast(raw, label)) is not None:
-            return fast
+        if raw and (loaded := load_eval_fast(raw, label)) is not None:
+            return loaded
     return load_eval_strict(text, label, mode=mode, consumer=consumer)
 
 
 def load_eval_fast(raw: bytes, label: str) -> EvalSet | None:
-    """The fast path (:mod:`.dataset_fast`) for a well-formed file in interpret mode.
+    """The one decoding of a file's bytes in interpret mode, Steps A–F included.
 
-    ``None`` means the file must go through :func:`load_eval_strict`.
-
-    The header is one line and read by the strict code itself; any problem
-    with it, as with any case line, leaves the whole file to the strict path,
-    which reports the first problem in file order.
+    ``None`` means the strict reader (:func:`load_eval_strict`) must judge the
+    file: this function never words an error.
     """
     header = _first_line(raw)
     if header is None:
@@ -126,14 +128,29 @@ def load_eval_fast(raw: bytes, label: str) -> EvalSet | None:
     header_index, header_start, header_end = header
     try:
         text = trim(raw[header_start:header_end].decode("utf-8"))
-        name = _parse_header(js.loads(text), label, header_index + 1)
+        name = parse_header(js.loads(text), label, header_index + 1)
     except (UnicodeDecodeError, js.JsonSyntaxError, InputError):
         return None
-    decoded = decode_cases(raw, header_index + 1, header_end + 1)
-    if decoded is None:
+    decoded = _decode_cases(raw.split(b"\n"), header_index + 1)
+    if decoded is None or not _steps_b_to_d_hold(decoded.lists.case_ids, decoded.queries):
         return None
-    cases, expected = decoded
-    return EvalSet(label=label, name=name, cases=cases, expected=expected)
+    expected = expected_table(decoded.lists)
+    if breaks_a_value_rule(expected):
+        return None
+    return EvalSet(label=label, name=name, cases=decoded.cases, expected=expected)
+
+
+def validate_limits(eval_set: EvalSet) -> None:
+    """§1.5: the first case whose ``options.limit`` is outside 1..=1000 fails."""
+    for case in eval_set.cases:
+        limit = case.options.limit
+        if limit is not None and not 1 <= limit <= MAX_LIMIT:
+            raise InputError(
+                f"case '{case.case_id}': options.limit must be 1..={MAX_LIMIT}, got {limit}",
+                path=eval_set.label,
+                line=case.line,
+                field="options.limit",
+            )
 
 
 def _first_line(raw: bytes) -> tuple[int, int, int] | None:
@@ -151,279 +168,152 @@ def _first_line(raw: bytes) -> tuple[int, int, int] | None:
     return None
 
 
-def load_eval_strict(
-    text: str,
-    label: str,
-    *,
-    mode: LoadMode = "interpret",
-    consumer: str = "taguru evaluate",
-) -> EvalSet:
-    """The strict reading of eval.jsonl text, line by line, step by step (§1.1–§1.4).
+# --------------------------------------------------------------------------- decoding
 
-    Every load of a file that is not plainly well-formed ends here, and so does
-    every error message; :func:`load_eval` and :func:`load_eval_text` try the
-    fast path first.
-    """
-    name: str | None = None
-    header_seen = False
-    cases: list[EvalCase] = []
-    seen_ids: set[str] = set()
-    carries_extensions = False
-    for line_no, value in jsonl_values(text, label):
-        if not header_seen:
-            name = _parse_header(value, label, line_no)
-            header_seen = True
-            continue
-        loader = _CaseLoader(label, line_no)
-        case, carries = loader.load(value, seen_ids, interpret=mode == "interpret")
-        carries_extensions = carries_extensions or carries
-        seen_ids.add(case.case_id)
-        cases.append(case)
-    if not header_seen:
-        raise InputError(f"{label}: empty file: expected a taguru_eval header line", path=label)
-    if not cases:
-        raise InputError(
-            f"{label}: no cases: expected at least one case line after the header", path=label
-        )
-    warnings: tuple[str, ...] = ()
-    if mode == "carry_through" and carries_extensions:
-        warnings = (
-            f"{label}: this eval.jsonl carries #215-only fields (expected_labels / "
-            "expected_associations / expected_citations / options.floor|tags|since|until) — "
-            f"{consumer} does not interpret them and passes them through untouched",
-        )
-    return EvalSet(
-        label=label,
-        name=name,
-        cases=cases,
-        expected=expected_frame(cases),
-        warnings=warnings,
+
+class _Options(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """``options`` as written: ``null`` stands for absent on every member."""
+
+    limit: U64 | None = None
+    floor: float | None = None
+    tags: tuple[str, ...] | None = None
+    since: U64 | None = None
+    until: U64 | None = None
+
+
+_NO_OPTIONS: Final = _Options()
+
+
+class _CaseLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """One case line as written, nulls included (Step A and the Step F typing in one shape)."""
+
+    case_id: str
+    query: str
+    cues: tuple[str, ...] = ()
+    expected_sources: tuple[ExpectedSource, ...] = ()
+    expected_concepts: tuple[str, ...] = ()
+    options: _Options = _NO_OPTIONS
+    expected_labels: tuple[str, ...] | None = None
+    expected_associations: tuple[ExpectedAssociation, ...] | None = None
+    expected_citations: tuple[ExpectedCitation, ...] | None = None
+
+
+_CASE_DECODER: Final = msgspec.json.Decoder(EvalCase)
+_LINE_DECODER: Final = msgspec.json.Decoder(_CaseLine)
+_DEFAULT_OPTIONS: Final = EvalCase("", "").options
+_TRIMMED: Final = methodcaller("strip", WHITE_SPACE)
+
+
+class _NotPlain(Exception):
+    """A case the strict reader must judge."""
+
+
+class _Decoded(NamedTuple):
+    cases: list[EvalCase]
+    queries: list[str]
+    lists: ExpectationLists
+
+
+def _decode_cases(lines: Sequence[bytes], start: int) -> _Decoded | None:
+    """The cases of ``lines[start:]`` with their line numbers set, their queries
+    and declared lists; ``None`` on any doubt."""
+    decode = _CASE_DECODER.decode
+    set_line = msgspec.structs.force_setattr
+    decoded = _Decoded([], [], ExpectationLists([], [], [], [], [], []))
+    add_case, add_query, lists = decoded.cases.append, decoded.queries.append, decoded.lists
+    add_id, add_sources, add_concepts = (
+        lists.case_ids.append,
+        lists.sources.append,
+        lists.concepts.append,
+    )
+    add_labels, add_associations, add_citations = (
+        lists.labels.append,
+        lists.associations.append,
+        lists.citations.append,
+    )
+    try:
+        for index in range(start, len(lines)):
+            line = lines[index]
+            if not line or line.isspace():
+                continue
+            try:
+                case = decode(line)
+            except msgspec.ValidationError:
+                # An explicit null where a loaded case has a default: the rare line
+                # decoded again, in the shape that admits it.
+                case = _case(_LINE_DECODER.decode(line))
+            else:
+                if case.options is not _DEFAULT_OPTIONS:
+                    _finish_options(case.options)
+            set_line(case, "line", index + 1)
+            add_case(case)
+            # Gathered while the case is fresh in the cache: a later walk over every
+            # case would miss it once per field.
+            add_query(case.query)
+            add_id(case.case_id)
+            add_sources(case.expected_sources)
+            add_concepts(case.expected_concepts)
+            add_labels(case.expected_labels)
+            add_associations(case.expected_associations)
+            add_citations(case.expected_citations)
+    except (msgspec.DecodeError, msgspec.ValidationError, _NotPlain):
+        return None
+    return decoded
+
+
+def _steps_b_to_d_hold(case_ids: list[str], queries: list[str]) -> bool:
+    """At least one case; no id or query trims to empty; no id repeats."""
+    return (
+        bool(case_ids)
+        and len(set(case_ids)) == len(case_ids)
+        and not _any_blank(case_ids)
+        and not _any_blank(queries)
     )
 
 
-def validate_limits(eval_set: EvalSet) -> None:
-    """§1.5: the first case whose ``options.limit`` is outside 1..=1000 fails."""
-    for case in eval_set.cases:
-        limit = case.options.limit
-        if limit is not None and not 1 <= limit <= MAX_LIMIT:
-            raise InputError(
-                f"case '{case.case_id}': options.limit must be 1..={MAX_LIMIT}, got {limit}",
-                path=eval_set.label,
-                line=case.line,
-                field="options.limit",
-            )
+def _any_blank(texts: list[str]) -> bool:
+    """Whether some text trims to empty (Rust's ``str::trim``)."""
+    # str.isspace holds for every White_Space character (and a few others), so only
+    # the texts it accepts need the exact, slower test.
+    return not all(texts) or not all(map(_TRIMMED, filter(str.isspace, texts)))
 
 
-_HEADER_FIELDS: Final = ("taguru_eval", "name", "default_target")
-
-
-def _parse_header(value: object, label: str, line_no: int) -> str | None:
-    return read_header(
-        value,
-        label,
-        line_no,
-        fields=_HEADER_FIELDS,
-        stamp_key="taguru_eval",
-        stamp=EVAL_STAMP,
-        kind="eval",
+def _case(case: _CaseLine) -> EvalCase:
+    """The loaded case of a line with nulls; ``null`` extension lists read as absent (Step F)."""
+    options = case.options
+    return EvalCase(
+        case.case_id,
+        case.query,
+        0,
+        case.cues,
+        case.expected_sources,
+        case.expected_concepts,
+        case.expected_labels or (),
+        case.expected_associations or (),
+        case.expected_citations or (),
+        _DEFAULT_OPTIONS if options is _NO_OPTIONS else _options(options),
     )
 
 
-_CASE_FIELDS: Final = (
-    "case_id",
-    "query",
-    "cues",
-    "expected_sources",
-    "expected_concepts",
-    "options",
-    "expected_labels",
-    "expected_associations",
-    "expected_citations",
-)
-_SOURCE_FIELDS: Final = ("source", "paragraphs", "relevance")
-_OPTION_FIELDS: Final = ("limit", "floor", "tags", "since", "until")
-_ASSOCIATION_FIELDS: Final = ("subject", "label", "object")
-_CITATION_FIELDS: Final = ("source", "paragraph", "section", "quote")
-_EXTENSION_KEYS: Final = ("expected_labels", "expected_associations", "expected_citations")
-_EXTENSION_OPTIONS: Final = ("floor", "tags", "since", "until")
-
-
-class _CaseLoader:
-    """Steps A–F of §1.3 for one case line; every error names label, line, field."""
-
-    def __init__(self, label: str, line_no: int) -> None:
-        self.label = label
-        self.line_no = line_no
-        self.where = f"{label}: line {line_no}"
-
-    def fail(self, message: str, field: str | None) -> InputError:
-        return InputError(
-            f"{self.where}: {message}", path=self.label, line=self.line_no, field=field
-        )
-
-    def load(self, value: object, seen_ids: set[str], *, interpret: bool) -> tuple[EvalCase, bool]:
-        """The typed case, and whether it carries any #215 extension value."""
-        # Step A — structural typing of the closed object.
-        try:
-            obj = js.read_closed_object(value, (), _CASE_FIELDS, required=("case_id", "query"))
-            case_id = js.read_str(obj["case_id"], ("case_id",))
-            query = js.read_str(obj["query"], ("query",))
-            cues = js.read_str_array(obj.get("cues", []), ("cues",))
-            sources = js.read_array(obj.get("expected_sources", []), ("expected_sources",), _source)
-            concepts = js.read_str_array(obj.get("expected_concepts", []), ("expected_concepts",))
-            options = js.read_closed_object(obj.get("options", {}), ("options",), _OPTION_FIELDS)
-            limit = js.read_optional(options.get("limit"), ("options", "limit"), js.read_usize)
-        except js.JsonShapeError as exc:
-            raise self.fail(f"not a valid eval case: {exc.detail}", exc.field or None) from None
-
-        # Step B, C, D.
-        if not trim(case_id):
-            raise self.fail("case_id must not be empty", "case_id")
-        in_case = f"case '{case_id}'"
-        if not trim(query):
-            raise self.fail(f"{in_case}: query must not be empty", "query")
-        if case_id in seen_ids:
-            raise self.fail(f"duplicate case_id '{case_id}'", "case_id")
-
-        # Step E — both checks per entry, entries in order.
-        for index, entry in enumerate(sources):
-            if not trim(entry.source):
-                raise self.fail(
-                    f"{in_case}: expected_sources: source must not be empty",
-                    f"expected_sources[{index}].source",
-                )
-            if entry.relevance > 3:
-                raise self.fail(
-                    f"{in_case}: expected_sources relevance must be 0..=3, got {entry.relevance}",
-                    f"expected_sources[{index}].relevance",
-                )
-
-        carries = any(obj.get(key) is not None for key in _EXTENSION_KEYS) or any(
-            options.get(key) is not None for key in _EXTENSION_OPTIONS
-        )
-        case = EvalCase(
-            case_id=case_id,
-            query=query,
-            line=self.line_no,
-            cues=tuple(cues),
-            expected_sources=tuple(sources),
-            expected_concepts=tuple(concepts),
-            options=CaseOptions(limit=limit),
-        )
-        if not interpret:
-            # Carry-through (§1.4): Step F skipped, typed extension fields left empty.
-            return case, carries
-
-        # Step F — interpret-mode typing of the extension fields, in order.
-        labels = (
-            self._typed(in_case, obj.get("expected_labels"), "expected_labels", js.read_str_array)
-            or []
-        )
-        for index, text in enumerate(labels):
-            if not trim(text):
-                raise self.fail(
-                    f"{in_case}: expected_labels: entries must not be empty",
-                    f"expected_labels[{index}]",
-                )
-        associations = (
-            self._typed(
-                in_case, obj.get("expected_associations"), "expected_associations", _associations
-            )
-            or []
-        )
-        for index, association in enumerate(associations):
-            if not all(
-                trim(part) for part in (association.subject, association.label, association.object)
-            ):
-                raise self.fail(
-                    f"{in_case}: expected_associations: subject/label/object must not be empty",
-                    f"expected_associations[{index}]",
-                )
-        citations = (
-            self._typed(in_case, obj.get("expected_citations"), "expected_citations", _citations)
-            or []
-        )
-        for index, citation in enumerate(citations):
-            if not trim(citation.source):
-                raise self.fail(
-                    f"{in_case}: expected_citations: source must not be empty",
-                    f"expected_citations[{index}].source",
-                )
-            if citation.quote is not None and not trim(citation.quote):
-                raise self.fail(
-                    f"{in_case}: expected_citations: quote must not be empty",
-                    f"expected_citations[{index}].quote",
-                )
-        floor = self._typed(in_case, options.get("floor"), "options.floor", js.read_f32)
-        if floor is not None and not 0.0 <= floor <= 1.0:
-            raise self.fail(
-                f"{in_case}: options.floor must be 0.0..=1.0, got {display_f32(floor)}",
-                "options.floor",
-            )
-        tags = self._typed(in_case, options.get("tags"), "options.tags", js.read_str_array) or []
-        since = self._typed(in_case, options.get("since"), "options.since", js.read_u64)
-        until = self._typed(in_case, options.get("until"), "options.until", js.read_u64)
-        typed = msgspec.structs.replace(
-            case,
-            expected_labels=tuple(labels),
-            expected_associations=tuple(associations),
-            expected_citations=tuple(citations),
-            options=CaseOptions(
-                limit=limit, floor=floor, tags=tuple(tags), since=since, until=until
-            ),
-        )
-        return typed, carries
-
-    def _typed(
-        self,
-        in_case: str,
-        value: object,
-        field: str,
-        reader: js.Reader[T],
-    ) -> T | None:
-        """Step F typing of one field: null/absent -> ``None``."""
-        if value is None:
-            return None
-        path: js.JsonPath = tuple(field.split("."))
-        try:
-            return reader(value, path)
-        except js.JsonShapeError as exc:
-            raise self.fail(f"{in_case}: {field}: {exc.relative_to(path)}", exc.field) from None
-
-
-def _source(value: object, path: js.JsonPath) -> ExpectedSource:
-    obj = js.read_closed_object(value, path, _SOURCE_FIELDS, required=("source",))
-    source = js.read_str(obj["source"], (*path, "source"))
-    paragraphs = js.read_array(obj.get("paragraphs", []), (*path, "paragraphs"), js.read_u32)
-    relevance = js.read_u8(obj.get("relevance", 1), (*path, "relevance"))
-    return ExpectedSource(source=source, paragraphs=tuple(paragraphs), relevance=relevance)
-
-
-def _association(value: object, path: js.JsonPath) -> ExpectedAssociation:
-    obj = js.read_closed_object(value, path, _ASSOCIATION_FIELDS, required=_ASSOCIATION_FIELDS)
-    return ExpectedAssociation(
-        subject=js.read_str(obj["subject"], (*path, "subject")),
-        label=js.read_str(obj["label"], (*path, "label")),
-        object=js.read_str(obj["object"], (*path, "object")),
+def _options(options: _Options) -> CaseOptions:
+    loaded = CaseOptions(
+        limit=options.limit,
+        floor=options.floor,
+        tags=options.tags or (),
+        since=options.since,
+        until=options.until,
     )
+    _finish_options(loaded)
+    return loaded
 
 
-def _associations(value: object, path: js.JsonPath) -> list[ExpectedAssociation]:
-    return js.read_array(value, path, _association)
-
-
-def _citations(value: object, path: js.JsonPath) -> list[ExpectedCitation]:
-    return js.read_array(value, path, _citation)
-
-
-def _citation(value: object, path: js.JsonPath) -> ExpectedCitation:
-    obj = js.read_closed_object(value, path, _CITATION_FIELDS, required=("source", "paragraph"))
-    section: SectionExpectation = ABSENT
-    if "section" in obj:
-        section = js.read_optional(obj["section"], (*path, "section"), js.read_str)
-    return ExpectedCitation(
-        source=js.read_str(obj["source"], (*path, "source")),
-        paragraph=js.read_u32(obj["paragraph"], (*path, "paragraph")),
-        section=section,
-        quote=js.read_optional(obj.get("quote"), (*path, "quote"), js.read_str),
-    )
+def _finish_options(options: CaseOptions) -> None:
+    """Step F of decoded ``options``: u64 ceilings, ``floor`` as binary32 within 0..=1."""
+    for value in (options.limit, options.since, options.until):
+        if value is not None and value > js.U64_MAX:
+            raise _NotPlain
+    if options.floor is not None:
+        floor = to_f32(options.floor)
+        if not 0.0 <= floor <= 1.0:
+            raise _NotPlain
+        msgspec.structs.force_setattr(options, "floor", floor)

@@ -1,11 +1,11 @@
 """The ``expected`` table against a row-by-row reading of the loaded cases.
 
-Both builders of the table (from the decoded cases and from Arrow's parse)
-share one columnar assembly; this holds that assembly to the module
-docstring of :mod:`taguru_eval.inputs.evalcase` written out as a plain loop
-(the old row-by-row builder, ``serde_json_oracle.expected_rows``):
-rows by case, then kind, then declaration; one source row per distinct
-listed paragraph (a null paragraph when none is listed), numbered per case.
+Both readers of eval.jsonl (the loader's decoding and the strict reader) build
+the table with :func:`taguru_eval.inputs.expected.expected_frame`; this holds it
+to the docstring of :mod:`taguru_eval.inputs.expected` written out as a plain
+loop (the old row-by-row builder, ``serde_json_oracle.expected_rows``): rows by
+case, then kind, then declaration; one source row per distinct listed
+paragraph (a null paragraph when none is listed), numbered per case.
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from support import serde_json_oracle as oracle
 from support.eval_files import valid_files
+from support.paths import DATA
 
+from taguru_eval.inputs import expected
 from taguru_eval.inputs.dataset import load_eval_fast, load_eval_strict
 from taguru_eval.tables.schemas import EXPECTED
 
@@ -60,3 +63,14 @@ def test_a_large_file_keeps_declaration_order() -> None:
         }
         lines.append(json.dumps(case))
     assert_both_builders_give_the_loop_rows(("\n".join(lines) + "\n").encode())
+
+
+def test_a_row_bound_too_large_for_one_sort_key_sorts_by_two(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cases = load_eval_strict((DATA / "sake" / "eval.jsonl").read_text("utf-8"), "eval.jsonl").cases
+    one_key = expected.expected_frame(cases)
+    file_order = expected._file_order
+    assert len(file_order(1 << 62, len(cases))) == 2  # the two-key branch
+    monkeypatch.setattr(expected, "_file_order", lambda _rows, count: file_order(1 << 62, count))
+    assert expected.expected_frame(cases).equals(one_key)

@@ -1,5 +1,5 @@
 """Hypothesis strategies for well-formed eval.jsonl files (every optional key
-present, null or left out), shared by the fast-loader and Arrow-reader tests."""
+present, null or left out), shared by the loader's decoding and expected-table tests."""
 
 from __future__ import annotations
 

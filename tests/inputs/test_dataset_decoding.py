@@ -1,9 +1,10 @@
-"""The eval.jsonl fast path: it answers exactly as the strict loader, or leaves the file to it.
+"""The loader's one decoding: it answers exactly as the strict reader, or leaves the file to it.
 
-For any bytes, ``load_eval_fast`` either returns ``None`` (the strict loader reads
-the file) or an EvalSet equal to the strict loader's — same name, cases,
-``expected`` frame and warnings. On plainly well-formed files it must answer.
-The columnar ``expected`` builder is checked against the old row builder.
+For any bytes, ``load_eval_fast`` (msgspec's decoding, Steps A–F checked over
+the decoded cases) either returns ``None`` (the strict reader judges the file)
+or an EvalSet equal to the strict reader's — same name, cases, ``expected``
+frame and warnings. On plainly well-formed files it must answer. The columnar
+``expected`` builder is checked against the old row builder.
 """
 
 from __future__ import annotations
@@ -317,3 +318,25 @@ def test_the_header_is_found_after_blank_lines_and_lines_keep_their_numbers(text
 @pytest.mark.parametrize("text", ["", "\n \n\t\n", HEADER, f"\n{HEADER}\n", f"{HEADER}\n\n"])
 def test_a_file_without_case_lines_is_left_to_the_strict_path(text: str) -> None:
     assert dataset.load_eval_fast(text.encode("utf-8"), "eval.jsonl") is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Escapes, surrogate pairs, a NUL, an escaped key: decoded as the strict reader reads them.
+        '{"case_id":"a","query":"q","expected_concepts":["\\ud83d\\ude00","\\u0000x","\\/\\t"]}',
+        '{"case_id":"a","query":"q","expected_citations":[{"source":"s","paragraph":1,'
+        '"s\\u0065ction":null},{"source":"s","paragraph":2,"quote":"\\u00e9"}]}',
+        '{"case_id":"a","query":"null","expected_citations":[{"source":"s","paragraph":1}]}',
+        '{"case_id":"a","query":"q","expected_sources":[{"source":"s","paragraphs":[3,1,3,1]},'
+        '{"source":"t","paragraphs":[]},{"source":"u","relevance":0,"paragraphs":[-0]}]}',
+        '{"case_id":"x","case_id":"a","query":"q","expected_concepts":["c"]}',
+    ],
+)
+def test_edge_values_are_decoded_as_the_strict_reader_reads_them(line: str) -> None:
+    raw = (
+        HEADER + "\n" + line + '\n{"case_id":"b","query":"q","expected_labels":["l"]}\n'
+    ).encode()
+    fast = dataset.load_eval_fast(raw, "eval.jsonl")
+    assert fast is not None
+    assert_same_eval_set(fast, load_eval_strict(raw.decode(), "eval.jsonl"))
