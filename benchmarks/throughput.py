@@ -19,16 +19,18 @@ read) over a synthetic 2,000-case eval set:
   the answer handling is timed in-process.
 
 Every figure is the median of ``--repeats`` runs of the client's one engine
-(an ``httpx.AsyncClient`` over httpx-aiohttp's transport). Where the client's
-CPU goes per call is ``profile_client.py``'s. The stub stops with the script
-(and by itself after ``--stub-lifetime`` seconds).
+(an ``httpx.AsyncClient`` over httpx-aiohttp's transport), as run mode drives
+it (the collector held off, ``cli/collector.py``) and, beside it run by run,
+as a library call that leaves the collector alone. Where the client's CPU goes
+per call is ``profile_client.py``'s. The stub stops with the script (and by
+itself after ``--stub-lifetime`` seconds).
 
     python benchmarks/throughput.py [--cases 2000] [--concurrency 64] [--repeats 5]
                                     [--modes baseline,assembly,padded] [--httpx-pool]
                                     [--bare] [--bare-busy-us 100]
 
-``--httpx-pool`` adds the same run over httpx's own connection pool (why the
-engine is httpx-aiohttp's); ``--bare`` adds bare aiohttp (no taguru_eval)
+``--httpx-pool`` adds run mode over httpx's own connection pool (why the
+engine's transport is httpx-aiohttp's); ``--bare`` adds bare aiohttp (no taguru_eval)
 against the same stub, the ceiling of the transport and the event loop;
 ``--bare-busy-us N`` measures what N µs of the client's own work per call
 costs that ceiling.
@@ -210,21 +212,44 @@ class Measured:
     cpu_us: float
 
 
+@dataclass(frozen=True)
+class Variant:
+    """What one measured line runs: the transport, and the collector's state."""
+
+    label: str
+    httpx_pool: bool = False
+    held_off: bool = True  # as run mode holds it (``cli/collector.py``)
+
+
+RUN_MODE = Variant("run mode")
+VARIANTS = (
+    RUN_MODE,
+    Variant("library call", held_off=False),
+    Variant("httpx pool", httpx_pool=True),
+)
+"""The client's engine as ``python -m taguru_eval run`` drives it, the same from
+``taguru_eval.run()`` (which leaves the collector as the caller set it), and
+httpx's own connection pool instead of the engine's transport."""
+
+
 def _measure(
     eval_path: Path,
     port: int,
     concurrency: int,
-    httpx_pool: bool = False,
+    variant: Variant = RUN_MODE,
     assembly: bool = False,
     context: str = CONTEXT,
 ) -> Measured:
-    """One network phase over ``eval_path`` (the client's engine, or httpx's own pool).
+    """One network phase over ``eval_path``, as ``variant`` runs it.
 
     With ``assembly`` the passage lane is the evidence call and its latency
     the evidence call's (``latency.passage_ms`` under ``--assembly``).
     """
+    import contextlib
+
     import httpx
 
+    from taguru_eval.cli.collector import held_off
     from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
     from taguru_eval.run.console import Console
@@ -245,14 +270,15 @@ def _measure(
         httpx.AsyncHTTPTransport(
             limits=httpx.Limits(max_connections=concurrency), trust_env=False, retries=0
         )
-        if httpx_pool
+        if variant.httpx_pool
         else None
     )
     gc.collect()  # every run starts without the previous run's garbage
     cpu = time.process_time()
-    phase = asyncio.run(
-        network_phase(prepared, console=console, transport=transport, **run_hooks())
-    )
+    with held_off() if variant.held_off else contextlib.nullcontext():
+        phase = asyncio.run(
+            network_phase(prepared, console=console, transport=transport, **run_hooks())
+        )
     cpu = time.process_time() - cpu
     cases = len(phase.outputs)
     latencies = sorted(output["passage"]["latency_ms"] for output in phase.outputs)
@@ -291,6 +317,44 @@ async def _bare_aiohttp_phase(
         started = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return calls / (time.monotonic() - started)
+
+
+def _compare_variants(
+    stub: Stub,
+    big: Path,
+    small: Path,
+    concurrency: int,
+    repeats: int,
+    variants: list[Variant],
+    ideal: float,
+) -> None:
+    """Each variant's call rate at ``concurrency`` and p50 there and at 1, the
+    variants taking turns run by run (one order, then the reverse)."""
+    runs: dict[str, list[tuple[Measured, float, float]]] = {v.label: [] for v in variants}
+    for repeat in range(repeats):
+        for variant in variants if repeat % 2 == 0 else variants[::-1]:
+            stub.stats(reset=True)
+            parallel = _measure(big, stub.port, concurrency, variant)
+            hold = stub.stats(reset=True)["hold_ms"]["p50"]
+            sequential = _measure(small, stub.port, 1, variant).p50_ms
+            runs[variant.label].append((parallel, sequential, hold))
+    for variant in variants:
+        measured = runs[variant.label]
+        rate = statistics.median(m.rate for m, _seq, _hold in measured)
+        par = statistics.median(m.p50_ms for m, _seq, _hold in measured)
+        seq = statistics.median(seq for _m, seq, _hold in measured)
+        cpu = statistics.median(m.cpu_us for m, _seq, _hold in measured)
+        rate_ok = rate / ideal >= RATE_TARGET
+        p50_ok = par / seq - 1 <= P50_TARGET
+        print(
+            f"{variant.label:12s} {rate:6,.0f} calls/s = {rate / ideal:6.1%} of ideal | "
+            f"p50 latency.passage_ms: {par:.0f} ms at {concurrency} vs "
+            f"{seq:.0f} ms at 1 = {par / seq - 1:+.1%} | client CPU {cpu:.0f} µs/case | runs: "
+            + ", ".join(f"{m.rate / ideal:.1%}" for m, _seq, _hold in measured)
+            + f" | targets: >= {RATE_TARGET:.0%} {'met' if rate_ok else 'MISSED'}, "
+            f"p50 <= +{P50_TARGET:.0%} {'met' if p50_ok else 'MISSED'}"
+        )
+        _print_cycle(concurrency, rate, statistics.median(hold for _m, _s, hold in measured))
 
 
 def _print_cycle(concurrency: int, rate: float, hold_ms: float) -> None:
@@ -389,7 +453,7 @@ def _compare_modes(
         # One order, then the reverse: a machine whose load drifts favours no mode.
         for mode in modes if repeat % 2 == 0 else modes[::-1]:
             context, assembly = MODES[mode]
-            runs[mode].append(_measure(eval_path, port, concurrency, False, assembly, context))
+            runs[mode].append(_measure(eval_path, port, concurrency, RUN_MODE, assembly, context))
 
     def median(mode: str, field: str) -> float:
         return statistics.median(getattr(run, field) for run in runs[mode])
@@ -456,32 +520,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"--concurrency {args.concurrency} (ideal {ideal:,.0f} calls/s); "
                 f"median of {args.repeats} runs"
             )
-            for name in ["engine", *(["httpx pool"] if args.httpx_pool else [])]:
-                rates: list[float] = []
-                p50_parallel: list[float] = []
-                p50_sequential: list[float] = []
-                holds: list[float] = []
-                for _ in range(args.repeats):
-                    stub.stats(reset=True)
-                    parallel = _measure(big, port, args.concurrency, name != "engine")
-                    holds.append(stub.stats(reset=True)["hold_ms"]["p50"])
-                    rates.append(parallel.rate)
-                    p50_parallel.append(parallel.p50_ms)
-                    p50_sequential.append(_measure(small, port, 1, name != "engine").p50_ms)
-                rate = statistics.median(rates)
-                par = statistics.median(p50_parallel)
-                seq = statistics.median(p50_sequential)
-                rate_ok = rate / ideal >= RATE_TARGET
-                p50_ok = par / seq - 1 <= P50_TARGET
-                print(
-                    f"{name:10s} {rate:8,.0f} calls/s = {rate / ideal:6.1%} of ideal | "
-                    f"p50 latency.passage_ms: {par:.0f} ms at {args.concurrency} vs "
-                    f"{seq:.0f} ms at 1 = {par / seq - 1:+.1%} | runs: "
-                    + ", ".join(f"{r / ideal:.1%}" for r in rates)
-                    + f" | targets: >= {RATE_TARGET:.0%} {'met' if rate_ok else 'MISSED'}, "
-                    f"p50 <= +{P50_TARGET:.0%} {'met' if p50_ok else 'MISSED'}"
-                )
-                _print_cycle(args.concurrency, rate, statistics.median(holds))
+            variants = [v for v in VARIANTS if args.httpx_pool or not v.httpx_pool]
+            _compare_variants(stub, big, small, args.concurrency, args.repeats, variants, ideal)
             if args.bare:
                 _bare_aiohttp(stub, args.cases, args.concurrency, args.repeats, ideal)
             if args.bare_busy_us > 0:
