@@ -131,7 +131,7 @@ class RunResult:
     def __repr__(self) -> str:
         # Short on purpose: asyncio.run formats the repr of the task that returned
         # this (restoring its SIGINT handler), and a dataclass repr would render
-        # every case of the artifact first — 30 s at 100,000 cases.
+        # every case of the artifact first, for as long as a large run takes to write.
         return (
             f"RunResult(run_id={self.run_id!r}, exit_code={self.exit_code}, "
             f"cases={len(self.lane_outputs)}, out_path={str(self.out_path)!r})"

@@ -13,8 +13,8 @@ The outcome of each bound is read from the :class:`~taguru_eval.gate.GateReport`
 (never re-judged here); the bounds come from the
 :class:`~taguru_eval.inputs.thresholds.Thresholds`, the actual values from the
 run's ``metrics`` and ``cases`` frames. The document is built column-wise
-(Polars string expressions): 100,000 cases with four per-case bound sides
-each (400,000 test cases, 56 MB) render in ~1.4 s here. It holds metric
+(Polars string expressions), so its time follows the frames' size, not a
+Python loop per test case. It holds metric
 names, case ids, numbers and the gate's reasons — no corpus text, no URL, no
 token. It follows the JUnit format CI tools read (the Jenkins xUnit plugin's
 ``junit-10`` schema: ``testsuites > testsuite > testcase > failure | skipped``).

@@ -56,7 +56,7 @@ def cache_dir() -> Path:
 def javascript_bundle() -> str:
     """Vega + Vega-Lite + Vega-Embed as one script (from the vl-convert-python wheel).
 
-    Bundling takes vl-convert about five seconds, so the result is kept in
+    Bundling takes vl-convert seconds, so the result is kept in
     :func:`cache_dir` under a name that carries both versions (a new
     vl-convert or Altair makes a new file); a cache that cannot be read or
     written is simply not used.

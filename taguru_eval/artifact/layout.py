@@ -163,8 +163,9 @@ class LaneBlocks:
     Rendering a case's hits, probes and checks is most of building a case block
     and needs nothing the scorer computes; done as each case finishes it runs
     while the other cases wait on the network, not after the last one
-    (benchmarks/README.md). The catalog adds no lane value (only ``cases``
-    columns), so every layout's lane values are these.
+    (``benchmarks/end_to_end.py`` times what follows the network phase). The
+    catalog adds no lane value (only ``cases`` columns), so every layout's lane
+    values are these.
     """
 
     def __init__(self) -> None:

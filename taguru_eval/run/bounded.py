@@ -27,7 +27,7 @@ async def in_order(
     item the moment its last one finished: the next request leaves in the
     same step of the event loop, not after every other ready callback, so
     requests stay spread over time instead of bunching into waves, and no
-    task waits per item (benchmarks/README.md). An item is taken before its
+    task waits per item. An item is taken before its
     first call, so waiting for a worker is never part of any latency (the
     client times the exchange alone).
     """

@@ -155,11 +155,10 @@ def _nested_chunk(
     """Outputs as nested rows of ``schema``, in the order given (missing optional keys
     become null).
 
-    pyarrow converts the nested dicts about ten times faster than Polars' own
-    constructor (9–14 µs vs 130 µs a case, benchmarks/README.md); a value
-    pyarrow will not take (an integer past i64, say) goes the Polars way, as
-    before. The chunk stays an Arrow table: turning each into a Polars frame
-    costs about 3 ms a chunk, so :func:`_nested_frame` does it once for all.
+    pyarrow converts the nested dicts several times faster than Polars' own
+    constructor; a value pyarrow will not take (an integer past i64, say) goes
+    the Polars way. The chunk stays an Arrow table: turning each into a Polars
+    frame has a fixed cost per chunk, so :func:`_nested_frame` does it once for all.
     """
     names = schema.names()
     rows = [{name: output.get(name) for name in names} for output in outputs]
@@ -239,11 +238,11 @@ def _explode_list(frame: pl.DataFrame, column: str, index_name: str) -> pl.DataF
 
 
 DEFAULT_BATCH: Final = 256
-"""Cases per conversion to Arrow: each costs the event loop a few milliseconds
-(pyarrow holds the interpreter while it reads the dicts). The flat tables are
-built once, at :meth:`TableRows.finish`: their Polars work costs about 20 ms
-per call whatever the size, and a stall that long every couple of thousand
-cases held every answer that arrived meanwhile (benchmarks/README.md)."""
+"""Cases per conversion to Arrow: each holds the event loop while pyarrow reads
+the dicts, so batches stay small. The flat tables are built once, at
+:meth:`TableRows.finish`: their Polars work has a fixed cost per call whatever
+the size, and a stall like that every few thousand cases held every answer that
+arrived meanwhile (``benchmarks/loop_stalls.py`` shows the stalls)."""
 
 
 class TableRows:
