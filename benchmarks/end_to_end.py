@@ -26,18 +26,14 @@
 The child times the stages by wrapping the pipeline's own functions; nothing
 in the package is changed for it. ``--tree DIR`` runs another source tree's
 client instead (e.g. ``git archive <commit> taguru_eval``), to compare.
-``--held-off`` runs the pipeline inside run mode's collector scope
-(``cli/collector.py``), as ``python -m taguru_eval run`` does; without it the
-run is what a library caller gets.
 
     .venv/bin/python benchmarks/end_to_end.py [--cases 100000] [--concurrency 64]
-        [--delay-ms 1] [--repeats 1] [--tree DIR] [--held-off]
+        [--delay-ms 1] [--repeats 1] [--tree DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import io
 import os
@@ -103,9 +99,7 @@ def record_demo(directory: Path) -> Path:
     return path
 
 
-def child(
-    eval_path: Path, url: str, concurrency: int, work: Path, tree: Path, held_off: bool
-) -> None:
+def child(eval_path: Path, url: str, concurrency: int, work: Path, tree: Path) -> None:
     sys.path.insert(0, str(tree))
     from taguru_eval import pipeline
     from taguru_eval.demo.data import DEMO_CONTEXT
@@ -185,12 +179,7 @@ def child(
     cpu = time.process_time()
     started = time.perf_counter()
     prepared = timed("load", prepare.prepare_run)(options, {}, stderr=console.err)
-    if held_off:
-        from taguru_eval.cli.collector import held_off as scope
-    else:
-        scope = contextlib.nullcontext
-    with scope():
-        result = pipeline.execute(prepared, console=console)
+    result = pipeline.execute(prepared, console=console)
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu
     print_result(
@@ -217,15 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--tree", type=Path, default=ROOT)
     parser.add_argument(
-        "--held-off", action="store_true", help="inside run mode's collector scope, as the CLI"
-    )
-    parser.add_argument(
         "--child", nargs=4, metavar=("EVAL", "URL", "C", "WORK"), help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
     if args.child:
         eval_path, url, concurrency, work = args.child
-        child(Path(eval_path), url, int(concurrency), Path(work), args.tree, args.held_off)
+        child(Path(eval_path), url, int(concurrency), Path(work), args.tree)
         return 0
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from stub import Stub
@@ -248,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                 run_dir = work / f"run{repeat}"
                 run_dir.mkdir()
                 arguments = [str(eval_path), stub.url, str(args.concurrency), str(run_dir)]
-                arguments += ["--tree", str(args.tree)] + ["--held-off"] * args.held_off
+                arguments += ["--tree", str(args.tree)]
                 result = run_child(__file__, arguments)
                 stats = stub.stats()
             if isinstance(result, str):

@@ -5,8 +5,7 @@ Runs the real network phase of ``--cases`` baseline cases (as
 (``tottime``) by where it lives: the event loop (asyncio, selectors, the
 kernel's socket calls), the transport (aiohttp, httpx-aiohttp, yarl,
 multidict), httpx's request/response models, JSON, and taguru_eval itself
-(client, lanes, runner), with the collector held off as run mode holds it.
-Prints the totals per group in µs per case, then the top functions.
+(client, lanes, runner). Prints the totals per group in µs per case, then the top functions.
 
     .venv/bin/python benchmarks/profile_client.py [--cases 2000] [--concurrency 64]
 """
@@ -57,7 +56,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
     args = parser.parse_args(argv)
-    from taguru_eval.cli.collector import held_off
     from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
     from taguru_eval.run.console import Console
@@ -74,12 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         prepared = prepare_run(options, {})
         console = Console(stdout=io.StringIO(), stderr=io.StringIO())
-        with held_off():  # as run mode runs it
-            asyncio.run(network_phase(prepared, console=console, **run_hooks()))  # warm-up
-            profile = cProfile.Profile()
-            profile.enable()
-            asyncio.run(network_phase(prepared, console=console, **run_hooks()))
-            profile.disable()
+        asyncio.run(network_phase(prepared, console=console, **run_hooks()))  # warm-up
+        profile = cProfile.Profile()
+        profile.enable()
+        asyncio.run(network_phase(prepared, console=console, **run_hooks()))
+        profile.disable()
     stats = pstats.Stats(profile)
     totals: dict[str, float] = defaultdict(float)
     rows = []

@@ -19,10 +19,8 @@ read) over a synthetic 2,000-case eval set:
   the answer handling is timed in-process.
 
 Every figure is the median of ``--repeats`` runs of the client's one engine
-(an ``httpx.AsyncClient`` over httpx-aiohttp's transport), as run mode drives
-it (the collector held off, ``cli/collector.py``) and, beside it run by run,
-as a library call that leaves the collector alone. Where the client's CPU goes
-per call is ``profile_client.py``'s. The stub stops with the script (and by
+(an ``httpx.AsyncClient`` over httpx-aiohttp's transport). Where the client's
+CPU goes per call is ``profile_client.py``'s. The stub stops with the script (and by
 itself after ``--stub-lifetime`` seconds).
 
     python benchmarks/throughput.py [--cases 2000] [--concurrency 64] [--repeats 5]
@@ -214,29 +212,21 @@ class Measured:
 
 @dataclass(frozen=True)
 class Variant:
-    """What one measured line runs: the transport, and the collector's state."""
+    """What one measured line runs: the engine, or httpx's own pool under the client."""
 
     label: str
     httpx_pool: bool = False
-    held_off: bool = True  # as run mode holds it (``cli/collector.py``)
 
 
-RUN_MODE = Variant("run mode")
-VARIANTS = (
-    RUN_MODE,
-    Variant("library call", held_off=False),
-    Variant("httpx pool", httpx_pool=True),
-)
-"""The client's engine as ``python -m taguru_eval run`` drives it, the same from
-``taguru_eval.run()`` (which leaves the collector as the caller set it), and
-httpx's own connection pool instead of the engine's transport."""
+ENGINE = Variant("engine")
+VARIANTS = (ENGINE, Variant("httpx pool", httpx_pool=True))
 
 
 def _measure(
     eval_path: Path,
     port: int,
     concurrency: int,
-    variant: Variant = RUN_MODE,
+    variant: Variant = ENGINE,
     assembly: bool = False,
     context: str = CONTEXT,
 ) -> Measured:
@@ -245,11 +235,8 @@ def _measure(
     With ``assembly`` the passage lane is the evidence call and its latency
     the evidence call's (``latency.passage_ms`` under ``--assembly``).
     """
-    import contextlib
-
     import httpx
 
-    from taguru_eval.cli.collector import held_off
     from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
     from taguru_eval.run.console import Console
@@ -275,10 +262,9 @@ def _measure(
     )
     gc.collect()  # every run starts without the previous run's garbage
     cpu = time.process_time()
-    with held_off() if variant.held_off else contextlib.nullcontext():
-        phase = asyncio.run(
-            network_phase(prepared, console=console, transport=transport, **run_hooks())
-        )
+    phase = asyncio.run(
+        network_phase(prepared, console=console, transport=transport, **run_hooks())
+    )
     cpu = time.process_time() - cpu
     cases = len(phase.outputs)
     latencies = sorted(output["passage"]["latency_ms"] for output in phase.outputs)
@@ -453,7 +439,7 @@ def _compare_modes(
         # One order, then the reverse: a machine whose load drifts favours no mode.
         for mode in modes if repeat % 2 == 0 else modes[::-1]:
             context, assembly = MODES[mode]
-            runs[mode].append(_measure(eval_path, port, concurrency, RUN_MODE, assembly, context))
+            runs[mode].append(_measure(eval_path, port, concurrency, ENGINE, assembly, context))
 
     def median(mode: str, field: str) -> float:
         return statistics.median(getattr(run, field) for run in runs[mode])

@@ -18,7 +18,6 @@ from typing import Final
 from taguru_eval._base.text import parse_decimal
 from taguru_eval.analyst.junit import junit_xml
 from taguru_eval.analyst.step_summary import summary_markdown
-from taguru_eval.cli.collector import held_off
 from taguru_eval.cli.flags import write_report
 from taguru_eval.compare import RunView, load_side
 from taguru_eval.compare.classify import compare_views
@@ -335,7 +334,4 @@ def run_mode(args: Sequence[str]) -> int:
     if options is None:
         sys.stdout.write(HELP)
         return EXIT_OK
-    # The command line owns its process, so it may tune the collector for the
-    # run (cli/collector.py); the library leaves that to whoever calls it.
-    with held_off():
-        return run_prepared(prepare_run(options, os.environ))
+    return run_prepared(prepare_run(options, os.environ))
