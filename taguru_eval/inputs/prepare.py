@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from taguru_eval._base.text import one_line
@@ -113,24 +113,19 @@ def prepare_run(
     environment: Mapping[str, str] = os.environ if env is None else env
     outputs = _outputs(options)
     eval_set = load_eval(options.eval_path)
-    for warning in eval_set.warnings:
-        stderr(one_line(f"{PREFIX}{warning}"))
+    _say(eval_set.warnings, stderr)
     validate_limits(eval_set)
-    warnings: list[str] = []
-    if options.assembly:
-        for warning in assembly_warnings(eval_set):
-            stderr(one_line(f"{PREFIX}{warning}"))
-            warnings.append(warning)
+    warnings = _say(assembly_warnings(eval_set), stderr) if options.assembly else []
     must_refuse = (
         None
         if options.must_refuse is None
         else load_must_refuse(options.must_refuse, eval_set.case_ids)
     )
-    must_refuse_warnings: list[str] = []
-    if must_refuse is not None and options.assembly:
-        for warning in assembly_warnings(must_refuse):
-            stderr(one_line(f"{PREFIX}{warning}"))
-            must_refuse_warnings.append(warning)
+    must_refuse_warnings = (
+        _say(assembly_warnings(must_refuse), stderr)
+        if must_refuse is not None and options.assembly
+        else []
+    )
     thresholds = (
         None
         if options.thresholds is None
@@ -154,3 +149,11 @@ def prepare_run(
         secrets=resolve_secrets(resolved_env),
         proxies=proxy_config(resolved_env),
     )
+
+
+def _say(warnings: Iterable[str], stderr: Callable[[str], None]) -> list[str]:
+    """Each warning on its own stderr line (one line, prefixed); the warnings said."""
+    said = list(warnings)
+    for warning in said:
+        stderr(one_line(f"{PREFIX}{warning}"))
+    return said

@@ -120,33 +120,41 @@ async def check_health(client: TaguruClient, masked_url: str) -> None:
 
 async def read_context(client: TaguruClient, context: str) -> ContextEntry:
     """§3.1.2: the first context read (404 → exit 2, other failures → exit 1)."""
-    try:
-        reply = await client.get(["contexts", context])
-    except CallFailure as failure:
+
+    def failed(failure: CallFailure) -> TaguruEvalError:
         code = EXIT_INPUT if failure.status == 404 else EXIT_RUN_FAILED
-        raise TaguruEvalError(failure.message, exit_code=code) from None
-    try:
-        return read_context_entry(reply.payload)
-    except js.JsonShapeError as exc:
-        raise RunError(
-            f"{context}: unreadable context entry: {client.redact(exc.detail)}"
-        ) from None
+        return TaguruEvalError(failure.message, exit_code=code)
+
+    return await _context_entry(client, context, failed, "unreadable context entry")
 
 
 async def read_context_after(client: TaguruClient, context: str) -> ContextEntry:
     """§3.2: the second context read; any failure (404 included) → exit 1."""
+
+    def failed(failure: CallFailure) -> TaguruEvalError:
+        return RunError(
+            f"{context}: could not re-read the context after the run: {failure.message}"
+        )
+
+    return await _context_entry(client, context, failed, "unreadable context entry after the run")
+
+
+async def _context_entry(
+    client: TaguruClient,
+    context: str,
+    failed: Callable[[CallFailure], TaguruEvalError],
+    unreadable: str,
+) -> ContextEntry:
+    """``GET /contexts/{context}`` decoded; a failed call raises ``failed(failure)``,
+    an entry that does not decode exits 1 with ``{context}: {unreadable}: …``."""
     try:
         reply = await client.get(["contexts", context])
     except CallFailure as failure:
-        raise RunError(
-            f"{context}: could not re-read the context after the run: {failure.message}"
-        ) from None
+        raise failed(failure) from None
     try:
         return read_context_entry(reply.payload)
     except js.JsonShapeError as exc:
-        raise RunError(
-            f"{context}: unreadable context entry after the run: {client.redact(exc.detail)}"
-        ) from None
+        raise RunError(f"{context}: {unreadable}: {client.redact(exc.detail)}") from None
 
 
 async def read_embeddings(

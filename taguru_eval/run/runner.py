@@ -15,12 +15,12 @@ import httpx
 
 from taguru_eval.inputs.dataset import EvalCase
 from taguru_eval.inputs.prepare import PreparedRun
-from taguru_eval.options import Budget
+from taguru_eval.options import RunOptions
 from taguru_eval.run.bounded import in_order
 from taguru_eval.run.console import Console, Progress
 from taguru_eval.run.http import TaguruClient, probe_version
 from taguru_eval.run.lanes.case import run_case
-from taguru_eval.run.lanes.evidence import Assembly
+from taguru_eval.run.lanes.evidence import Assembly, Retrieval
 from taguru_eval.run.lanes.probes import run_probes
 from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
 from taguru_eval.tables.flatten import TableRows
@@ -33,22 +33,20 @@ async def run_cases(
     cases: Sequence[EvalCase],
     concurrency: int,
     progress: Progress | None = None,
-    budget: Budget | None = None,
-    assembly: Assembly | None = None,
+    how: Retrieval = None,
     rows: TableRows | None = None,
     on_finished: Callable[[LaneOutput], None] | None = None,
 ) -> list[LaneOutput]:
     """Every case's lanes, at most ``concurrency`` cases in flight, in case order.
 
-    ``budget`` truncates baseline hits client-side; ``assembly`` switches every
-    case to the evidence lane (EVALUATE.md §7.1). ``rows`` receives each
+    ``how`` runs each case's first lane (:data:`Retrieval`). ``rows`` receives each
     case's output as soon as the case completes (the tables are built batch
     by batch while the other cases wait on the network), and so does
     ``on_finished`` (a later stage's work that needs only the output).
     """
 
     async def lanes(index: int, case: EvalCase) -> LaneOutput:
-        return await run_case(client, context, index, case, budget, assembly)
+        return await run_case(client, context, index, case, how)
 
     def finished(output: LaneOutput) -> None:
         if rows is not None:
@@ -57,6 +55,14 @@ async def run_cases(
             on_finished(output)
 
     return await in_order(cases, lanes, concurrency, progress, finished)
+
+
+def retrieval(options: RunOptions) -> Retrieval:
+    """How every case's first lane runs: the evidence lane with ``--assembly``, a
+    search truncated client-side in a baseline run given ``--max-*``, else a search."""
+    if options.assembly:
+        return Assembly(options.budget, options.rerank)
+    return options.budget if options.budget_given else None
 
 
 @dataclass
@@ -105,6 +111,7 @@ async def network_phase(
         if warning is not None:
             console.err(warning)
         checked = await preflight(client, prepared, console.err)
+        how = retrieval(options)
         rows = TableRows()  # before the clock: its first use has a one-time cost
         started = datetime.now(UTC)
         clock = time.monotonic()
@@ -114,8 +121,7 @@ async def network_phase(
             prepared.eval_set.cases,
             options.concurrency,
             progress,
-            options.budget if options.budget_given and not options.assembly else None,
-            Assembly(options.budget, options.rerank) if options.assembly else None,
+            how,
             rows,
             on_finished,
         )
@@ -128,8 +134,7 @@ async def network_phase(
                 options.context,
                 prepared.must_refuse.cases,
                 options.concurrency,
-                budget=options.budget if options.budget_given and not options.assembly else None,
-                assembly=Assembly(options.budget, options.rerank) if options.assembly else None,
+                how=how,
             )
         )
         after = await read_context_after(client, options.context)

@@ -274,6 +274,12 @@ def test_wrong_shapes_name_the_field() -> None:
     assert refused(package([bad_text])).endswith(
         "(items[0].passage: object missing required field `text`)"
     )
+    # taguru's passage payload is its PassageHit, whose `lanes` has no serde default.
+    no_lanes = item(0)
+    del no_lanes["passage"]["lanes"]
+    assert refused(package([no_lanes])).endswith(
+        "(items[0].passage: object missing required field `lanes`)"
+    )
     three_point_o = item(0)
     three_point_o["fused_rank"] = 3.0
     assert refused(package([three_point_o])).endswith(

@@ -10,16 +10,9 @@ computes a metric: the scorer reads the :class:`LaneOutput`.
 from __future__ import annotations
 
 from taguru_eval.inputs.dataset import EvalCase
-from taguru_eval.options import Budget
 from taguru_eval.run.http import TaguruClient
 from taguru_eval.run.lanes.citations import citation_lane, served_set
-from taguru_eval.run.lanes.evidence import (
-    Assembly,
-    EvidenceResult,
-    evidence_lane,
-    record_evidence_call,
-)
-from taguru_eval.run.lanes.passage import passage_lane
+from taguru_eval.run.lanes.evidence import Retrieval, retrieve
 from taguru_eval.run.lanes.record import CallRecorder
 from taguru_eval.run.lanes.structural import structural_lane
 from taguru_eval.tables.shapes import LaneOutput
@@ -30,22 +23,15 @@ async def run_case(
     context: str,
     case_index: int,
     case: EvalCase,
-    budget: Budget | None = None,
-    assembly: Assembly | None = None,
+    how: Retrieval = None,
 ) -> LaneOutput:
     """All lanes of one case, in the documented order; never raises for a lane failure.
 
-    ``budget`` (baseline runs given ``--max-*``) truncates the passage hits (§7.3);
-    ``assembly`` (``--assembly`` runs) replaces the passage lane with the evidence lane.
+    ``how`` runs the first lane: a search, truncated to a budget, or the evidence lane.
     """
     recorder = CallRecorder(case_index, case.case_id)
-    evidence: EvidenceResult | None = None
-    if assembly is None:
-        passage, usage = await passage_lane(client, context, case, recorder, budget)
-    else:
-        evidence = await evidence_lane(client, context, case, assembly)
-        record_evidence_call(recorder, evidence)
-        passage, usage = evidence.passage, evidence.budget
+    retrieved = await retrieve(client, context, case, recorder, how)
+    passage = retrieved.passage
     structural = (
         await structural_lane(client, context, case, recorder)
         if case.runs_structural_lane
@@ -66,9 +52,9 @@ async def run_case(
     )
     if structural is not None:
         output["structural"] = structural
-    if evidence is not None:
-        output["evidence"] = evidence.evidence
-        output["evidence_rows"] = evidence.rows
-    if usage is not None:
-        output["budget"] = usage
+    if retrieved.evidence is not None:
+        output["evidence"] = retrieved.evidence.evidence
+        output["evidence_rows"] = retrieved.evidence.rows
+    if retrieved.budget is not None:
+        output["budget"] = retrieved.budget
     return output

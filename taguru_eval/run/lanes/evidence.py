@@ -25,7 +25,7 @@ makes both ``passage`` and ``evidence`` failed, with no budget and no rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Protocol
+from typing import Annotated, Protocol, TypeAlias
 
 import msgspec
 
@@ -36,8 +36,9 @@ from taguru_eval._base.wire import U32
 from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
 from taguru_eval.run.http import CallFailure, TaguruClient
+from taguru_eval.run.lanes.passage import passage_lane
 from taguru_eval.run.lanes.record import CallRecorder
-from taguru_eval.run.lanes.wire import AssociationMatch, Citation, HitLanes, LanePlan
+from taguru_eval.run.lanes.wire import AssociationMatch, Citation, LanePlan, PassageHit
 from taguru_eval.tables.shapes import (
     BudgetLimits,
     BudgetUsage,
@@ -123,14 +124,6 @@ class _LaneRank(msgspec.Struct, frozen=True, gc=False):
     rank: _USIZE
 
 
-class _PassageHit(msgspec.Struct, frozen=True, gc=False):
-    source: str
-    paragraph: U32
-    score: float
-    text: str
-    lanes: HitLanes | None = None
-
-
 class _CommunityHit(msgspec.Struct, frozen=True, gc=False):
     community: str
     score: float
@@ -156,7 +149,7 @@ class PackageItem(msgspec.Struct, frozen=True, gc=False):
     corroboration: _Corroboration | None = None
     contradicts: list[str] = []
     association: AssociationMatch | None = None
-    passage: _PassageHit | None = None
+    passage: PassageHit | None = None
     community: _CommunityHit | None = None
 
     @property
@@ -440,7 +433,7 @@ async def evidence_lane(
     )
 
 
-def record_evidence_call(recorder: CallRecorder, evidence: EvidenceResult) -> None:
+def _record_call(recorder: CallRecorder, evidence: EvidenceResult) -> None:
     """The one ``calls`` row of an evidence lane call (eval case or must-refuse probe)."""
     recorder.add(
         lane="evidence",
@@ -450,3 +443,35 @@ def record_evidence_call(recorder: CallRecorder, evidence: EvidenceResult) -> No
         http_status=evidence.http_status,
         error=evidence.message,
     )
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """What a case's first lane gave: the scoring hits, the budget block (a budgeted
+    search's §7.3 usage, or the package's), and the evidence lane's result when it ran."""
+
+    passage: PassageOutcome
+    budget: BudgetUsage | None
+    evidence: EvidenceResult | None = None
+
+
+Retrieval: TypeAlias = Budget | Assembly | None
+"""How a case's first lane runs: a plain search (``None``), a search whose hits a
+budget truncates client-side (a :class:`Budget`: a baseline run given ``--max-*``,
+§7.3), or the evidence lane in its place (an :class:`Assembly`: ``--assembly``, §7.1)."""
+
+
+async def retrieve(
+    client: TaguruClient,
+    context: str,
+    case: EvidenceRequest,
+    recorder: CallRecorder,
+    how: Retrieval = None,
+) -> Retrieved:
+    """The first call of an eval case and of a must-refuse probe, as ``how`` says."""
+    if not isinstance(how, Assembly):
+        passage, usage = await passage_lane(client, context, case, recorder, how)
+        return Retrieved(passage=passage, budget=usage)
+    evidence = await evidence_lane(client, context, case, how)
+    _record_call(recorder, evidence)
+    return Retrieved(passage=evidence.passage, budget=evidence.budget, evidence=evidence)

@@ -18,7 +18,7 @@ import msgspec
 from taguru_eval import contract
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import to_f32, truncate_utf8
-from taguru_eval._base.wire import F32, U32, U64
+from taguru_eval._base.wire import U64
 from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
 from taguru_eval.run.http import CallFailure, TaguruClient
@@ -40,17 +40,6 @@ NO_HITS_MESSAGE = "response carries no recognizable hits (plan/hits shape mismat
 
 
 # --------------------------------------------------------------------------- the SearchPage
-
-
-class _Hit(msgspec.Struct, frozen=True, gc=False):
-    source: str
-    paragraph: U32
-    score: F32
-    # `text` must be there for the typed shape (§3.4); only a budget measures it.
-    text: str
-    # Required and an object (taguru's PassageHit has no serde default there):
-    # one hit without it sends the whole page to the fallback (§3.4).
-    lanes: wire.HitLanes
 
 
 class _PlanLanes(msgspec.Struct, frozen=True, gc=False):
@@ -75,7 +64,7 @@ class _SearchPlan(msgspec.Struct, frozen=True, gc=False):
 
 class _SearchPage(msgspec.Struct, frozen=True, gc=False):
     plan: _SearchPlan
-    hits: list[_Hit]
+    hits: list[wire.PassageHit]
 
 
 class _ShapeError(ValueError):
@@ -186,7 +175,7 @@ def extract_served_hits(
     return (_plan(plans[0], redact) if plans else None), hits
 
 
-def _measured(hit: _Hit) -> MeasuredHit:
+def _measured(hit: wire.PassageHit) -> MeasuredHit:
     lanes: dict[str, shapes.LaneScore] = {}
     for name, score in (("bm25", hit.lanes.bm25), ("vector", hit.lanes.vector)):
         if score is not None:

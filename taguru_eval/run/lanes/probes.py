@@ -20,17 +20,10 @@ from collections.abc import Sequence
 
 from taguru_eval import contract
 from taguru_eval.inputs.must_refuse import MustRefuseCase
-from taguru_eval.options import Budget
 from taguru_eval.run.bounded import in_order
 from taguru_eval.run.console import Progress
 from taguru_eval.run.http import CallFailure, TaguruClient
-from taguru_eval.run.lanes.evidence import (
-    Assembly,
-    EvidenceResult,
-    evidence_lane,
-    record_evidence_call,
-)
-from taguru_eval.run.lanes.passage import passage_lane
+from taguru_eval.run.lanes.evidence import Retrieval, retrieve
 from taguru_eval.run.lanes.record import CallRecorder
 from taguru_eval.run.lanes.structural import resolve_call
 from taguru_eval.tables.shapes import CueProbe, RefusalOutput, ResolveCandidate
@@ -41,22 +34,15 @@ async def probe_case(
     context: str,
     case_index: int,
     case: MustRefuseCase,
-    budget: Budget | None = None,
-    assembly: Assembly | None = None,
+    how: Retrieval = None,
 ) -> RefusalOutput:
     """Every probe of one must-refuse case; a failed call is recorded, never raised.
 
-    ``budget`` truncates the passage probe's hits as the eval lane does (a
-    budget-given baseline run); ``assembly`` swaps it for the evidence probe.
+    ``how`` runs the passage probe as the eval cases' first lane runs (a budget
+    truncates its hits; an assembly swaps it for the evidence probe).
     """
     recorder = CallRecorder(case_index, case.case_id)
-    evidence: EvidenceResult | None = None
-    if assembly is None:
-        passage, _usage = await passage_lane(client, context, case, recorder, budget)
-    else:
-        evidence = await evidence_lane(client, context, case, assembly)
-        record_evidence_call(recorder, evidence)
-        passage = evidence.passage
+    retrieved = await retrieve(client, context, case, recorder, how)
     cue_probes = [
         await _cue_probe(client, context, index, cue, recorder)
         for index, cue in enumerate(case.cues)
@@ -68,10 +54,11 @@ async def probe_case(
         cues=list(case.cues),
         kind=case.kind,
         limit=case.effective_limit,
-        passage=passage,
+        passage=retrieved.passage,
         cue_probes=cue_probes,
         calls=recorder.calls,
     )
+    evidence = retrieved.evidence
     if evidence is not None:
         output["evidence"] = evidence.evidence
         output["evidence_rows"] = evidence.rows
@@ -115,13 +102,12 @@ async def run_probes(
     cases: Sequence[MustRefuseCase],
     concurrency: int,
     progress: Progress | None = None,
-    budget: Budget | None = None,
-    assembly: Assembly | None = None,
+    how: Retrieval = None,
 ) -> list[RefusalOutput]:
     """Every must-refuse case's probes, at most ``concurrency`` cases in flight
     (the eval cases' bound), results in file order."""
 
     async def probe(index: int, case: MustRefuseCase) -> RefusalOutput:
-        return await probe_case(client, context, index, case, budget, assembly)
+        return await probe_case(client, context, index, case, how)
 
     return await in_order(cases, probe, concurrency, progress)

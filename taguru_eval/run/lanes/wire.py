@@ -25,6 +25,19 @@ class HitLanes(msgspec.Struct, frozen=True, gc=False):
     vector: LaneScore | None = None
 
 
+class PassageHit(msgspec.Struct, frozen=True, gc=False):
+    """One passage with its text and lane evidence (a search hit, an evidence item's payload)."""
+
+    source: str
+    paragraph: U32
+    score: F32
+    # `text` must be there for the typed shape (§3.4); only a budget measures it.
+    text: str
+    # Required and an object (taguru's PassageHit has no serde default there):
+    # one search hit without it sends the whole page to the fallback (§3.4).
+    lanes: HitLanes
+
+
 class LanePlan(msgspec.Struct, frozen=True, gc=False):
     """Whether a retrieval lane ran, and why not (a search plan's or a package's)."""
 
