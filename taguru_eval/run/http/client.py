@@ -136,8 +136,8 @@ class _NoCookies(httpx.Cookies):
     """A cookie jar that never stores or sends anything.
 
     taguru's client keeps no cookies and the server sets none; httpx would
-    still run the stdlib cookie machinery on every response, which costs as
-    much per call as the rest of httpx's request and response handling.
+    still run the stdlib cookie machinery on every response: about a third of
+    httpx's own work per call.
     """
 
     def extract_cookies(self, response: httpx.Response) -> None:

@@ -20,6 +20,9 @@ From a package: the scoring hits (each item's own locator, then its
 case's ``budget`` block, the artifact's ``evidence`` block (no payload, no
 text) and the ``evidence_items`` rows. A failed call or an unusable package
 makes both ``passage`` and ``evidence`` failed, with no budget and no rows.
+
+:func:`retrieve` runs the first lane of every eval case and must-refuse probe:
+the passage lane, or this one in its place.
 """
 
 from __future__ import annotations
