@@ -50,14 +50,15 @@ __all__ = ["Run", "load_run", "run", "scan_runs", "to_ir_measures"]
 class Run:
     """One run as frames: the lane tables, the per-case frame, the metrics frame.
 
-    ``doc`` is the evaluation.json document; ``exit_code`` is the code the CLI
+    ``doc`` is the evaluation.json document (a run's reads its ``cases`` back
+    from the written file when first asked for); ``exit_code`` is the code the CLI
     would have returned (None for a loaded run); ``output`` holds the console
     lines a library run did not print. ``refusal_cases`` is one row per
     must-refuse case with its verdicts (empty for a run without one).
     """
 
     run_id: str
-    doc: dict[str, Any]
+    doc: Mapping[str, Any]
     tables: RunTables
     cases: pl.DataFrame
     metrics: pl.DataFrame

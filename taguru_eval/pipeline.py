@@ -13,6 +13,11 @@ gate's verdict."""
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,15 +25,24 @@ from typing import Any
 
 import httpx
 
+from taguru_eval._base.files import write_chunks_atomic, writes_through
 from taguru_eval._base.text import one_line
 from taguru_eval.artifact.abstention import VectorFacts, abstention_block, answerability_entries
-from taguru_eval.artifact.build import RunContext, build_artifact, write_json_atomic
+from taguru_eval.artifact.build import (
+    RunContext,
+    artifact_chunks,
+    artifact_head,
+    case_blocks,
+    write_artifact,
+)
+from taguru_eval.artifact.document import WrittenDocument
 from taguru_eval.artifact.layout import LaneBlocks
 from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
     RunError,
     StoreWriteWarning,
+    os_error_text,
     warn,
 )
 from taguru_eval.gate import (
@@ -44,7 +58,6 @@ from taguru_eval.score.aggregate import Scores, score_run
 from taguru_eval.store import DEFAULT_STORE_DIR, RunOrigin, StagedRun, new_run_id
 from taguru_eval.summary import must_refuse_lines, must_refuse_stderr_lines, summary_lines
 from taguru_eval.tables.schemas import RunTables
-from taguru_eval.tables.shapes import LaneOutput
 
 REPORT_ONLY_LINE = f"{PREFIX}{REPORT_ONLY_NOTICE}"
 
@@ -115,12 +128,17 @@ def abstention_extras(
 
 @dataclass(repr=False)
 class RunResult:
-    """A finished run: its artifact, frames, gate verdict and where it was written."""
+    """A finished run: its artifact, frames, gate verdict and where it was written.
+
+    ``doc`` is the written evaluation.json; only its head (every member but
+    ``cases``) is held in memory, and its cases are read back from the file
+    when first asked for (:class:`~taguru_eval.artifact.document.WrittenDocument`).
+    """
 
     exit_code: int
     run_id: str
-    doc: dict[str, Any]
-    lane_outputs: list[LaneOutput]
+    doc: WrittenDocument
+    case_count: int
     tables: RunTables
     scores: Scores
     gate: GateReport | None
@@ -134,8 +152,38 @@ class RunResult:
         # every case of the artifact first, for as long as a large run takes to write.
         return (
             f"RunResult(run_id={self.run_id!r}, exit_code={self.exit_code}, "
-            f"cases={len(self.lane_outputs)}, out_path={str(self.out_path)!r})"
+            f"cases={self.case_count}, out_path={str(self.out_path)!r})"
         )
+
+    @property
+    def head(self) -> dict[str, Any]:
+        """The artifact without its cases (inputs, corpus, metrics, …)."""
+        return self.doc.head
+
+
+def write_document(out: Path, chunks: Iterable[bytes]) -> Path:
+    """Streams the artifact to ``out``; returns a file holding what was written: ``out``
+    itself, or, when ``out`` is a device or a FIFO (``/dev/null``), a private copy
+    (read back, the device would give nothing), removed at exit."""
+    if not writes_through(out):
+        write_artifact(out, chunks)
+        return out
+    handle, name = tempfile.mkstemp(prefix="taguru-eval-", suffix=".json")
+    os.close(handle)
+    copy = Path(name)
+    atexit.register(_remove_quietly, copy)
+    write_artifact(copy, chunks)
+    try:
+        with copy.open("rb") as source:
+            write_chunks_atomic(out, iter(lambda: source.read(1 << 20), b""))
+    except OSError as exc:
+        raise RunError(f"writing {out}: {os_error_text(exc)}") from None
+    return copy
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 def resolve_store_dir(prepared: PreparedRun) -> Path | None:
@@ -156,27 +204,31 @@ async def execute_async(
     """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
     console = console or Console()
     lane_blocks = LaneBlocks()
-    phase = await network_phase(
-        prepared,
-        console=console,
-        transport=transport,
-        progress=progress,
-        on_finished=lane_blocks.add,
-    )
-    return finish_run(prepared, phase, console, lane_blocks)
+    try:
+        phase = await network_phase(
+            prepared,
+            console=console,
+            transport=transport,
+            progress=progress,
+            on_finished=lane_blocks.add,
+        )
+        return finish_run(prepared, phase, console, lane_blocks)
+    finally:
+        lane_blocks.close()
 
 
 def finish_run(
     prepared: PreparedRun,
     phase: NetworkPhase,
     console: Console,
-    lane_blocks: LaneBlocks | None = None,
+    lane_blocks: LaneBlocks,
 ) -> RunResult:
     """tables -> score -> gate -> artifact -> write -> console -> store (§3.9).
 
     The gate reads the score frames; evaluation.json is a sink written from
-    the same frames, the gate's verdict included. ``lane_blocks``: the case
-    blocks' lane values, rendered as the cases finished.
+    the same frames, the gate's verdict included, streamed case block by case
+    block: ``lane_blocks`` holds each case's lane values, encoded as the case
+    finished.
     """
     options = prepared.options
     run_id = new_run_id(phase.finished_at)
@@ -221,22 +273,18 @@ def finish_run(
         top_level, case_extras = (
             abstention_extras(prepared, phase, tables, scores) if must_refuse else ({}, {})
         )
-        doc = build_artifact(
-            context,
-            phase.outputs,
-            scores,
-            catalog=scores.catalog,
-            case_extras=case_extras,
-            extra_top_level=top_level,
-            rendered=lane_blocks,
+        head = artifact_head(
+            context, phase.cases, scores, catalog=scores.catalog, extra_top_level=top_level
         )
-        written = write_json_atomic(options.out, doc)
+        blocks = case_blocks(scores, lane_blocks, catalog=scores.catalog, case_extras=case_extras)
+        written = write_document(Path(options.out), artifact_chunks(head, blocks))
+        doc = WrittenDocument(head, written)
         if must_refuse:
-            for line in must_refuse_stderr_lines(doc["abstention"]):
+            for line in must_refuse_stderr_lines(head["abstention"]):
                 console.err(line)
-        lines = summary_lines(prepared, doc, scores, tables)
+        lines = summary_lines(prepared, doc.head, scores, tables)
         if must_refuse:
-            lines.extend(must_refuse_lines(doc))
+            lines.extend(must_refuse_lines(doc.head))
         lines.append(f"  wrote {options.out}")
         if report is not None:
             lines.extend(report.lines())
@@ -251,13 +299,10 @@ def finish_run(
         raise
     store_path: Path | None = None
     if staged is not None:
-        # The stored evaluation.json is a copy of the file just written, not a second
-        # encoding — unless --out is a device or a FIFO (/dev/null): read back, it
-        # would store nothing.
-        out_file = Path(options.out)
-        artifact: str | Path = out_file if out_file.is_file() else written.decode("utf-8")
+        # The stored evaluation.json is a copy of the file just written, not a
+        # second encoding.
         try:
-            store_path = staged.finish(artifact)
+            store_path = staged.finish(written)
         except RunError as error:
             warn(StoreWriteWarning(f"{error.message}; {NOT_STORED}"))
         else:
@@ -271,7 +316,7 @@ def finish_run(
         exit_code=exit_code,
         run_id=run_id,
         doc=doc,
-        lane_outputs=phase.outputs,
+        case_count=phase.cases,
         tables=tables,
         scores=scores,
         gate=report,

@@ -23,6 +23,7 @@ from support.run import run_args
 
 import taguru_eval
 from taguru_eval.artifact.build import dumps
+from taguru_eval.artifact.layout import LaneBlocks
 from taguru_eval.catalog import ABSTENTION_METRICS, CATALOG
 from taguru_eval.cli.main import main
 from taguru_eval.compare import compare
@@ -32,6 +33,7 @@ from taguru_eval.pipeline import finish_run
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
 from taguru_eval.run.runner import network_phase
+from taguru_eval.tables.shapes import LaneOutput
 
 GATE = {
     "taguru_evaluate_thresholds": 1,
@@ -235,11 +237,19 @@ def test_a_plain_run_is_byte_identical_to_the_same_run_without_the_flag(
     flagged = prepare_run(flag_options, {}, stderr=lambda _line: None)
     plain = prepare_run(plain_options, {}, stderr=lambda _line: None)
     quiet = Console(stdout=io.StringIO(), stderr=io.StringIO())
-    phase = asyncio.run(network_phase(flagged, console=quiet))
+    blocks = LaneBlocks()
+    outputs: list[LaneOutput] = []
+
+    def finished(output: LaneOutput) -> None:
+        outputs.append(output)
+        blocks.add(output)
+
+    phase = asyncio.run(network_phase(flagged, console=quiet, on_finished=finished))
     # The eval cases ran first and exactly as without the flag.
-    assert [output["case_id"] for output in phase.outputs] == [case["case_id"] for case in EVAL]
-    with_flag = finish_run(flagged, phase, quiet).doc
-    without = finish_run(plain, replace(phase, refusal_outputs=[]), quiet).doc
+    ordered = sorted(outputs, key=lambda output: output["case_index"])
+    assert [output["case_id"] for output in ordered] == [case["case_id"] for case in EVAL]
+    with_flag = finish_run(flagged, phase, quiet, blocks).doc
+    without = finish_run(plain, replace(phase, refusal_outputs=[]), quiet, blocks).doc
     stripped = json.loads(dumps(with_flag))
     stripped.pop("abstention")
     stripped["inputs"].pop("must_refuse")
@@ -391,7 +401,7 @@ def test_compare_lists_flips_in_its_own_header_block(
 
 
 def test_compare_against_a_base_without_the_block(semantic_vec: taguru_eval.Run) -> None:
-    base = json.loads(json.dumps(semantic_vec.doc))
+    base = json.loads(json.dumps(dict(semantic_vec.doc)))
     for key in ("abstention",):
         base.pop(key)
     base["inputs"].pop("must_refuse")
@@ -413,7 +423,7 @@ def test_compare_against_a_base_without_the_block(semantic_vec: taguru_eval.Run)
 def test_compare_counts_a_repeated_must_refuse_case_once_and_warns(
     semantic_vec: taguru_eval.Run, any_vec: taguru_eval.Run
 ) -> None:
-    base = json.loads(json.dumps(semantic_vec.doc))
+    base = json.loads(json.dumps(dict(semantic_vec.doc)))
     cases = base["abstention"]["cases"]
     (pets,) = [case for case in cases if case["case_id"] == "mr-pets"]
     earlier = {**pets, "verdict": "surfaced"}

@@ -236,7 +236,7 @@ def test_an_artifact_that_is_not_written_leaves_no_staged_run(
         original(self, *args, **kwargs)  # type: ignore[arg-type]
         staged.append(self._staging)
 
-    def refuse(path: object, doc: object) -> bytes:
+    def refuse(path: object, chunks: object) -> None:
         if failure is OSError:
             from taguru_eval.errors import RunError
 
@@ -244,7 +244,7 @@ def test_an_artifact_that_is_not_written_leaves_no_staged_run(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(store.StagedRun, "__init__", remember)
-    monkeypatch.setattr(pipeline, "write_json_atomic", refuse)
+    monkeypatch.setattr(pipeline, "write_artifact", refuse)
     code = main(["run", *run_args(EVAL, "sake", server), "--thresholds", str(PASSING), "--quiet"])
     err = capsys.readouterr().err
     assert code == (130 if failure is KeyboardInterrupt else 1), err
@@ -263,7 +263,7 @@ def test_the_tables_are_staged_while_the_artifact_is_built(
 
     monkeypatch.chdir(tmp_path)
     seen_while_writing: list[list[str]] = []
-    original_write = pipeline.write_json_atomic
+    original_write = pipeline.write_artifact
     staged: list[store.StagedRun] = []
     original_init = store.StagedRun.__init__
 
@@ -271,13 +271,13 @@ def test_the_tables_are_staged_while_the_artifact_is_built(
         original_init(self, *args, **kwargs)  # type: ignore[arg-type]
         staged.append(self)
 
-    def write(path: object, doc: object) -> bytes:
+    def write(path: object, chunks: object) -> None:
         staged[0]._writer.join()  # the tables' writer ran beside the artifact's build
         seen_while_writing.append(sorted(p.name for p in staged[0]._staging.iterdir()))
-        return original_write(path, doc)  # type: ignore[arg-type]
+        original_write(path, chunks)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store.StagedRun, "__init__", remember)
-    monkeypatch.setattr(pipeline, "write_json_atomic", write)
+    monkeypatch.setattr(pipeline, "write_artifact", write)
     code = main(["run", *run_args(EVAL, "sake", server), "--thresholds", str(PASSING), "--quiet"])
     assert code == 0
     [names] = seen_while_writing

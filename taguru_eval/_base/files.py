@@ -18,7 +18,7 @@ import re
 import stat
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -184,14 +184,38 @@ def _is_special(target: Path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def _write_through(target: Path, data: bytes) -> None:
+def writes_through(target: str | os.PathLike[str]) -> bool:
+    """Whether a write to ``target`` goes into it as it is (a device, a FIFO, a
+    socket), not through a temp file and a rename."""
+    return _is_special(Path(target))
+
+
+def write_chunks_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
+    """:func:`write_bytes_atomic` of ``b"".join(chunks)``, written as the chunks come
+    (a 300 MB document is never whole in memory). A failure while the chunks are
+    made (they may be computed as they are written) removes the temp file too."""
+    target = Path(path)
+    if _is_special(target):
+        _write_through(target, chunks)
+        return
+    temp = _staged(target, chunks)
+    try:
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    fsync_directory(target.parent)
+
+
+def _write_through(target: Path, data: bytes | Iterable[bytes]) -> None:
     """``data`` written into the device or FIFO ``target`` (``/dev/full`` fails)."""
     with target.open("wb") as handle:
-        handle.write(data)
+        handle.writelines([data] if isinstance(data, bytes) else data)
         handle.flush()
 
 
-def _staged(target: Path, data: bytes) -> Path:
+def _staged(target: Path, data: bytes | Iterable[bytes]) -> Path:
     """``data`` written and flushed to a fresh temp file beside ``target`` (removed
     again on failure)."""
     remove_abandoned_temp_files(target)
@@ -200,7 +224,7 @@ def _staged(target: Path, data: bytes) -> Path:
     )
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            handle.writelines([data] if isinstance(data, bytes) else data)
             handle.flush()
             os.fsync(handle.fileno())
         # mkstemp creates 0600; an artifact is shared like any other output file.

@@ -146,14 +146,15 @@ def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str
 
 
 def case_count(document: Mapping[str, Any]) -> int | None:
-    """The run's number of cases: its ``cases`` array, else ``inputs.eval.cases`` (a head)."""
-    cases = document.get("cases")
-    if isinstance(cases, list):
-        return len(cases)
+    """The run's number of cases: ``inputs.eval.cases``, else the length of its
+    ``cases`` array (read second: a run's document reads its cases from disk)."""
     inputs = document.get("inputs")
     evalset = inputs.get("eval") if isinstance(inputs, Mapping) else None
     count = evalset.get("cases") if isinstance(evalset, Mapping) else None
-    return count if isinstance(count, int) and not isinstance(count, bool) else None
+    if isinstance(count, int) and not isinstance(count, bool):
+        return count
+    cases = document.get("cases")
+    return len(cases) if isinstance(cases, list) else None
 
 
 def run_label(run: str, generated_at: str | None) -> str:

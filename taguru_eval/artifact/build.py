@@ -8,13 +8,13 @@ block's layout (:mod:`.layout`). Floats use serde_json's spelling
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from taguru_eval._base.files import write_bytes_atomic
-from taguru_eval._base.text import dumps_json, encode_json
+from taguru_eval._base.files import write_bytes_atomic, write_chunks_atomic
+from taguru_eval._base.text import dumps_json, encode_json, encode_json_each
 from taguru_eval.artifact.layout import LaneBlocks, build_case_block, case_layout, case_steps
 from taguru_eval.catalog import CATALOG, Catalog, MetricDefinition
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT, RESOLVE_LIMIT
@@ -86,10 +86,6 @@ class RunContext:
     warnings: Sequence[str] = field(default_factory=tuple)
 
 
-def _not_rendered(case_index: int) -> None:
-    return None
-
-
 def _revision(revision: Mapping[str, int]) -> dict[str, int]:
     return {key: revision[key] for key in ("graph", "passages", "config")}
 
@@ -132,32 +128,19 @@ def corpus_block(context: RunContext) -> dict[str, Any]:
     return corpus
 
 
-def build_artifact(
+def artifact_head(
     context: RunContext,
-    lane_outputs: Sequence[LaneOutput],
+    case_count: int,
     scores: Scores,
     *,
     catalog: Catalog = CATALOG,
     extra_definitions: Mapping[str, MetricDefinition] | None = None,
     extra_metrics: Mapping[str, Mapping[str, Any]] | None = None,
-    case_extras: Mapping[str, Mapping[str, Any]] | None = None,
     extra_top_level: Mapping[str, Any] | None = None,
-    rendered: LaneBlocks | None = None,
 ) -> dict[str, Any]:
-    """The whole evaluation.json document, keys in §6.1 order.
-
-    ``catalog`` declares the metrics and where each per-case value goes. The
-    ``extra_*``/``case_extras`` hooks carry additive blocks (e.g.
-    ABSTENTION.md §3.8 with ``--must-refuse``): extra definitions/metrics are
-    merged into the sorted maps, ``case_extras[case_id]`` keys are appended to
-    that case's block, and ``extra_top_level`` keys come after ``metrics``.
-    ``rendered``: the lane values rendered as the cases finished (any case
-    missing there is rendered here).
-    """
-    ordered = sorted(lane_outputs, key=lambda output: output["case_index"])
-    rows = scores.cases.sort("case_index").to_dicts()
-    if len(rows) != len(ordered):
-        raise ValueError("the cases frame and the lane outputs disagree on the case count")
+    """The document without its cases, keys in §6.1 order: ``cases`` holds its place
+    (an empty list) until :func:`build_artifact` fills it or :func:`write_artifact`
+    streams it."""
     metrics = dict(scores.metrics)
     metrics.update({name: dict(value) for name, value in (extra_metrics or {}).items()})
     doc: dict[str, Any] = {
@@ -168,7 +151,7 @@ def build_artifact(
             "normalized": list(MATCHING["normalized"]),
             "sources": MATCHING["sources"],
         },
-        "inputs": inputs_block(context, len(ordered)),
+        "inputs": inputs_block(context, case_count),
         "corpus": corpus_block(context),
         "thresholds": None if context.thresholds is None else dict(context.thresholds),
         "definitions": (
@@ -177,15 +160,118 @@ def build_artifact(
     }
     if context.warnings:
         doc["warnings"] = list(context.warnings)
+    doc["cases"] = []
+    doc["metrics"] = {name: metrics[name] for name in sorted(metrics)}
+    doc.update(extra_top_level or {})
+    return doc
+
+
+def build_artifact(
+    context: RunContext,
+    lane_outputs: Sequence[LaneOutput],
+    scores: Scores,
+    *,
+    catalog: Catalog = CATALOG,
+    extra_definitions: Mapping[str, MetricDefinition] | None = None,
+    extra_metrics: Mapping[str, Mapping[str, Any]] | None = None,
+    case_extras: Mapping[str, Mapping[str, Any]] | None = None,
+    extra_top_level: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The whole evaluation.json document in memory, keys in §6.1 order (a run
+    streams it instead: :func:`write_artifact` writes the same bytes).
+
+    ``catalog`` declares the metrics and where each per-case value goes. The
+    ``extra_*``/``case_extras`` hooks carry additive blocks (e.g.
+    ABSTENTION.md §3.8 with ``--must-refuse``): extra definitions/metrics are
+    merged into the sorted maps, ``case_extras[case_id]`` keys are appended to
+    that case's block, and ``extra_top_level`` keys come after ``metrics``.
+    """
+    ordered = sorted(lane_outputs, key=lambda output: output["case_index"])
+    rows = scores.cases.sort("case_index").to_dicts()
+    if len(rows) != len(ordered):
+        raise ValueError("the cases frame and the lane outputs disagree on the case count")
+    doc = artifact_head(
+        context,
+        len(ordered),
+        scores,
+        catalog=catalog,
+        extra_definitions=extra_definitions,
+        extra_metrics=extra_metrics,
+        extra_top_level=extra_top_level,
+    )
     steps = case_steps(case_layout(catalog))
-    lane_values = rendered.get if rendered is not None else _not_rendered
     cases = [
-        build_case_block(steps, output, row, lane_values(output["case_index"]))
-        for output, row in zip(ordered, rows, strict=True)
+        build_case_block(steps, output, row) for output, row in zip(ordered, rows, strict=True)
     ]
     for block in cases:
         block.update((case_extras or {}).get(block["case_id"], {}))
     doc["cases"] = cases
-    doc["metrics"] = {name: metrics[name] for name in sorted(metrics)}
-    doc.update(extra_top_level or {})
     return doc
+
+
+CASES_PER_BATCH: Final = 1_000
+"""Case blocks built and encoded together while the artifact is streamed: the
+memory a batch holds, against one binary32 spelling pass per batch."""
+
+
+def case_blocks(
+    scores: Scores,
+    lane_blocks: LaneBlocks,
+    *,
+    catalog: Catalog = CATALOG,
+    case_extras: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Iterator[bytes]:
+    """Each ``cases[]`` entry's pretty JSON in case order, built batch by batch from
+    the ``cases`` frame and the lane values encoded as the cases finished."""
+    if len(lane_blocks) != scores.cases.height:
+        raise ValueError("the cases frame and the lane outputs disagree on the case count")
+    steps = case_steps(case_layout(catalog))
+    extras = case_extras or {}
+    no_lane_output: dict[str, Any] = {}  # every lane value is in lane_blocks
+    for batch in scores.cases.sort("case_index").iter_slices(CASES_PER_BATCH):
+        blocks = []
+        for row in batch.to_dicts():
+            values = lane_blocks.values(row["case_index"])
+            if values is None:
+                raise ValueError(f"case {row['case_index']} has no lane values")
+            block = build_case_block(steps, no_lane_output, row, values)
+            block.update(extras.get(row["case_id"], {}))
+            blocks.append(block)
+        yield from encode_json_each(blocks, indent=2)
+
+
+def artifact_chunks(head: Mapping[str, Any], cases: Iterable[bytes]) -> Iterator[bytes]:
+    """evaluation.json's bytes piece by piece: ``head``'s members as :func:`dumps`
+    lays them out, ``cases`` (each block's own pretty JSON) in its place.
+
+    Every member is laid out alone and the pieces are indented to their depth
+    (JSON text holds no raw newline inside a string, so indenting after each
+    newline is exact); a test holds the result to :func:`dumps` of the whole.
+    """
+    yield b"{\n"
+    for position, (key, value) in enumerate(head.items()):
+        if position:
+            yield b",\n"
+        if key != "cases":
+            yield encode_json({key: value}, indent=2)[2:-2]  # without "{\n" and "\n}"
+            continue
+        yield b'  "cases": ['
+        written = 0
+        for block in cases:
+            yield b"\n    " if not written else b",\n    "
+            yield block.replace(b"\n", b"\n    ")
+            written += 1
+        yield b"\n  ]" if written else b"]"
+    yield b"\n}"
+
+
+def write_artifact(path: str | Path, chunks: Iterable[bytes]) -> None:
+    """Streams ``chunks`` to ``path`` through a temp file and a rename (§3.9): a
+    failure (or Ctrl-C) leaves no partial file. Failure -> :class:`RunError`
+    ``writing {path}: {error}``."""
+    try:
+        write_chunks_atomic(Path(path), chunks)
+    except (TypeError, ValueError) as exc:
+        raise RunError(f"writing {path}: {exc}") from None
+    except OSError as exc:
+        raise RunError(f"writing {path}: {os_error_text(exc)}") from None

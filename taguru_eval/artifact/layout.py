@@ -12,12 +12,17 @@ here; the reader (:mod:`.read`) walks the same layout backwards.
 
 from __future__ import annotations
 
+import os
+import tempfile
+from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import IO, Any, Final
 
+import msgspec
 import pyarrow as pa
 
+from taguru_eval._base.text import encode_json_each
 from taguru_eval.artifact.blocks import (
     budget_block,
     citation_check_block,
@@ -149,7 +154,8 @@ def case_steps(layout: tuple[Slot, ...] = CASE_LAYOUT) -> tuple[Step, ...]:
 
 
 Rendered = Mapping[tuple[str, ...], Any]
-"""A case's lane values as its block writes them, by path (:class:`LaneBlocks`)."""
+"""A case's lane values as its block writes them, by path (:class:`LaneBlocks`:
+encoded, as ``msgspec.Raw``)."""
 
 _LANE_RENDERS: Final = tuple(
     (slot.path, slot.render) for slot in CASE_LAYOUT if isinstance(slot, FromLane)
@@ -157,29 +163,94 @@ _LANE_RENDERS: Final = tuple(
 
 
 class LaneBlocks:
-    """Each case's lane values rendered as its block writes them, the moment the case
-    finishes (the pipeline hands :meth:`add` to the network phase).
+    """Each case's lane values, encoded as its block writes them the moment the case
+    finishes, and kept on disk (the pipeline hands :meth:`add` to the network phase).
 
-    Rendering a case's hits, probes and checks is most of building a case block
-    and needs nothing the scorer computes; done as each case finishes it runs
-    while the other cases wait on the network, not after the last one
-    (``benchmarks/end_to_end.py`` times what follows the network phase). The
-    catalog adds no lane value (only ``cases`` columns), so every layout's lane
-    values are these.
+    Encoding a case's hits, probes and checks is most of building a case block
+    and needs nothing the scorer computes, so it runs while the other cases
+    wait on the network. Kept as Python objects, a 100,000-case run's values
+    would take gigabytes; encoded, they go in batches to an unnamed temporary
+    file (gone when closed, or when the process dies) and only each case's
+    offsets stay in memory. :meth:`values` reads one case back as
+    ``msgspec.Raw`` values that the artifact's encoder copies as they are.
+    The catalog adds no lane value (only ``cases`` columns), so every
+    layout's lane values are these.
     """
 
-    def __init__(self) -> None:
-        self._rendered: dict[int, Rendered] = {}
+    BATCH: Final = 256
+    """Cases encoded together: the binary32 spelling pass costs one Polars call
+    per batch (:func:`~taguru_eval._base.text.encode_json_each`)."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        self._directory = directory
+        self._file: IO[bytes] | None = None
+        self._size = 0
+        self._pending: list[tuple[int, list[Any]]] = []
+        # Per case, at its row: the start of its values in the file, then each
+        # value's length (-1: the case has no such value).
+        self._spans = array("q")
+        self._row: dict[int, int] = {}
 
     def add(self, lane_output: Mapping[str, Any]) -> None:
-        """Renders one finished case's lane values."""
-        self._rendered[lane_output["case_index"]] = {
-            path: render(lane_output) for path, render in _LANE_RENDERS
-        }
+        """Renders one finished case's lane values (encoded with the next batch)."""
+        values = [render(lane_output) for _, render in _LANE_RENDERS]
+        self._pending.append((lane_output["case_index"], values))
+        if len(self._pending) >= self.BATCH:
+            self.flush()
 
-    def get(self, case_index: int) -> Rendered | None:
-        """The rendered values of case ``case_index``, if it was added."""
-        return self._rendered.get(case_index)
+    def flush(self) -> None:
+        """Encodes the pending cases and appends them to the file."""
+        if not self._pending:
+            return
+        present = [value for _, values in self._pending for value in values if value is not None]
+        encoded = iter(encode_json_each(present))
+        if self._file is None:
+            # Held open until close(): the file is the values' one home.
+            self._file = tempfile.TemporaryFile(dir=self._directory)  # noqa: SIM115
+        chunks: list[bytes] = []
+        for case_index, values in self._pending:
+            self._row[case_index] = len(self._spans)
+            self._spans.append(self._size)
+            for value in values:
+                if value is None:
+                    self._spans.append(-1)
+                    continue
+                data = next(encoded)
+                chunks.append(data)
+                self._spans.append(len(data))
+                self._size += len(data)
+        self._pending = []
+        self._file.seek(0, os.SEEK_END)
+        self._file.write(b"".join(chunks))
+        self._file.flush()
+
+    def __len__(self) -> int:
+        return len(self._row) + len(self._pending)
+
+    def values(self, case_index: int) -> Rendered | None:
+        """The encoded lane values of case ``case_index`` by path (``None`` where the
+        case has none), if it was added."""
+        self.flush()
+        row = self._row.get(case_index)
+        if row is None or self._file is None:
+            return None
+        lengths = self._spans[row + 1 : row + 1 + len(_LANE_RENDERS)]
+        data = os.pread(self._file.fileno(), sum(max(0, n) for n in lengths), self._spans[row])
+        rendered: dict[tuple[str, ...], Any] = {}
+        offset = 0
+        for (path, _), length in zip(_LANE_RENDERS, lengths, strict=True):
+            if length < 0:
+                rendered[path] = None
+                continue
+            rendered[path] = msgspec.Raw(data[offset : offset + length])
+            offset += length
+        return rendered
+
+    def close(self) -> None:
+        """Removes the file (also done when the object is collected)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def case_block(

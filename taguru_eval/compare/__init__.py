@@ -22,6 +22,7 @@ from taguru_eval.compare.load import RunView, view_from_document
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.report import Comparison
 from taguru_eval.compare.significance import Significance, significance
+from taguru_eval.artifact.document import WrittenDocument
 from taguru_eval.errors import InputError
 
 __all__ = ["Comparison", "RunView", "Side", "Significance", "compare", "load_side", "significance"]
@@ -44,6 +45,11 @@ def load_side(
     pinned ``got 0`` (GATE_AND_COMPARE.md §6.2) — for the readers that are not
     compare."""
     try:
+        if isinstance(source, WrittenDocument):  # a run's document: its file, as written
+            shown = label if label is not None else f"<{side}>"
+            return read_side(
+                source.path, label=shown, catalog=catalog, stamp_required=stamp_required
+            )
         if isinstance(source, Mapping):
             shown = label if label is not None else f"<{side}>"
             return view_from_document(source, shown, catalog=catalog, stamp_required=stamp_required)

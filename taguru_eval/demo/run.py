@@ -106,8 +106,8 @@ def run_demo(out_dir: Path) -> int:
             url, context_dir, out_dir / "evaluation.json", console, store=out_dir / "runs"
         )
         console.out("")
-        console.out(f"metrics of {len(result.lane_outputs)} case(s):")
-        console.out(metrics_table(result.doc["metrics"], result.scores.catalog.statistics()))
+        console.out(f"metrics of {result.case_count} case(s):")
+        console.out(metrics_table(result.head["metrics"], result.scores.catalog.statistics()))
         console.out("")
         # The walk-through runs' own summaries would repeat the first one's.
         quiet = Console(stdout=io.StringIO(), stderr=io.StringIO())
@@ -173,7 +173,7 @@ def run_assembly_pair(out_dir: Path, budget: Budget = PAIR_BUDGET) -> int:
     """
     console = Console()
     artifacts: dict[str, str] = {}
-    docs: dict[str, dict[str, Any]] = {}
+    docs: dict[str, Mapping[str, Any]] = {}
     with _demo_server(out_dir, console) as (url, context_dir):
         for mode in ("baseline", "assembly"):
             artifacts[mode] = str(out_dir / f"evaluation-{mode}.json")

@@ -2,7 +2,8 @@
 
 Prints the target line, probes the server version, runs the preflight,
 brackets the cases with two context reads and runs the cases concurrently
-under ``--concurrency`` (results always in case order). Nothing here scores."""
+under ``--concurrency``, each case's output handed on as it finishes. Nothing
+here scores."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import httpx
 from taguru_eval.inputs.dataset import EvalCase
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import RunOptions
-from taguru_eval.run.bounded import in_order
+from taguru_eval.run.bounded import each_bounded
 from taguru_eval.run.console import Console, Progress
 from taguru_eval.run.http import TaguruClient, probe_version
 from taguru_eval.run.lanes.case import run_case
@@ -32,29 +33,25 @@ async def run_cases(
     context: str,
     cases: Sequence[EvalCase],
     concurrency: int,
+    on_finished: Callable[[LaneOutput], None],
     progress: Progress | None = None,
     how: Retrieval = None,
-    rows: TableRows | None = None,
-    on_finished: Callable[[LaneOutput], None] | None = None,
-) -> list[LaneOutput]:
-    """Every case's lanes, at most ``concurrency`` cases in flight, in case order.
+) -> int:
+    """Every case's lanes, at most ``concurrency`` cases in flight; returns how many ran.
 
-    ``how`` runs each case's first lane (:data:`Retrieval`). ``rows`` receives each
-    case's output as soon as the case completes (the tables are built batch
-    by batch while the other cases wait on the network), and so does
-    ``on_finished`` (a later stage's work that needs only the output).
+    ``how`` runs each case's first lane (:data:`Retrieval`). Each case's output
+    goes to ``on_finished`` the moment the case completes (the tables' rows and
+    the case block's lane values are made from it while the other cases wait
+    on the network) and is kept nowhere else: what the server sent outlives
+    its case only as those.
     """
 
     async def lanes(index: int, case: EvalCase) -> LaneOutput:
         return await run_case(client, context, index, case, how)
 
-    def finished(output: LaneOutput) -> None:
-        if rows is not None:
-            rows.add(output)
-        if on_finished is not None:
-            on_finished(output)
-
-    return await in_order(cases, lanes, concurrency, progress, finished)
+    return await each_bounded(
+        enumerate(cases), len(cases), lanes, concurrency, on_finished, progress
+    )
 
 
 def retrieval(options: RunOptions) -> Retrieval:
@@ -71,8 +68,8 @@ class NetworkPhase:
 
     preflight: Preflight
     after: ContextEntry
-    outputs: list[LaneOutput]
-    rows: TableRows  # the outputs as table rows, built while the cases ran
+    cases: int  # how many eval cases ran
+    rows: TableRows  # their outputs as table rows, built while the cases ran
     started_at: datetime
     finished_at: datetime
     cases_elapsed_s: float  # wall time of the cases alone (monotonic clock)
@@ -95,7 +92,8 @@ async def network_phase(
 
     With ``--must-refuse`` the probes (ABSTENTION.md §3.4) run after every eval
     case and before the re-read, so the revision bracket covers them too.
-    ``on_finished`` sees each eval case's output as the case finishes.
+    Each eval case's output becomes table rows and goes to ``on_finished``
+    as the case finishes; neither the phase nor its result keeps it.
     """
     options = prepared.options
     console.err(f"evaluate → {prepared.masked_url}")
@@ -115,15 +113,20 @@ async def network_phase(
         rows = TableRows()  # before the clock: its first use has a one-time cost
         started = datetime.now(UTC)
         clock = time.monotonic()
-        outputs = await run_cases(
+
+        def collect(output: LaneOutput) -> None:
+            rows.add(output)
+            if on_finished is not None:
+                on_finished(output)
+
+        ran = await run_cases(
             client,
             options.context,
             prepared.eval_set.cases,
             options.concurrency,
+            collect,
             progress,
             how,
-            rows,
-            on_finished,
         )
         cases_elapsed = time.monotonic() - clock
         refusal_outputs = (
@@ -142,7 +145,7 @@ async def network_phase(
     return NetworkPhase(
         preflight=checked,
         after=after,
-        outputs=outputs,
+        cases=ran,
         rows=rows,
         started_at=started,
         finished_at=finished,

@@ -633,31 +633,40 @@ def test_a_truncated_artifact_s_reason_does_not_end_in_a_bare_at(tmp_path: Path)
     )
 
 
-def test_a_lane_value_not_rendered_ahead_is_rendered_at_the_build() -> None:
-    """``LaneBlocks`` renders the default layout's lane values; a layout with one
-    more (or a case it never saw) still gets every value, rendered by the build."""
-    from taguru_eval.artifact.layout import (
-        CASE_LAYOUT,
-        FromLane,
-        LaneBlocks,
-        build_case_block,
-        case_steps,
-    )
+def test_lane_blocks_keep_each_case_s_lane_values_encoded_and_read_them_back() -> None:
+    """``LaneBlocks`` encodes each case's lane values in batches into a temporary
+    file; read back, a case's values are the layout's renderings encoded, ``None``
+    where the case has none, for cases added in any order and across batches."""
+    import msgspec
 
-    output: dict[str, Any] = {
-        "case_index": 0,
-        "case_id": "c1",
-        "query": "q",
-        "limit": 5,
-        "passage": {"outcome": "failed", "message": "down", "latency_ms": 3},
-        "extra_note": "kept",
-    }
-    layout = (*CASE_LAYOUT, FromLane(("note",), lambda lane: lane.get("extra_note")))
+    from taguru_eval._base.text import encode_json
+    from taguru_eval.artifact.layout import CASE_LAYOUT, FromLane, LaneBlocks
+
+    def output(index: int) -> dict[str, Any]:
+        return {
+            "case_index": index,
+            "case_id": f"c{index}",
+            "query": "q é \u2028",
+            "cues": ["x"] if index % 2 else [],
+            "limit": 5,
+            "passage": {"outcome": "failed", "message": f"down {index}", "latency_ms": 3},
+        }
+
+    order = [*range(LaneBlocks.BATCH + 7)][::-1]  # finished out of order, more than a batch
     blocks = LaneBlocks()
-    blocks.add(output)
-    rendered = blocks.get(0)
-    assert rendered is not None and ("note",) not in rendered
-    written = build_case_block(case_steps(layout), output, {}, rendered)
-    assert written == build_case_block(case_steps(layout), output, {}, None)
-    assert written["note"] == "kept" and written["passage"]["message"] == "down"
-    assert blocks.get(1) is None
+    for index in order:
+        blocks.add(output(index))
+    assert len(blocks) == len(order)
+    lanes = [slot for slot in CASE_LAYOUT if isinstance(slot, FromLane)]
+    for index in (0, 1, LaneBlocks.BATCH + 6):
+        values = blocks.values(index)
+        assert values is not None
+        for slot in lanes:
+            expected = slot.render(output(index))
+            got = values[slot.path]
+            if expected is None:
+                assert got is None
+            else:
+                assert isinstance(got, msgspec.Raw) and bytes(got) == encode_json(expected)
+    assert blocks.values(len(order)) is None
+    blocks.close()

@@ -90,43 +90,57 @@ def test_the_mask_hides_only_run_to_run_values() -> None:
 
 
 @pytest.mark.parametrize(
-    "extra", [[], ["--assembly"], ["--max-items", "3"]], ids=["baseline", "assembly", "budget"]
+    "extra",
+    [[], ["--assembly"], ["--max-items", "3"], ["--must-refuse", "must_refuse"]],
+    ids=["baseline", "assembly", "budget", "must-refuse"],
 )
-def test_lane_values_rendered_as_cases_finish_write_the_same_artifact(
+def test_the_streamed_artifact_is_the_document_built_in_memory(
     extra: list[str], sake_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A run renders each case's lane values as the case finishes (LaneBlocks); the
-    artifact is the one rendering them all at the end writes."""
+    """A run streams evaluation.json case block by case block from lane values
+    encoded as the cases finished; the bytes are those of the whole document
+    built in memory from the same lane outputs and scores, and encoded at once."""
+    from typing import Any
+
+    from taguru_eval import pipeline
+    from taguru_eval._base.text import encode_json
     from taguru_eval.artifact import layout
+    from taguru_eval.artifact.build import build_artifact
 
-    rendered_at_end: list[int] = []
-    taken_as_rendered: list[int] = []
-    original_get = layout.LaneBlocks.get
+    outputs: list[Any] = []
+    seen: dict[str, Any] = {}
+    add = layout.LaneBlocks.add
 
-    def texts(at_end: bool) -> str:
-        if not at_end:
+    def kept(self: layout.LaneBlocks, output: Any) -> None:
+        outputs.append(output)
+        add(self, output)
 
-            def counted(self: layout.LaneBlocks, case_index: int) -> layout.Rendered | None:
-                found = original_get(self, case_index)
-                if found is not None:
-                    taken_as_rendered.append(case_index)
-                return found
+    def recorded(name: str, function: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            seen[name] = (args, kwargs)
+            return function(*args, **kwargs)
 
-            monkeypatch.setattr(layout.LaneBlocks, "get", counted)
-        else:
+        return call
 
-            def nothing(self: layout.LaneBlocks, case_index: int) -> None:
-                assert original_get(self, case_index) is not None  # the run did add it
-                rendered_at_end.append(case_index)
-                return None
+    monkeypatch.setattr(layout.LaneBlocks, "add", kept)
+    monkeypatch.setattr(pipeline, "artifact_head", recorded("head", pipeline.artifact_head))
+    monkeypatch.setattr(pipeline, "case_blocks", recorded("cases", pipeline.case_blocks))
+    out = tmp_path / "evaluation.json"
+    flags = [
+        DATA / "sake" / "must_refuse.jsonl" if flag == "must_refuse" else flag for flag in extra
+    ]
+    args = [*run_args(DATA / "sake" / "eval.jsonl", "sake", sake_server)]
+    assert main([*args, "--no-store", "--out", str(out), *map(str, flags)]) == 0
 
-            monkeypatch.setattr(layout.LaneBlocks, "get", nothing)
-        out = tmp_path / f"evaluation-{at_end}.json"
-        args = [*run_args(DATA / "sake" / "eval.jsonl", "sake", sake_server)]
-        assert main([*args, "--no-store", "--out", str(out), *extra]) == 0
-        return mask(out.read_text(encoding="utf-8")).replace(str(out), "<out>")
-
-    as_they_finish = texts(at_end=False)
-    at_the_end = texts(at_end=True)
-    assert sorted(taken_as_rendered) == sorted(rendered_at_end) == list(range(16))
-    assert as_they_finish == at_the_end
+    (context, case_count, scores), head_options = seen["head"]
+    _, case_options = seen["cases"]
+    assert case_count == len(outputs) == 16
+    doc = build_artifact(
+        context,
+        outputs,
+        scores,
+        catalog=head_options["catalog"],
+        extra_top_level=head_options["extra_top_level"],
+        case_extras=case_options["case_extras"],
+    )
+    assert out.read_bytes() == encode_json(doc, indent=2)

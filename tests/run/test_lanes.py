@@ -37,7 +37,7 @@ from taguru_eval.run.lanes.passage import (
     search_body,
 )
 from taguru_eval.run.lanes.structural import Candidate, classify_position, top_tier
-from taguru_eval.tables.shapes import HitLocator, Plan
+from taguru_eval.tables.shapes import HitLocator, LaneOutput, Plan
 
 BASE = "http://taguru.test"
 Route = Callable[[str, dict[str, Any]], httpx.Response]
@@ -567,8 +567,9 @@ async def test_latency_excludes_the_wait_for_a_concurrency_slot() -> None:
         return ok(PAGE)
 
     cases = [EvalCase(case_id=f"c{i}", query="q", line=i + 2) for i in range(6)]
+    outputs: list[LaneOutput] = []
     async with TaguruClient(BASE, transport=httpx.MockTransport(slow)) as client:
-        outputs = await run_cases(client, "sake", cases, concurrency=1)
+        assert await run_cases(client, "sake", cases, 1, outputs.append) == len(cases)
     assert [o["case_id"] for o in outputs] == [c.case_id for c in cases]
     latencies = [o["passage"]["latency_ms"] for o in outputs]
     # The last case waited ~150 ms for its slot; only its own exchange is timed.

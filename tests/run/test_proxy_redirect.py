@@ -8,6 +8,7 @@ servers: a forward proxy, a redirecting server and the reference server.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def _run_sake(url: str, work: Path, env: dict[str, str]) -> taguru_eval.Run:
 
 
 def _without_latency(value: Any) -> Any:
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {
             key: _without_latency(item)
             for key, item in value.items()

@@ -128,8 +128,9 @@ def test_a_live_run_builds_its_tables_while_the_cases_run(tmp_path: Path) -> Non
         )
         console = Console(stdout=io.StringIO(), stderr=io.StringIO())
         prepared = prepare_run(options, {}, stderr=console.err)
-        phase = asyncio.run(network_phase(prepared, console=console))
-    outputs: list[LaneOutput] = phase.outputs
+        outputs: list[LaneOutput] = []
+        phase = asyncio.run(network_phase(prepared, console=console, on_finished=outputs.append))
+    outputs.sort(key=lambda output: output["case_index"])
     assert [output["case_index"] for output in outputs] == list(range(len(outputs)))
     assert_same_tables(phase.rows.finish("live"), build_tables(outputs, "live"))
     # Finishing again (a phase finished with and without its probes) gives the same rows.
@@ -152,12 +153,14 @@ def test_must_refuse_rows_follow_the_eval_rows_of_every_batch(tmp_path: Path) ->
         )
         console = Console(stdout=io.StringIO(), stderr=io.StringIO())
         prepared = prepare_run(options, {}, stderr=console.err)
-        phase = asyncio.run(network_phase(prepared, console=console))
+        outputs: list[LaneOutput] = []
+        phase = asyncio.run(network_phase(prepared, console=console, on_finished=outputs.append))
     assert phase.refusal_outputs
+    outputs.sort(key=lambda output: output["case_index"])
     rows = TableRows(1)
-    rows.extend(phase.outputs)
+    rows.extend(outputs)
     tables = rows.finish("mr", phase.refusal_outputs)
-    assert_same_tables(tables, build_tables(phase.outputs, "mr", phase.refusal_outputs))
+    assert_same_tables(tables, build_tables(outputs, "mr", phase.refusal_outputs))
     assert tables.refusal_lanes.height == len(phase.refusal_outputs)
     populations = tables.calls.get_column("population").to_list()
     assert populations == sorted(populations, key=lambda name: name != "eval")
