@@ -16,13 +16,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from taguru_eval.artifact.document import WrittenDocument
 from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.compare.classify import compare_views
 from taguru_eval.compare.load import RunView, view_from_document
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.report import Comparison
 from taguru_eval.compare.significance import Significance, significance
-from taguru_eval.artifact.document import WrittenDocument
 from taguru_eval.errors import InputError
 
 __all__ = ["Comparison", "RunView", "Side", "Significance", "compare", "load_side", "significance"]
