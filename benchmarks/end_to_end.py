@@ -143,8 +143,11 @@ def child(eval_path: Path, url: str, concurrency: int, work: Path, tree: Path) -
         during = "_convert" if hasattr(flatten.TableRows, "_convert") else "_flush"
         setattr(flatten.TableRows, during, timed("batches", getattr(flatten.TableRows, during)))
     pipeline.score_run = timed("score", pipeline.score_run)
-    pipeline.build_artifact = timed("artifact", pipeline.build_artifact)
-    pipeline.write_json_atomic = timed("artifact", pipeline.write_json_atomic)
+    if hasattr(pipeline, "write_artifact"):  # streamed: the case blocks are built as written
+        pipeline.write_artifact = timed("artifact", pipeline.write_artifact)
+    else:  # a tree from before: built in memory, then written
+        pipeline.build_artifact = timed("artifact", pipeline.build_artifact)
+        pipeline.write_json_atomic = timed("artifact", pipeline.write_json_atomic)
     if hasattr(pipeline, "StagedRun"):
         # The tables are staged on a thread beside the artifact ("staged", not on the
         # critical path); "store" is what is left once the artifact is written.
@@ -190,7 +193,7 @@ def child(eval_path: Path, url: str, concurrency: int, work: Path, tree: Path) -
             "peak_kib": status_kib("VmHWM"),
             "gc_seconds": collecting["seconds"],
             "gc_full": collecting["full"],
-            "cases": len(result.lane_outputs),
+            "cases": getattr(result, "case_count", None) or len(result.lane_outputs),
             "calls": result.tables.calls.height,
             "exit_code": result.exit_code,
             "artifact_bytes": Path(options.out).stat().st_size,

@@ -78,7 +78,8 @@ def _measure(eval_path: Path, url: str, concurrency: int, stall_s: float) -> Non
         result = asyncio.run(phase())
     finally:
         runner.run_cases = run_cases  # type: ignore[assignment]
-    rate = len(result.outputs) / result.cases_elapsed_s
+    cases = len(result.outputs) if hasattr(result, "outputs") else result.cases
+    rate = cases / result.cases_elapsed_s
     ordered = sorted(lateness)
 
     def at(share: float) -> float:

@@ -14,6 +14,7 @@ document has exactly the shapes and value types a run writes.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import random
@@ -49,13 +50,16 @@ def write_eval(path: Path, cases: int, dropped: tuple[str, ...] = ()) -> Path:
 
 
 def _demo_run() -> Any:
-    """One real run of the demo (reference server on loopback), its RunResult."""
+    """One real run of the demo (reference server on loopback): its lane outputs in
+    case order, its artifact's head and the prepared run."""
+    from taguru_eval.artifact.layout import LaneBlocks
     from taguru_eval.demo.data import DEMO_CONTEXT, demo_data_dir
     from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
-    from taguru_eval.pipeline import execute
+    from taguru_eval.pipeline import finish_run
     from taguru_eval.refserver.serve import running_server
     from taguru_eval.run.console import Console
+    from taguru_eval.run.runner import network_phase
 
     with tempfile.TemporaryDirectory() as work, running_server(demo_data_dir()) as url:
         options = RunOptions(
@@ -69,7 +73,18 @@ def _demo_run() -> Any:
         )
         console = Console(stdout=io.StringIO(), stderr=io.StringIO())
         prepared = prepare_run(options, {}, stderr=console.err)
-        return execute(prepared, console=console), prepared
+        outputs: list[Any] = []
+        blocks = LaneBlocks()
+
+        def finished(output: Any) -> None:
+            outputs.append(output)
+            blocks.add(output)
+
+        phase = asyncio.run(network_phase(prepared, console=console, on_finished=finished))
+        result = finish_run(prepared, phase, console, blocks)
+        blocks.close()
+        ordered = sorted(outputs, key=lambda output: output["case_index"])
+        return ordered, result.head, prepared
 
 
 def _rescored(output: Mapping[str, Any], rnd: random.Random) -> dict[str, Any]:
@@ -97,9 +112,8 @@ def artifact_document(cases: int, seed: int = 15) -> dict[str, Any]:
     from taguru_eval.score.aggregate import score_run
     from taguru_eval.tables.flatten import build_tables
 
-    result, prepared = _demo_run()
+    templates, head, prepared = _demo_run()
     rnd = random.Random(seed)
-    templates = sorted(result.lane_outputs, key=lambda output: output["case_index"])
     outputs = []
     for index in range(cases):
         template = templates[index % len(templates)]
@@ -115,7 +129,7 @@ def artifact_document(cases: int, seed: int = 15) -> dict[str, Any]:
         eval_set = load_eval(write_eval(Path(work) / "eval.jsonl", cases))
     tables = build_tables(outputs, "bench")
     scores = score_run(eval_set, tables)
-    doc = build_artifact(_run_context(result.doc, eval_set.name), outputs, scores)
+    doc = build_artifact(_run_context(head, eval_set.name), outputs, scores)
     if prepared.thresholds is not None:
         report = evaluate_gate(
             prepared.thresholds,

@@ -189,15 +189,25 @@ def _write_eval(directory: Path, cases: int) -> Path:
     return path
 
 
-def run_hooks() -> dict[str, Any]:
+def run_hooks(latencies: list[int] | None = None) -> dict[str, Any]:
     """What the pipeline hands the network phase besides the cases (the case blocks'
     lane values rendered as each case finishes), so the phase measured is a run's;
-    nothing for a tree from before them (``--tree``-style comparisons)."""
+    nothing for a tree from before them (``--tree``-style comparisons).
+    ``latencies`` collects each case's passage latency as it finishes (a phase
+    keeps no outputs)."""
     try:
         from taguru_eval.artifact.layout import LaneBlocks
     except ImportError:
         return {}
-    return {"on_finished": LaneBlocks().add}
+    blocks = LaneBlocks()
+    if latencies is None:
+        return {"on_finished": blocks.add}
+
+    def finished(output: Any) -> None:
+        blocks.add(output)
+        latencies.append(output["passage"]["latency_ms"])
+
+    return {"on_finished": finished}
 
 
 @dataclass(frozen=True)
@@ -262,12 +272,15 @@ def _measure(
     )
     gc.collect()  # every run starts without the previous run's garbage
     cpu = time.process_time()
+    collected: list[int] = []
     phase = asyncio.run(
-        network_phase(prepared, console=console, transport=transport, **run_hooks())
+        network_phase(prepared, console=console, transport=transport, **run_hooks(collected))
     )
     cpu = time.process_time() - cpu
-    cases = len(phase.outputs)
-    latencies = sorted(output["passage"]["latency_ms"] for output in phase.outputs)
+    if hasattr(phase, "outputs"):  # a tree from before phases kept no outputs
+        collected = [output["passage"]["latency_ms"] for output in phase.outputs]
+    cases = len(collected)
+    latencies = sorted(collected)
     return Measured(
         rate=cases / phase.cases_elapsed_s,
         p50_ms=float(latencies[nearest_rank_index(len(latencies), 50)]),
