@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -26,6 +27,9 @@ from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_c
 from taguru_eval.tables.flatten import TableRows
 from taguru_eval.tables.shapes import LaneOutput, RefusalOutput
 
+if TYPE_CHECKING:
+    from taguru_eval.resume import Session
+
 
 async def run_cases(
     client: TaguruClient,
@@ -36,6 +40,7 @@ async def run_cases(
     how: Retrieval = None,
     rows: TableRows | None = None,
     on_finished: Callable[[LaneOutput], None] | None = None,
+    done: Sequence[LaneOutput] = (),
 ) -> list[LaneOutput]:
     """Every case's lanes, at most ``concurrency`` cases in flight, in case order.
 
@@ -43,9 +48,12 @@ async def run_cases(
     case's output as soon as the case completes (the tables are built batch
     by batch while the other cases wait on the network), and so does
     ``on_finished`` (a later stage's work that needs only the output).
+    ``done``: the outputs of an unfinished run's cases (``--resume``); each goes
+    through the same path first, and only the other cases are sent.
     """
 
-    async def lanes(index: int, case: EvalCase) -> LaneOutput:
+    async def lanes(_position: int, item: tuple[int, EvalCase]) -> LaneOutput:
+        index, case = item
         return await run_case(client, context, index, case, how)
 
     def finished(output: LaneOutput) -> None:
@@ -54,7 +62,26 @@ async def run_cases(
         if on_finished is not None:
             on_finished(output)
 
-    return await in_order(cases, lanes, concurrency, progress, finished)
+    for output in done:
+        finished(output)
+    finished_indexes = {output["case_index"] for output in done}
+    todo = [(index, case) for index, case in enumerate(cases) if index not in finished_indexes]
+    fresh = await in_order(todo, lanes, concurrency, _shifted(progress, len(done)), finished)
+    if not done:
+        return fresh
+    return sorted([*done, *fresh], key=lambda output: output["case_index"])
+
+
+def _shifted(progress: Progress | None, replayed: int) -> Progress | None:
+    """The display counts a resumed run's replayed cases as done."""
+    if progress is None or not replayed:
+        return progress
+    shown = progress
+
+    def shifted(done: int, total: int) -> None:
+        shown(done + replayed, total + replayed)
+
+    return shifted
 
 
 def retrieval(options: RunOptions) -> Retrieval:
@@ -77,6 +104,7 @@ class NetworkPhase:
     finished_at: datetime
     cases_elapsed_s: float  # wall time of the cases alone (monotonic clock)
     refusal_outputs: list[RefusalOutput] = field(default_factory=list)
+    sessions: int = 1  # more than one: resumed (``inputs.resumed``)
 
     @property
     def stable(self) -> bool:
@@ -90,12 +118,16 @@ async def network_phase(
     transport: httpx.AsyncBaseTransport | None = None,
     progress: Progress | None = None,
     on_finished: Callable[[LaneOutput], None] | None = None,
+    session: Session | None = None,
 ) -> NetworkPhase:
     """§2.3 steps 7–9 and §3.1–§3.2: target line, probe, preflight, cases, re-read.
 
     With ``--must-refuse`` the probes (ABSTENTION.md §3.4) run after every eval
     case and before the re-read, so the revision bracket covers them too.
     ``on_finished`` sees each eval case's output as the case finishes.
+    ``session`` keeps the run's checkpoint (:mod:`taguru_eval.resume`): it
+    replaces a resumed run's first context read with the first session's, and
+    its batch is written when the case phase ends, however it ends.
     """
     options = prepared.options
     console.err(f"evaluate → {prepared.masked_url}")
@@ -111,20 +143,27 @@ async def network_phase(
         if warning is not None:
             console.err(warning)
         checked = await preflight(client, prepared, console.err)
+        if session is not None:
+            checked = session.bracket(checked)
         how = retrieval(options)
         rows = TableRows()  # before the clock: its first use has a one-time cost
         started = datetime.now(UTC)
         clock = time.monotonic()
-        outputs = await run_cases(
-            client,
-            options.context,
-            prepared.eval_set.cases,
-            options.concurrency,
-            progress,
-            how,
-            rows,
-            on_finished,
-        )
+        try:
+            outputs = await run_cases(
+                client,
+                options.context,
+                prepared.eval_set.cases,
+                options.concurrency,
+                progress,
+                how,
+                rows,
+                on_finished,
+                () if session is None else session.done,
+            )
+        finally:
+            if session is not None:
+                session.flush()
         cases_elapsed = time.monotonic() - clock
         refusal_outputs = (
             []
@@ -148,4 +187,5 @@ async def network_phase(
         finished_at=finished,
         cases_elapsed_s=cases_elapsed,
         refusal_outputs=refusal_outputs,
+        sessions=1 if session is None else session.sessions,
     )
