@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +37,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from taguru_eval._base.files import pid_alive, write_bytes_atomic
+from taguru_eval._base.files import PROCESS_STARTED, pid_alive, write_bytes_atomic
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
     InputError,
@@ -204,7 +204,7 @@ def partial_dir(store_dir: str | Path, context: str) -> Path:
     return Path(store_dir) / PARTIAL_DIR / f"context={quote(context, safe='')}"
 
 
-def batch_size(env: dict[str, str] | os._Environ[str] = os.environ) -> int:
+def batch_size(env: Mapping[str, str] = os.environ) -> int:
     """Cases per batch file: :data:`BATCH_ENV` when it is a positive integer."""
     text = env.get(BATCH_ENV, "")
     return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_BATCH
@@ -278,13 +278,26 @@ def load_checkpoint(directory: Path, manifest: Manifest, prepared: PreparedRun) 
             warn(StoreWriteWarning(f"--resume: skipping {path}: not this eval set's cases"))
             continue
         for value in cast(list[LaneOutput], values):
-            done.setdefault(value["case_index"], value)
+            # A later batch wins: a case sent again after a lost server.
+            done[value["case_index"]] = value
     kept = [done[index] for index in sorted(done) if not _unreached(done[index])]
     return Found(directory=directory, manifest=manifest, done=kept, next_batch=last + 1)
 
 
 def _reason(exc: Exception) -> str:
     return os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+
+
+def _being_written(directory: Path, manifest: Manifest) -> bool:
+    """Another live process wrote the checkpoint since this one started. A live
+    pid alone proves nothing (a killed run's pid is reused, in a container at
+    once), so an older checkpoint is resumable whatever its pid."""
+    if manifest.pid == os.getpid() or not pid_alive(manifest.pid):
+        return False
+    try:
+        return any(path.stat().st_mtime >= PROCESS_STARTED for path in directory.iterdir())
+    except OSError:
+        return False
 
 
 def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
@@ -302,8 +315,10 @@ def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
     if newest is None:
         raise InputError(f"--resume: no unfinished run of context '{context}' in {store_dir}")
     directory, manifest = newest
-    if manifest.pid != os.getpid() and pid_alive(manifest.pid):
-        raise InputError(f"--resume: the unfinished run {directory} is still running")
+    if _being_written(directory, manifest):
+        raise InputError(
+            f"--resume: the unfinished run {directory} is still running (pid {manifest.pid})"
+        )
     what = difference(manifest.fingerprint, mine)
     if what is not None:
         raise InputError(f"--resume: {what}")

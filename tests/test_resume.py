@@ -260,3 +260,38 @@ def test_the_store_ignores_checkpoints_and_a_fresh_run_starts_afresh(
     runs = taguru_eval.scan_runs("runs", "cases").select("run").unique().collect()
     assert runs["run"].to_list() == [run.run_id]
     assert taguru_eval.load_run(run.path).cases.height == run.cases.height == 16
+
+
+def test_a_case_that_reached_no_server_is_sent_again(
+    server: str, unfinished: Path, tmp_path: Path
+) -> None:
+    first = unfinished / "batch-000001.msgpack"
+    outputs = decoded(first)
+    outputs[0]["calls"][0].update(http_status=None, error="connection refused (os error 111)")
+    first.write_bytes(msgspec.msgpack.encode(outputs))
+    counting = Counting()
+    run = taguru_eval.run("eval.jsonl", "sake", url=server, store="runs", resume=True,
+                          transport=counting)  # fmt: skip
+    resent = outputs[0]["case_index"]
+    assert counting.case_calls == sent_calls(run, set(range(16)) - {resent}) > 0
+    (call,) = [c for c in run.tables.calls.filter(case_index=resent).to_dicts() if c["seq"] == 0]
+    assert call["http_status"] is not None
+
+
+def test_a_checkpoint_a_live_run_is_writing_is_not_resumed(
+    server: str, unfinished: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = json.loads((unfinished / MANIFEST_NAME).read_text(encoding="utf-8"))
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        manifest["pid"] = live.pid
+        (unfinished / MANIFEST_NAME).write_text(json.dumps(manifest), encoding="utf-8")
+        capsys.readouterr()
+        code, err = resume_cli(server, capsys)
+    finally:
+        live.kill()
+        live.wait()
+    assert code == 2
+    assert err == [
+        f"{PREFIX}--resume: the unfinished run {unfinished} is still running (pid {live.pid})"
+    ]
