@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httpx
 
@@ -27,8 +27,20 @@ from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_c
 from taguru_eval.tables.flatten import TableRows
 from taguru_eval.tables.shapes import LaneOutput, RefusalOutput
 
-if TYPE_CHECKING:
-    from taguru_eval.resume import Session
+
+class Checkpoint(Protocol):
+    """What the network phase needs of a run's checkpoint
+    (:class:`taguru_eval.resume.Session`, a later stage)."""
+
+    @property
+    def done(self) -> Sequence[LaneOutput]: ...
+
+    @property
+    def sessions(self) -> int: ...
+
+    def bracket(self, checked: Preflight) -> Preflight: ...
+
+    def flush(self) -> None: ...
 
 
 async def run_cases(
@@ -118,7 +130,7 @@ async def network_phase(
     transport: httpx.AsyncBaseTransport | None = None,
     progress: Progress | None = None,
     on_finished: Callable[[LaneOutput], None] | None = None,
-    session: Session | None = None,
+    session: Checkpoint | None = None,
 ) -> NetworkPhase:
     """§2.3 steps 7–9 and §3.1–§3.2: target line, probe, preflight, cases, re-read.
 
