@@ -130,6 +130,7 @@ def run(
     progress: bool | Progress = False,
     must_refuse: str | os.PathLike[str] | None = None,
     refusal_rule: str | None = None,
+    resume: bool = False,
 ) -> Run:
     """Evaluate ``context`` with ``eval_path`` exactly as the CLI run mode does.
 
@@ -148,7 +149,8 @@ def run(
     ``True`` shows the CLI's display on stderr (a bar on a terminal, a line
     every few seconds elsewhere), or pass any ``(done, total)`` callable.
     ``assembly``, ``max_*`` and ``rerank`` are ``--assembly``, ``--max-*`` and
-    ``--rerank``.
+    ``--rerank``; ``resume`` is ``--resume`` (continue the newest unfinished run
+    of ``context`` in the store; one that differs raises ``InputError``).
     """
     options = RunOptions(
         eval_path=os.fspath(eval_path),
@@ -167,6 +169,7 @@ def run(
         refusal_rule=None if refusal_rule is None else refusal_rule_of(refusal_rule),
         store_dir=None if store is None else os.fspath(store),
         no_store=no_store,
+        resume=resume,
     )
     captured = io.StringIO()
     console = Console() if verbose else Console(stdout=captured, stderr=captured)

@@ -37,6 +37,7 @@ MSG_BAD_REFUSAL_RULE: Final = "--refusal-rule must be 'semantic' or 'any'"
 MSG_RERANK_WITHOUT_ASSEMBLY: Final = "--rerank requires --assembly"
 MSG_RULE_WITHOUT_MUST_REFUSE: Final = "--refusal-rule requires --must-refuse"
 MSG_STORE_AND_NO_STORE: Final = "--store and --no-store are exclusive"
+MSG_RESUME_WITHOUT_STORE: Final = "--resume needs the run store (not --no-store)"
 
 
 def not_a_count(flag: str) -> UsageError:
@@ -100,7 +101,8 @@ class RunOptions:
     default store", which the runner decides. ``junit`` / ``summary`` /
     ``summary_base`` / ``step_summary`` (``--no-step-summary`` clears it) say
     which CI reports the command line writes after the run; ``quiet``
-    silences the progress display.
+    silences the progress display; ``resume`` continues the newest unfinished
+    run of the context in the store (:mod:`taguru_eval.resume`).
 
     Made with a bad count, rule or combination of flags, it raises the
     :class:`UsageError` the command line reports for them, checked in the
@@ -128,6 +130,7 @@ class RunOptions:
     summary_base: str | None = None
     step_summary: bool = True
     quiet: bool = False
+    resume: bool = False
 
     def __post_init__(self) -> None:
         # The command line rejects a bad count or rule while it reads the flags,
@@ -149,6 +152,8 @@ class RunOptions:
             raise UsageError(MSG_RULE_WITHOUT_MUST_REFUSE)
         if self.store_dir is not None and self.no_store:
             raise UsageError(MSG_STORE_AND_NO_STORE)
+        if self.resume and self.no_store:
+            raise UsageError(MSG_RESUME_WITHOUT_STORE)
 
     @property
     def resolved_refusal_rule(self) -> RefusalRule:

@@ -52,6 +52,7 @@ from taguru_eval.gate import (
     evaluate_gate,
 )
 from taguru_eval.inputs.prepare import PreparedRun
+from taguru_eval.resume import open_session
 from taguru_eval.run.console import Console, Progress
 from taguru_eval.run.runner import NetworkPhase, network_phase
 from taguru_eval.score.aggregate import Scores, score_run
@@ -98,6 +99,7 @@ def run_context(
         ),
         thresholds=None if gate is None else gate.block,
         warnings=prepared.warnings,
+        resumed=phase.sessions if phase.sessions > 1 else None,
     )
 
 
@@ -204,17 +206,23 @@ async def execute_async(
     """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
     console = console or Console()
     lane_blocks = LaneBlocks()
+    # --resume is checked (exit 2) before anything is sent.
+    session = open_session(prepared, resolve_store_dir(prepared))
     try:
         phase = await network_phase(
             prepared,
             console=console,
             transport=transport,
             progress=progress,
-            on_finished=lane_blocks.add,
+            on_finished=lane_blocks.add if session is None else session.after(lane_blocks.add),
+            session=session,
         )
-        return finish_run(prepared, phase, console, lane_blocks)
+        result = finish_run(prepared, phase, console, lane_blocks)
     finally:
         lane_blocks.close()
+    if session is not None:
+        session.finish()  # the artifact is written: nothing is left to resume
+    return result
 
 
 def finish_run(

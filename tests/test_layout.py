@@ -24,7 +24,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("score",),
     ("artifact",),
     ("gate",),
-    ("store",),
+    ("store", "resume"),
     ("compare",),
     ("analyst",),
     ("summary",),

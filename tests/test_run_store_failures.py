@@ -34,6 +34,7 @@ EVAL = DATA / "sake" / "eval.jsonl"
 PASSING = DATA / "sake" / "thresholds.json"
 FAILING = '{"taguru_evaluate_thresholds": 1, "aggregate": {"citations.recall": {"min": 1.0}}}'
 NOT_STORED = "the run is not stored (evaluation.json is written and the exit code is the gate's)"
+NOT_RESUMABLE = "the run goes on, but cannot be resumed"
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +78,13 @@ def test_a_read_only_store_keeps_a_failing_gate_exit_3(server: str, tmp_path: Pa
         store.chmod(0o755)
     assert child.returncode == 3, child.stderr
     warnings = [line for line in child.stderr.splitlines() if "warning:" in line]
-    assert len(warnings) == 1, child.stderr
-    (warning,) = warnings
+    # The checkpoint (resume) fails first, as the cases end; then the store.
+    assert len(warnings) == 2, child.stderr
+    checkpoint, warning = warnings
+    assert checkpoint.startswith(
+        f"{PREFIX}warning: keeping the unfinished run in {store}/.partial/"
+    )
+    assert checkpoint.endswith(f": Permission denied (os error 13); {NOT_RESUMABLE}")
     assert warning.startswith(f"{PREFIX}warning: writing the run store {store}/context=sake/run=")
     assert warning.endswith(f": Permission denied (os error 13); {NOT_STORED}")
     document = json.loads(out.read_text(encoding="utf-8"))
@@ -100,7 +106,9 @@ def test_runs_being_a_file_keeps_a_passing_gate_exit_0(
     )  # fmt: skip
     err = capsys.readouterr().err
     assert code == 0, err
-    (warning,) = [line for line in err.splitlines() if "warning:" in line]
+    checkpoint, warning = [line for line in err.splitlines() if "warning:" in line]
+    assert checkpoint.startswith(f"{PREFIX}warning: keeping the unfinished run in runs/.partial/")
+    assert checkpoint.endswith(f": Not a directory (os error 20); {NOT_RESUMABLE}")
     assert warning.startswith(f"{PREFIX}warning: writing the run store runs/context=sake/run=")
     assert warning.endswith(f": Not a directory (os error 20); {NOT_STORED}")
     assert "run stored in" not in err

@@ -61,7 +61,8 @@ class RunContext:
 
     ``url`` must already be masked (scheme://host:port). ``embeddings_read``
     False omits ``corpus.embeddings`` (the GET failed); True writes
-    ``{provider_model}`` (null = the server has no provider).
+    ``{provider_model}`` (null = the server has no provider). ``resumed``: the
+    number of sessions of a run continued with ``--resume`` (``inputs.resumed``).
     """
 
     eval_path: str
@@ -84,6 +85,7 @@ class RunContext:
     must_refuse: Mapping[str, Any] | None = None
     thresholds: Mapping[str, Any] | None = None
     warnings: Sequence[str] = field(default_factory=tuple)
+    resumed: int | None = None  # sessions of a resumed run (None: one session)
 
 
 def _revision(revision: Mapping[str, int]) -> dict[str, int]:
@@ -109,6 +111,9 @@ def inputs_block(context: RunContext, case_count: int) -> dict[str, Any]:
     inputs["concurrency"] = context.concurrency
     if context.must_refuse is not None:
         inputs["must_refuse"] = dict(context.must_refuse)
+    # Additive and last, so a run in one session keeps every byte it had.
+    if context.resumed is not None:
+        inputs["resumed"] = context.resumed
     return inputs
 
 

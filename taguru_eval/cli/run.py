@@ -131,7 +131,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--must-refuse FILE] [--refusal-rule semantic|any]
                         [--store DIR | --no-store] [--junit FILE]
                         [--summary FILE] [--summary-base RUN]
-                        [--no-step-summary] [--quiet]
+                        [--no-step-summary] [--quiet] [--resume]
        python -m taguru_eval run --eval FILE --context NAME [...]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
                         [--significance] [--fail-on-regression] [--alpha A]
@@ -180,6 +180,9 @@ run-mode flags:
                        directory, read before the run starts
   --no-step-summary    do not append the summary to $GITHUB_STEP_SUMMARY
   --quiet              no progress display
+  --resume             continue the newest unfinished run of the context in
+                       the store (same eval file, options and URL, else exit
+                       2): only the cases it did not finish are sent
   -h, --help           print this help and exit
   --version            print the version and exit (first argument only)
 
@@ -215,7 +218,8 @@ exit codes:
      bad URL, unknown context or source) -- nothing is written
   3  run completed but the thresholds gate did not pass
   130  interrupted (Ctrl-C); 143  terminated (SIGTERM) -- nothing partial is
-       left behind
+       left behind but the finished cases under <store>/.partial, which
+       --resume continues
 """
 
 
@@ -238,7 +242,7 @@ _VALUE_FLAGS: Final = {
 
 _COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurrency")
 
-_SWITCHES: Final = ("--assembly", "--no-store", "--no-step-summary", "--quiet")
+_SWITCHES: Final = ("--assembly", "--no-store", "--no-step-summary", "--quiet", "--resume")
 
 _POSITIVE: Final = re.compile(r"\+?[0-9]+")
 
@@ -325,6 +329,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         summary_base=values.get("--summary-base"),
         step_summary="--no-step-summary" not in switches,
         quiet="--quiet" in switches,
+        resume="--resume" in switches,
     )
 
 

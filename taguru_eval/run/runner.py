@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 import httpx
 
@@ -28,6 +29,21 @@ from taguru_eval.tables.flatten import TableRows
 from taguru_eval.tables.shapes import LaneOutput, RefusalOutput
 
 
+class Checkpoint(Protocol):
+    """What the network phase needs of a run's checkpoint
+    (:class:`taguru_eval.resume.Session`, a later stage)."""
+
+    @property
+    def done(self) -> Sequence[LaneOutput]: ...
+
+    @property
+    def sessions(self) -> int: ...
+
+    def bracket(self, checked: Preflight) -> Preflight: ...
+
+    def flush(self) -> None: ...
+
+
 async def run_cases(
     client: TaguruClient,
     context: str,
@@ -36,22 +52,42 @@ async def run_cases(
     on_finished: Callable[[LaneOutput], None],
     progress: Progress | None = None,
     how: Retrieval = None,
+    done: Sequence[LaneOutput] = (),
 ) -> int:
-    """Every case's lanes, at most ``concurrency`` cases in flight; returns how many ran.
+    """Every case's lanes, at most ``concurrency`` cases in flight; returns how many
+    finished (``done``'s included).
 
     ``how`` runs each case's first lane (:data:`Retrieval`). Each case's output
     goes to ``on_finished`` the moment the case completes (the tables' rows and
     the case block's lane values are made from it while the other cases wait
     on the network) and is kept nowhere else: what the server sent outlives
-    its case only as those.
+    its case only as those. ``done``: the outputs of an unfinished run's cases
+    (``--resume``); each goes to ``on_finished`` first, and only the other
+    cases are sent.
     """
 
     async def lanes(index: int, case: EvalCase) -> LaneOutput:
         return await run_case(client, context, index, case, how)
 
-    return await each_bounded(
-        enumerate(cases), len(cases), lanes, concurrency, on_finished, progress
-    )
+    for output in done:
+        on_finished(output)
+    finished_indexes = {output["case_index"] for output in done}
+    todo = [(index, case) for index, case in enumerate(cases) if index not in finished_indexes]
+    shown = _shifted(progress, len(finished_indexes))
+    ran = await each_bounded(todo, len(todo), lanes, concurrency, on_finished, shown)
+    return ran + len(finished_indexes)
+
+
+def _shifted(progress: Progress | None, replayed: int) -> Progress | None:
+    """The display counts a resumed run's replayed cases as done."""
+    if progress is None or not replayed:
+        return progress
+    shown = progress
+
+    def shifted(done: int, total: int) -> None:
+        shown(done + replayed, total + replayed)
+
+    return shifted
 
 
 def retrieval(options: RunOptions) -> Retrieval:
@@ -74,6 +110,7 @@ class NetworkPhase:
     finished_at: datetime
     cases_elapsed_s: float  # wall time of the cases alone (monotonic clock)
     refusal_outputs: list[RefusalOutput] = field(default_factory=list)
+    sessions: int = 1  # more than one: resumed (``inputs.resumed``)
 
     @property
     def stable(self) -> bool:
@@ -87,6 +124,7 @@ async def network_phase(
     transport: httpx.AsyncBaseTransport | None = None,
     progress: Progress | None = None,
     on_finished: Callable[[LaneOutput], None] | None = None,
+    session: Checkpoint | None = None,
 ) -> NetworkPhase:
     """§2.3 steps 7–9 and §3.1–§3.2: target line, probe, preflight, cases, re-read.
 
@@ -94,6 +132,9 @@ async def network_phase(
     case and before the re-read, so the revision bracket covers them too.
     Each eval case's output becomes table rows and goes to ``on_finished``
     as the case finishes; neither the phase nor its result keeps it.
+    ``session`` keeps the run's checkpoint (:mod:`taguru_eval.resume`): it
+    replaces a resumed run's first context read with the first session's, and
+    its batch is written when the case phase ends, however it ends.
     """
     options = prepared.options
     console.err(f"evaluate → {prepared.masked_url}")
@@ -109,6 +150,8 @@ async def network_phase(
         if warning is not None:
             console.err(warning)
         checked = await preflight(client, prepared, console.err)
+        if session is not None:
+            checked = session.bracket(checked)
         how = retrieval(options)
         rows = TableRows()  # before the clock: its first use has a one-time cost
         started = datetime.now(UTC)
@@ -119,15 +162,20 @@ async def network_phase(
             if on_finished is not None:
                 on_finished(output)
 
-        ran = await run_cases(
-            client,
-            options.context,
-            prepared.eval_set.cases,
-            options.concurrency,
-            collect,
-            progress,
-            how,
-        )
+        try:
+            ran = await run_cases(
+                client,
+                options.context,
+                prepared.eval_set.cases,
+                options.concurrency,
+                collect,
+                progress,
+                how,
+                () if session is None else session.done,
+            )
+        finally:
+            if session is not None:
+                session.flush()
         cases_elapsed = time.monotonic() - clock
         refusal_outputs = (
             []
@@ -151,4 +199,5 @@ async def network_phase(
         finished_at=finished,
         cases_elapsed_s=cases_elapsed,
         refusal_outputs=refusal_outputs,
+        sessions=1 if session is None else session.sessions,
     )

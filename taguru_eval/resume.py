@@ -1,0 +1,455 @@
+"""Checkpoints of an unfinished run, and ``run … --resume`` continuing one.
+
+A run with a store keeps its finished cases' lane outputs under
+``<store>/.partial/context=<ctx>/<checkpoint id>/`` as they finish:
+
+    manifest.json          what the run is (:class:`Manifest`): its fingerprint, the
+                           first session's corpus bracket, how many sessions sent cases
+    batch-000001.msgpack   the lane outputs of up to :data:`DEFAULT_BATCH` cases
+
+Every file is written whole through a temp file and a rename, so a batch a kill
+cut short is never read (its temp name does not match), and the directory is
+made at the first batch only: a run that fails before any case finished leaves
+nothing. The store's readers look for ``context=*/run=*``, so the dot
+directory is never taken for a run. When the artifact is written the checkpoint
+is removed: a finished run cannot be resumed.
+
+``--resume`` takes the newest checkpoint of the context, refuses (exit 2, one
+line) unless its fingerprint equals this run's, replays the finished outputs
+through the same path fresh ones take and sends only the other cases. A
+checkpoint that cannot be written is one warning, and the run goes on without.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import stat
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final, cast
+from urllib.parse import quote
+
+import msgspec
+
+from taguru_eval._base.files import PROCESS_STARTED, pid_alive, write_bytes_atomic
+from taguru_eval.contract import VERSION
+from taguru_eval.errors import (
+    InputError,
+    StoreWriteWarning,
+    os_error_text,
+    warn,
+)
+from taguru_eval.inputs.prepare import PreparedRun
+from taguru_eval.run.preflight import ContextEntry, Preflight
+from taguru_eval.store import new_run_id
+from taguru_eval.tables.shapes import LaneOutput
+
+PARTIAL_DIR: Final = ".partial"
+MANIFEST_NAME: Final = "manifest.json"
+CHECKPOINT_STAMP: Final = 1
+DEFAULT_BATCH: Final = 500
+BATCH_ENV: Final = "TAGURU_EVAL_CHECKPOINT_BATCH"
+"""Cases per batch file (tests use a small one; a batch costs one fsync)."""
+
+_BATCH_NAME: Final = re.compile(r"batch-(?P<n>[0-9]{6})\.msgpack")
+
+
+class Fingerprint(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything that decides what a run sends or what its artifact records,
+    besides the corpus: two sessions with equal fingerprints make the same
+    artifact. ``out`` and ``concurrency`` are here because ``inputs`` records
+    them; the store, the reports (``--junit``, ``--summary``) and the token are
+    not (they change no case and no ``inputs`` value)."""
+
+    writer: str
+    eval_path: str
+    eval_sha256: str
+    context: str
+    url: str
+    out: str
+    mode: str
+    max_items: int | None
+    max_bytes: int | None
+    max_tokens: int | None
+    rerank: str | None
+    concurrency: int
+    must_refuse: str | None
+    must_refuse_sha256: str | None
+    refusal_rule: str | None
+    thresholds: str | None
+    thresholds_sha256: str | None
+
+
+_FLAGS: Final = {
+    "writer": "the taguru_eval version",
+    "eval_path": "--eval",
+    "context": "--context",
+    "url": "--url",
+    "out": "--out",
+    "mode": "--assembly",
+    "max_items": "--max-items",
+    "max_bytes": "--max-bytes",
+    "max_tokens": "--max-tokens",
+    "rerank": "--rerank",
+    "concurrency": "--concurrency",
+    "must_refuse": "--must-refuse",
+    "refusal_rule": "--refusal-rule",
+    "thresholds": "--thresholds",
+}
+_FILES: Final = {
+    "eval_sha256": "the eval set",
+    "must_refuse_sha256": "the must-refuse file",
+    "thresholds_sha256": "the thresholds file",
+}
+
+
+class Bracket(msgspec.Struct, frozen=True):
+    """The first session's context read before its cases (``corpus.*_before``)."""
+
+    revision: dict[str, int]
+    last_write_epoch: int
+
+
+class Manifest(msgspec.Struct, frozen=True, kw_only=True):
+    taguru_eval_checkpoint: int = CHECKPOINT_STAMP
+    fingerprint: Fingerprint
+    before: Bracket
+    started_at: str
+    sessions: int
+    pid: int
+    cases: int
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def fingerprint(prepared: PreparedRun) -> Fingerprint | None:
+    """This run's fingerprint; None when the eval file cannot be read again
+    (a pipe or a device: its bytes cannot be checked, so no checkpoint is kept)."""
+    options = prepared.options
+    if not _regular(options.eval_path):
+        return None
+    try:
+        eval_sha256 = _sha256(options.eval_path)
+    except OSError:
+        return None
+    must_refuse = prepared.must_refuse
+    thresholds = prepared.thresholds
+    return Fingerprint(
+        writer=VERSION,
+        eval_path=options.eval_path,
+        eval_sha256=eval_sha256,
+        context=options.context,
+        url=prepared.masked_url,
+        out=options.out,
+        mode=options.mode,
+        max_items=options.max_items,
+        max_bytes=options.max_bytes,
+        max_tokens=options.max_tokens,
+        rerank=options.rerank,
+        concurrency=options.concurrency,
+        must_refuse=options.must_refuse,
+        must_refuse_sha256=None if must_refuse is None else must_refuse.sha256,
+        refusal_rule=None if must_refuse is None else options.resolved_refusal_rule,
+        thresholds=options.thresholds,
+        thresholds_sha256=None if thresholds is None else thresholds.sha256,
+    )
+
+
+def difference(old: Fingerprint, new: Fingerprint) -> str | None:
+    """What differs between an unfinished run and this one, as one phrase."""
+    for name in old.__struct_fields__:
+        was, now = getattr(old, name), getattr(new, name)
+        if was == now:
+            continue
+        if name in _FILES:
+            return (
+                f"{_FILES[name]} differs from the unfinished run's "
+                f"(sha256 {_short(was)}, now {_short(now)})"
+            )
+        return (
+            f"{_FLAGS[name]} differs from the unfinished run's ({_shown(was)}, now {_shown(now)})"
+        )
+    return None
+
+
+def _short(digest: str | None) -> str:
+    return "none" if digest is None else f"{digest[:12]}…"
+
+
+def _shown(value: object) -> str:
+    return "none" if value is None else repr(value)
+
+
+def partial_dir(store_dir: str | Path, context: str) -> Path:
+    """``<store>/.partial/context=<percent-encoded ctx>``: the context's checkpoints."""
+    return Path(store_dir) / PARTIAL_DIR / f"context={quote(context, safe='')}"
+
+
+def batch_size(env: Mapping[str, str] = os.environ) -> int:
+    """Cases per batch file: :data:`BATCH_ENV` when it is a positive integer."""
+    text = env.get(BATCH_ENV, "")
+    return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_BATCH
+
+
+@dataclass(frozen=True)
+class Found:
+    """A checkpoint read back: its directory, manifest and finished outputs."""
+
+    directory: Path
+    manifest: Manifest
+    done: list[LaneOutput]
+    next_batch: int
+
+
+def _manifest(directory: Path) -> Manifest | None:
+    try:
+        return msgspec.json.decode((directory / MANIFEST_NAME).read_bytes(), type=Manifest)
+    except (OSError, msgspec.DecodeError):
+        return None
+
+
+def newest_checkpoint(store_dir: str | Path, context: str) -> tuple[Path, Manifest] | None:
+    """The most recent checkpoint of ``context`` with a readable manifest."""
+    root = partial_dir(store_dir, context)
+    try:
+        candidates = sorted((path for path in root.iterdir() if path.is_dir()), reverse=True)
+    except OSError:
+        return None
+    for directory in candidates:
+        manifest = _manifest(directory)
+        if manifest is not None and manifest.taguru_eval_checkpoint == CHECKPOINT_STAMP:
+            return directory, manifest
+    return None
+
+
+def _valid(value: object, prepared: PreparedRun) -> bool:
+    """A decoded output names a case of this eval set at its own index."""
+    if not isinstance(value, dict):
+        return False
+    index = value.get("case_index")
+    cases = prepared.eval_set.cases
+    return (
+        isinstance(index, int)
+        and 0 <= index < len(cases)
+        and value.get("case_id") == cases[index].case_id
+    )
+
+
+def _unreached(output: LaneOutput) -> bool:
+    """A case with a call that reached no server (a lost server): sent again."""
+    return any(call["http_status"] is None and call["error"] for call in output["calls"])
+
+
+def load_checkpoint(directory: Path, manifest: Manifest, prepared: PreparedRun) -> Found:
+    """The finished outputs of a checkpoint, one per case (a batch that does not
+    decode is skipped with a warning: its cases are sent again)."""
+    done: dict[int, LaneOutput] = {}
+    last = 0
+    for path in sorted(directory.iterdir()):
+        match = _BATCH_NAME.fullmatch(path.name)
+        if match is None:
+            continue  # the manifest, or a temp file a kill left
+        last = max(last, int(match.group("n")))
+        try:
+            values = msgspec.msgpack.decode(path.read_bytes())
+        except (OSError, msgspec.DecodeError) as exc:
+            warn(StoreWriteWarning(f"--resume: skipping {path}: {_reason(exc)}"))
+            continue
+        if not isinstance(values, list) or not all(_valid(v, prepared) for v in values):
+            warn(StoreWriteWarning(f"--resume: skipping {path}: not this eval set's cases"))
+            continue
+        for value in cast(list[LaneOutput], values):
+            # A later batch wins: a case sent again after a lost server.
+            done[value["case_index"]] = value
+    kept = [done[index] for index in sorted(done) if not _unreached(done[index])]
+    return Found(directory=directory, manifest=manifest, done=kept, next_batch=last + 1)
+
+
+def _reason(exc: Exception) -> str:
+    return os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+
+
+def _being_written(directory: Path, manifest: Manifest) -> bool:
+    """Another live process wrote the checkpoint since this one started. A live
+    pid alone proves nothing (a killed run's pid is reused, in a container at
+    once), so an older checkpoint is resumable whatever its pid."""
+    if manifest.pid == os.getpid() or not pid_alive(manifest.pid):
+        return False
+    try:
+        return any(path.stat().st_mtime >= PROCESS_STARTED for path in directory.iterdir())
+    except OSError:
+        return False
+
+
+def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
+    """The checkpoint ``--resume`` continues; anything else is exit 2, one line."""
+    context = prepared.options.context
+    if store_dir is None:  # RunOptions refuses --resume with --no-store first
+        raise InputError("--resume needs the run store")
+    mine = fingerprint(prepared)
+    if mine is None:
+        raise InputError(
+            f"--resume: {prepared.options.eval_path} is not a regular file, "
+            "so it cannot be checked against an unfinished run"
+        )
+    newest = newest_checkpoint(store_dir, context)
+    if newest is None:
+        raise InputError(f"--resume: no unfinished run of context '{context}' in {store_dir}")
+    directory, manifest = newest
+    if _being_written(directory, manifest):
+        raise InputError(
+            f"--resume: the unfinished run {directory} is still running (pid {manifest.pid})"
+        )
+    what = difference(manifest.fingerprint, mine)
+    if what is not None:
+        raise InputError(f"--resume: {what}")
+    return load_checkpoint(directory, manifest, prepared)
+
+
+class Session:
+    """This session's part of a checkpoint: it replays the finished outputs,
+    records the new ones in batches, and knows the corpus bracket's first read.
+
+    The network phase calls :meth:`bracket` after its preflight, :meth:`record`
+    for every finished case (a replayed one is skipped) and :meth:`flush` when
+    the case phase ends, however it ends; the pipeline calls :meth:`finish` once
+    the artifact is written."""
+
+    def __init__(
+        self,
+        store_dir: Path,
+        prepared: PreparedRun,
+        mine: Fingerprint,
+        found: Found | None = None,
+        size: int | None = None,
+    ) -> None:
+        self._prepared = prepared
+        self._fingerprint = mine
+        self._size = batch_size() if size is None else size
+        self._pending: list[LaneOutput] = []
+        self._broken = False
+        self._written_manifest = False
+        self._found = found
+        self.done: Sequence[LaneOutput] = () if found is None else found.done
+        self._replayed = frozenset(output["case_index"] for output in self.done)
+        if found is None:
+            started = datetime.now(UTC)
+            self._directory = partial_dir(store_dir, prepared.options.context) / new_run_id(started)
+            self._started_at = f"{started:%Y-%m-%dT%H:%M:%SZ}"
+            self._before: Bracket | None = None
+            self._previous_sessions = 0
+            self._next_batch = 1
+        else:
+            self._directory = found.directory
+            self._started_at = found.manifest.started_at
+            self._before = found.manifest.before
+            self._previous_sessions = found.manifest.sessions
+            self._next_batch = found.next_batch
+
+    @property
+    def sessions(self) -> int:
+        """The sessions that make this run's cases, this one included."""
+        return self._previous_sessions + 1
+
+    def bracket(self, checked: Preflight) -> Preflight:
+        """A fresh run remembers its first read; a resumed one reports the first
+        session's, so ``revision_before`` and ``stable`` span every session."""
+        if self._before is None:
+            before = checked.before
+            self._before = Bracket(dict(before.revision), before.last_write_epoch)
+            return checked
+        first = ContextEntry(dict(self._before.revision), self._before.last_write_epoch)
+        return replace(checked, before=first)
+
+    def record(self, output: LaneOutput) -> None:
+        """One finished case; every :meth:`batch_size` cases make one batch file."""
+        if self._broken or output["case_index"] in self._replayed:
+            return
+        self._pending.append(output)
+        if len(self._pending) >= self._size:
+            self.flush()
+
+    def after(self, first: Callable[[LaneOutput], None]) -> Callable[[LaneOutput], None]:
+        """``first``, then :meth:`record`, for every finished case."""
+
+        def both(output: LaneOutput) -> None:
+            first(output)
+            self.record(output)
+
+        return both
+
+    def flush(self) -> None:
+        """The pending outputs as one batch file (nothing when none are pending)."""
+        if self._broken or not self._pending:
+            return
+        batch = self._pending
+        self._pending = []
+        try:
+            if not self._written_manifest:
+                self._directory.mkdir(parents=True, exist_ok=True)
+                write_bytes_atomic(self._directory / MANIFEST_NAME, self._manifest())
+                self._written_manifest = True
+            name = f"batch-{self._next_batch:06d}.msgpack"
+            write_bytes_atomic(self._directory / name, msgspec.msgpack.encode(batch))
+            self._next_batch += 1
+        except OSError as exc:
+            self._broken = True
+            warn(
+                StoreWriteWarning(
+                    f"keeping the unfinished run in {self._directory}: {os_error_text(exc)}; "
+                    "the run goes on, but cannot be resumed"
+                )
+            )
+
+    def _manifest(self) -> bytes:
+        assert self._before is not None  # bracket() runs before any case finishes
+        manifest = Manifest(
+            fingerprint=self._fingerprint,
+            before=self._before,
+            started_at=self._started_at,
+            sessions=self.sessions,
+            pid=os.getpid(),
+            cases=len(self._prepared.eval_set.cases),
+        )
+        return msgspec.json.encode(manifest)
+
+    def finish(self) -> None:
+        """The run's artifact is written: its checkpoint goes (best effort)."""
+        self._pending = []
+        if self._directory.exists():
+            shutil.rmtree(self._directory, ignore_errors=True)
+        for parent in (self._directory.parent, self._directory.parent.parent):
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # only when empty: another run's checkpoint stays
+
+
+def open_session(prepared: PreparedRun, store_dir: Path | None) -> Session | None:
+    """This run's checkpoint session: ``--resume`` continues the newest
+    unfinished one (exit 2 when there is none or it differs); otherwise a fresh
+    one, made at the first batch. None without a store."""
+    if store_dir is None:
+        return None
+    if prepared.options.resume:
+        found = find_resumable(prepared, store_dir)
+        return Session(store_dir, prepared, found.manifest.fingerprint, found)
+    mine = fingerprint(prepared)
+    return None if mine is None else Session(store_dir, prepared, mine)
