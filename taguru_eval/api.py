@@ -32,6 +32,7 @@ from taguru_eval.analyst import display, slices
 from taguru_eval.analyst.export import qrels_dict, run_dict
 from taguru_eval.artifact.read import read_artifact, tables_from_artifact
 from taguru_eval.contract import ARTIFACT_NAME
+from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.prepare import prepare_run
@@ -219,7 +220,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
 
 
 def _load_stored(directory: Path) -> Run:
-    artifact = directory / ARTIFACT_NAME
+    artifact = stored_artifact(directory)
     if not artifact.is_file():
         raise InputError(f"{directory}: not a stored run (no {ARTIFACT_NAME})", path=str(directory))
     doc = read_artifact(artifact)
