@@ -32,7 +32,6 @@ from taguru_eval.analyst import display, slices
 from taguru_eval.analyst.export import qrels_dict, run_dict
 from taguru_eval.artifact.read import read_artifact, tables_from_artifact
 from taguru_eval.contract import ARTIFACT_NAME
-from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.prepare import prepare_run
@@ -40,6 +39,7 @@ from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions, re
 from taguru_eval.pipeline import RunResult, execute_async
 from taguru_eval.run.console import CaseProgress, Console, Progress
 from taguru_eval.store import read_origin, read_tables, require_tables, scan_runs
+from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.tables.schemas import TABLE, RunTables, conform
 
 T = TypeVar("T")

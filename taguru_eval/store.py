@@ -58,7 +58,6 @@ import pyarrow.parquet as pq
 from taguru_eval._base.files import fsync_directory, is_abandoned
 from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.contract import VERSION
-from taguru_eval.store_artifact import COMPRESSED_NAME, stored_runs, write_stored
 from taguru_eval.errors import (
     DamagedRunWarning,
     InputError,
@@ -66,6 +65,7 @@ from taguru_eval.errors import (
     os_error_text,
     warn,
 )
+from taguru_eval.store_artifact import COMPRESSED_NAME, stored_runs, write_stored
 from taguru_eval.tables.schemas import TABLE, TABLES, TableSpec, table_specs
 
 if TYPE_CHECKING:

@@ -26,7 +26,6 @@ import polars as pl
 from taguru_eval.artifact.read import parse_artifact, read_artifact
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare.parquet import read_head
-from taguru_eval.store_artifact import stored_artifact, stored_runs
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.thresholds import AGGREGATE_BOUNDS_SCHEMA, Thresholds, load_run_thresholds
 from taguru_eval.store import (
@@ -38,6 +37,7 @@ from taguru_eval.store import (
     run_dir,
     warn_damaged,
 )
+from taguru_eval.store_artifact import stored_artifact, stored_runs
 from taguru_eval.tables.schemas import POPULATION_EVAL
 
 DRIFT_METRICS: Final[tuple[str, ...]] = (

@@ -31,7 +31,6 @@ import polars as pl
 
 from taguru_eval.artifact.read import parse_artifact, tables_from_artifact
 from taguru_eval.compare.load import read_view
-from taguru_eval.store_artifact import artifact_bytes, same_bytes, stored_artifact, stored_runs
 from taguru_eval.errors import InputError
 from taguru_eval.store import (
     DEFAULT_STORE_DIR,
@@ -39,6 +38,7 @@ from taguru_eval.store import (
     context_dir,
     write_run,
 )
+from taguru_eval.store_artifact import artifact_bytes, same_bytes, stored_artifact, stored_runs
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,9 @@ from taguru_eval.compare import Comparison, compare
 from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import Budget, read_view
 from taguru_eval.compare.parquet import read_side
-from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.store import RunOrigin, read_origin, read_table, require_tables
+from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.tables.schemas import TABLE
 
 _RATIO_METRICS_UNIT: Final = "ratio"

@@ -22,8 +22,8 @@ from taguru_eval.catalog import CATALOG, MUST_REFUSE_CATALOG, Catalog
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.score.abstention import offered
-from taguru_eval.store_artifact import artifact_bytes
 from taguru_eval.score.aggregate import Scores
+from taguru_eval.store_artifact import artifact_bytes
 from taguru_eval.tables.flatten import CASE_BLOCK, build_tables, type_problem
 from taguru_eval.tables.schemas import (
     RunTables,

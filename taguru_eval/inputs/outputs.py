@@ -20,11 +20,10 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from taguru_eval._base.filebytes import NUL_IN_PATH
-from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.errors import RunError, UsageError, os_error_text
+from taguru_eval.store_artifact import stored_artifact
 
 
 def refuse_overlaps(inputs: Mapping[str, str | None], outputs: Mapping[str, str | None]) -> None:

@@ -152,9 +152,7 @@ def test_a_run_compared_with_itself_is_the_same_both_ways(
 def test_reversed_and_mixed_forms_agree(stored: dict[str, Path], no_fallback: None) -> None:
     from_store, from_json = both_ways(stored["head"], stored["base"])
     assert_same(from_store, from_json)
-    mixed = compare(
-        stored["head"], stored_artifact(stored["base"]), base_label="B", head_label="H"
-    )
+    mixed = compare(stored["head"], stored_artifact(stored["base"]), base_label="B", head_label="H")
     assert_same(mixed, from_json)
 
 
