@@ -219,8 +219,9 @@ def write_run(
 
     ``artifact`` is the evaluation.json text, or the ``Path`` of an
     evaluation.json already written (a run's ``--out``), whose bytes are
-    streamed into the stored ``evaluation.json.zst`` as they are. Each frame is cast to its table's schema (:data:`TABLES`; the
-    ``cases`` columns of ``catalog``), so every run's files share one schema.
+    streamed into the stored ``evaluation.json.zst`` as they are. Each frame
+    is cast to its table's schema (:data:`TABLES`; the ``cases`` columns of
+    ``catalog``), so every run's files share one schema.
     The run appears all at once (:class:`StagedRun`). Failure → :class:`RunError`.
     """
     staged = StagedRun(store_dir, context, run_id, frames, origin=origin, catalog=catalog)
