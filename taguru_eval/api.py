@@ -39,6 +39,7 @@ from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions, re
 from taguru_eval.pipeline import RunResult, execute_async
 from taguru_eval.run.console import CaseProgress, Console, Progress
 from taguru_eval.store import read_origin, read_tables, require_tables, scan_runs
+from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.tables.schemas import TABLE, RunTables, conform
 
 T = TypeVar("T")
@@ -223,7 +224,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
 
 
 def _load_stored(directory: Path) -> Run:
-    artifact = directory / ARTIFACT_NAME
+    artifact = stored_artifact(directory)
     if not artifact.is_file():
         raise InputError(f"{directory}: not a stored run (no {ARTIFACT_NAME})", path=str(directory))
     doc = read_artifact(artifact)

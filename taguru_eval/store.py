@@ -3,7 +3,7 @@
 Layout (hive partitioning, DESIGN.md "The tables")::
 
     <store>/context=<ctx>/run=<run_id>/<table>.parquet
-    <store>/context=<ctx>/run=<run_id>/evaluation.json
+    <store>/context=<ctx>/run=<run_id>/evaluation.json.zst  (runs stored before: evaluation.json)
     <store>/context=<ctx>/run=<run_id>/run.json       (how the run came to be)
 
 ``<ctx>`` is percent-encoded as one path component (Polars, DuckDB, Spark and
@@ -14,7 +14,12 @@ Ctrl-C never leaves a half-written run where :func:`scan_runs` looks.
 
 The layout is a contract for query engines (README "The run store"): one
 table's files across every run are the glob :func:`table_glob` names, with
-``context`` and ``run`` as hive partition columns. Because one run directory
+``context`` and ``run`` as hive partition columns. Tables are written with
+zstd compression and the artifact as ``evaluation.json.zst``
+(:mod:`taguru_eval.store_artifact` knows both artifact layouts; runs stored
+before it hold an uncompressed ``evaluation.json`` and read as well).
+Directories whose name starts with a dot (``.staging``, ``.partial``) are
+never runs. Because one run directory
 holds every table (and the JSON files), a directory-discovering reader such as
 ``pyarrow.dataset("runs", partitioning="hive")`` would mix tables; it is
 given the table's file list instead (:func:`table_paths`, :func:`dataset`).
@@ -52,7 +57,7 @@ import pyarrow.parquet as pq
 
 from taguru_eval._base.files import fsync_directory, is_abandoned
 from taguru_eval.catalog import CATALOG, Catalog
-from taguru_eval.contract import ARTIFACT_NAME, VERSION
+from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
     DamagedRunWarning,
     InputError,
@@ -60,6 +65,7 @@ from taguru_eval.errors import (
     os_error_text,
     warn,
 )
+from taguru_eval.store_artifact import COMPRESSED_NAME, stored_runs, write_stored
 from taguru_eval.tables.schemas import TABLE, TABLES, TableSpec, table_specs
 
 if TYPE_CHECKING:
@@ -165,13 +171,14 @@ class StagedRun:
 
     def finish(self, artifact: str | Path) -> Path:
         """Adds ``artifact`` (the evaluation.json text, or the ``Path`` of one already
-        written, whose bytes are copied as they are) and ``run.json``, and moves the
-        run into place; returns the run directory. Failure → :class:`RunError`."""
+        written, whose bytes are streamed from the file and stored compressed, as
+        they are) and ``run.json``, and moves the run into place; returns the run
+        directory. Failure → :class:`RunError`."""
         self._writer.join()
         try:
             if self._failure is not None:
                 raise self._failure
-            _write_artifact(self._staging / ARTIFACT_NAME, artifact)
+            write_stored(self._staging / COMPRESSED_NAME, artifact)
             _write_text(
                 self._staging / ORIGIN_NAME, json.dumps(self._origin.to_json(), ensure_ascii=False)
             )
@@ -211,22 +218,14 @@ def write_run(
     run directory.
 
     ``artifact`` is the evaluation.json text, or the ``Path`` of an
-    evaluation.json already written (a run's ``--out``), whose bytes are copied
-    as they are. Each frame is cast to its table's schema (:data:`TABLES`; the
-    ``cases`` columns of ``catalog``), so every run's files share one schema.
+    evaluation.json already written (a run's ``--out``), whose bytes are
+    streamed into the stored ``evaluation.json.zst`` as they are. Each frame
+    is cast to its table's schema (:data:`TABLES`; the ``cases`` columns of
+    ``catalog``), so every run's files share one schema.
     The run appears all at once (:class:`StagedRun`). Failure → :class:`RunError`.
     """
     staged = StagedRun(store_dir, context, run_id, frames, origin=origin, catalog=catalog)
     return staged.finish(artifact)
-
-
-def _write_artifact(path: Path, artifact: str | Path) -> None:
-    if isinstance(artifact, Path):
-        shutil.copyfile(artifact, path)  # the kernel's copy where it has one
-        with path.open("rb") as handle:
-            os.fsync(handle.fileno())
-        return
-    _write_text(path, artifact)
 
 
 _STAGING_OWNER: Final = re.compile(r"\.(?P<pid>[1-9][0-9]*)\.[0-9a-f]{8}\Z")
@@ -262,7 +261,8 @@ def _write_text(path: Path, text: str) -> None:
 
 def _write_table(path: Path, frame: pl.DataFrame, schema: pa.Schema) -> None:
     table = frame.to_arrow().select(schema.names).cast(schema)
-    pq.write_table(table, path)
+    # zstd: a fraction of the default snappy's bytes, read as fast (benchmarks/store_size.py).
+    pq.write_table(table, path, compression="zstd")
 
 
 def _remove_if_empty(path: Path) -> None:
@@ -419,8 +419,7 @@ def table_files(
     columns: dict[str, pl.DataType] = dict(spec.polars)
     usable: list[Path] = []
     if run_dirs is None:
-        artifacts = sorted(root.glob(f"context=*/run=*/{ARTIFACT_NAME}"))
-        run_dirs = [artifact.parent for artifact in artifacts]
+        run_dirs = stored_runs(root, "context=*/run=*")
         candidates = table_paths(root, table)
     else:
         candidates = [path for path in (d / spec.file_name for d in run_dirs) if path.is_file()]
@@ -571,8 +570,7 @@ def dataset(store_dir: str | Path, table: str) -> pads.Dataset:
 def list_runs(store_dir: str | Path) -> pl.DataFrame:
     """One row per stored run: ``context``, ``run``, ``path`` (sorted by context, run)."""
     rows: list[dict[str, str]] = []
-    for artifact in Path(store_dir).glob(f"context=*/run=*/{ARTIFACT_NAME}"):
-        directory = artifact.parent
+    for directory in stored_runs(store_dir, "context=*/run=*"):
         rows.append(
             {
                 "context": _unquote_component(directory.parent.name, "context="),

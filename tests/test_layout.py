@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "taguru_eval"
 
 STAGES: tuple[tuple[str, ...], ...] = (
     ("_base",),
-    ("errors", "contract", "options", "catalog"),
+    ("errors", "contract", "options", "catalog", "store_artifact"),
     ("tables",),
     ("inputs",),
     ("run",),

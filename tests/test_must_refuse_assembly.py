@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from support.layouts import stored_artifact
 from support.must_refuse import MUST_REFUSE, lease_data
 
 import taguru_eval
@@ -97,7 +98,7 @@ def test_the_probe_rows_join_the_run_tables(vector_run: taguru_eval.Run) -> None
     assert lanes.get_column("omitted_total").to_list() == [0, 0, 0, 0]
     # Read back from evaluation.json: the same verdicts.
     assert vector_run.path is not None
-    again = taguru_eval.load_run(vector_run.path / "evaluation.json")
+    again = taguru_eval.load_run(stored_artifact(vector_run.path))
     columns = ["case_id", "verdict", "reason", "passage_verdict", "surfaced_by", "hits_served"]
     assert again.refusal_cases.select(columns).equals(vector_run.refusal_cases.select(columns))
 

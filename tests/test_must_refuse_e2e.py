@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from support.layouts import stored_artifact
 from support.must_refuse import EVAL, MUST_REFUSE, lease_data, write_jsonl
 from support.run import run_args
 
@@ -205,7 +206,7 @@ def test_tables_carry_both_populations(semantic_vec: taguru_eval.Run) -> None:
     assert semantic_vec.path is not None
     stored = taguru_eval.load_run(semantic_vec.path)
     assert stored.refusal_cases.equals(semantic_vec.refusal_cases)
-    from_json = taguru_eval.load_run(semantic_vec.path / "evaluation.json")
+    from_json = taguru_eval.load_run(stored_artifact(semantic_vec.path))
     columns = ["case_id", "kind", "verdict", "reason", "passage_verdict", "structural_verdict"]
     assert from_json.refusal_cases.select(columns).equals(
         semantic_vec.refusal_cases.select(columns)
@@ -365,7 +366,7 @@ def test_compare_lists_flips_in_its_own_header_block(
 ) -> None:
     assert semantic_vec.path is not None and any_vec.path is not None
     from_store = compare(semantic_vec.path, any_vec.path)
-    from_json = compare(semantic_vec.path / "evaluation.json", any_vec.path / "evaluation.json")
+    from_json = compare(stored_artifact(semantic_vec.path), stored_artifact(any_vec.path))
     for comparison in (from_store, from_json):
         assert comparison.abstention is not None
         block = comparison.abstention.to_json()

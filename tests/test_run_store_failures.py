@@ -289,8 +289,8 @@ def test_the_tables_are_staged_while_the_artifact_is_built(
     code = main(["run", *run_args(EVAL, "sake", server), "--thresholds", str(PASSING), "--quiet"])
     assert code == 0
     [names] = seen_while_writing
-    assert "cases.parquet" in names and "evaluation.json" not in names
+    assert "cases.parquet" in names and "evaluation.json.zst" not in names
     [stored] = list(Path("runs").glob("context=sake/run=*"))
     assert sorted(p.name for p in stored.iterdir()) == sorted(
-        [*names, "evaluation.json", "run.json"]
+        [*names, "evaluation.json.zst", "run.json"]
     )

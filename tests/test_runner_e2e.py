@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import polars as pl
 import pytest
+from support.layouts import artifact_text
 from support.paths import DATA
 from support.run import CONTEXT_ENTRY, ok, run_args, strip_latency, write_eval, write_files
 
@@ -312,7 +313,7 @@ def test_run_store_and_load_back(fixture_run: tuple[int, str, str, dict[str, Any
     assert runs.height == 1 and runs["context"][0] == "sake"
     stored = Path(runs["path"][0])
     assert f"taguru: evaluate: run stored in {stored}" in err
-    assert json.loads((stored / "evaluation.json").read_text(encoding="utf-8")) == doc
+    assert json.loads(artifact_text(stored)) == doc
     calls = scan_runs(work / "runs", "calls").collect()
     assert calls.height == 6 + 2 + 6 + 2 + 7  # passage, cues, positions, queries, citations
     assert set(calls["lane"]) == {"passage", "coverage", "association", "citation"}

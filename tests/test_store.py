@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
+from support.layouts import artifact_text
 
 from taguru_eval import store
 from taguru_eval.errors import RunError
@@ -67,11 +69,14 @@ def test_write_run_layout_and_schema(tmp_path: Path) -> None:
     assert target == tmp_path / "context=sake" / f"run={run_id}"
     assert sorted(p.name for p in target.iterdir()) == [
         "calls.parquet",
-        "evaluation.json",
+        "evaluation.json.zst",
         "metrics.parquet",
         "run.json",
     ]
-    assert json.loads((target / "evaluation.json").read_text()) == {"taguru_evaluation": 1}
+    assert json.loads(artifact_text(target)) == {"taguru_evaluation": 1}
+    assert pq.ParquetFile(target / "calls.parquet").metadata.row_group(0).column(0).compression == (
+        "ZSTD"
+    )
     assert read_origin(target) == RunOrigin("run")
     tables = read_tables(target)
     assert tables["calls"].schema == CALLS

@@ -21,6 +21,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from support.documents import history_documents, write_document
+from support.layouts import to_old_layout
 
 import taguru_eval
 from taguru_eval.analyst import drift, ingest
@@ -74,12 +75,17 @@ DAMAGES: dict[str, Callable[[Path], None]] = {
 }
 FILES = ("metrics.parquet", "cases.parquet", "evaluation.json", "run.json")
 DAMAGED_FILES = [
-    (file_name, how)
-    for file_name in FILES
-    for how in sorted(DAMAGES)
-    # A run without run.json is one stored before it existed; without evaluation.json,
-    # not a run at all.
-    if how != "missing" or file_name.endswith(".parquet")
+    *(
+        (file_name, how)
+        for file_name in FILES
+        for how in sorted(DAMAGES)
+        # A run without run.json is one stored before it existed; without evaluation.json,
+        # not a run at all.
+        if how != "missing" or file_name.endswith(".parquet")
+    ),
+    # Today's compressed artifact, cut short or overwritten: the codec's damage.
+    ("evaluation.json.zst", "truncated"),
+    ("evaluation.json.zst", "garbage"),
 ]
 """Every damage of every file a report or the drift helpers read."""
 
@@ -107,7 +113,10 @@ def run_dirs(store: Path) -> list[Path]:
 
 def damage(store: Path, file_name: str, how: str) -> Path:
     """Damage ``file_name`` of the oldest run; returns the damaged file."""
-    target = run_dirs(store)[0] / file_name
+    directory = run_dirs(store)[0]
+    if file_name == "evaluation.json":
+        to_old_layout(directory)  # damaged as text: the layout of a run stored before .zst
+    target = directory / file_name
     DAMAGES[how](target)
     return target
 

@@ -26,7 +26,6 @@ import polars as pl
 from taguru_eval.artifact.read import parse_artifact, read_artifact
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare.parquet import read_head
-from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.thresholds import AGGREGATE_BOUNDS_SCHEMA, Thresholds, load_run_thresholds
 from taguru_eval.store import (
@@ -38,6 +37,7 @@ from taguru_eval.store import (
     run_dir,
     warn_damaged,
 )
+from taguru_eval.store_artifact import stored_artifact, stored_runs
 from taguru_eval.tables.schemas import POPULATION_EVAL
 
 DRIFT_METRICS: Final[tuple[str, ...]] = (
@@ -174,7 +174,7 @@ def run_label(run: str, generated_at: str | None) -> str:
 def read_run_head(directory: str | Path) -> dict[str, Any]:
     """A stored run's evaluation.json without its ``cases`` (the whole file when
     its head cannot be cut safely, see :func:`taguru_eval.compare.parquet.head_of`)."""
-    artifact = Path(directory) / ARTIFACT_NAME
+    artifact = stored_artifact(directory)
     head = read_head(artifact, str(artifact))
     if head is None:
         return read_artifact(artifact)
@@ -203,11 +203,11 @@ def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
     """
     rows: list[dict[str, object]] = []
     require_store(store_dir)
-    for artifact in sorted(context_dir(store_dir, context).glob(f"run=*/{ARTIFACT_NAME}")):
-        run = artifact.parent.name.removeprefix("run=")
+    for directory in stored_runs(context_dir(store_dir, context), "run=*"):
+        run = directory.name.removeprefix("run=")
         try:
-            head = read_run_head(artifact.parent)
-            check_run(artifact.parent)
+            head = read_run_head(directory)
+            check_run(directory)
         except InputError as error:
             warn_damaged(error)
             continue

@@ -31,7 +31,6 @@ import polars as pl
 
 from taguru_eval.artifact.read import parse_artifact, tables_from_artifact
 from taguru_eval.compare.load import read_view
-from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
 from taguru_eval.store import (
     DEFAULT_STORE_DIR,
@@ -39,6 +38,7 @@ from taguru_eval.store import (
     context_dir,
     write_run,
 )
+from taguru_eval.store_artifact import artifact_bytes, same_bytes, stored_artifact, stored_runs
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,8 @@ def ingest(path: str | Path, store_dir: str | Path = DEFAULT_STORE_DIR) -> Inges
     view = read_view(path, stamp_required=True)
     source = Path(path)
     if source.is_dir():
-        source = source / ARTIFACT_NAME
-    data = source.read_bytes()
+        source = stored_artifact(source)
+    data = artifact_bytes(source)
     document = parse_artifact(data.decode("utf-8"), shown)
     context = view.context
     if not context:
@@ -127,10 +127,10 @@ def ingest(path: str | Path, store_dir: str | Path = DEFAULT_STORE_DIR) -> Inges
 
 def _stored_copy(store_dir: str | Path, context: str, data: bytes) -> Path | None:
     """The run directory already holding these exact evaluation.json bytes, if any."""
-    for artifact in sorted(context_dir(store_dir, context).glob(f"run=*/{ARTIFACT_NAME}")):
+    for directory in stored_runs(context_dir(store_dir, context), "run=*"):
         try:
-            if artifact.read_bytes() == data:
-                return artifact.parent
+            if same_bytes(stored_artifact(directory), data):
+                return directory
         except OSError:
             continue
     return None

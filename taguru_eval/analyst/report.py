@@ -42,9 +42,9 @@ from taguru_eval.compare import Comparison, compare
 from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import Budget, read_view
 from taguru_eval.compare.parquet import read_side
-from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.store import RunOrigin, read_origin, read_table, require_tables
+from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.tables.schemas import TABLE
 
 _RATIO_METRICS_UNIT: Final = "ratio"
@@ -97,7 +97,7 @@ def load_document(source: str | Path) -> dict[str, Any]:
     """An evaluation.json (file or stored run directory), validated by compare's reader."""
     read_view(source, stamp_required=True)
     path = Path(source)
-    return read_artifact(path / ARTIFACT_NAME if path.is_dir() else path)
+    return read_artifact(stored_artifact(path) if path.is_dir() else path)
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def load_report_run(run: str | Path) -> ReportRun:
             for name in _REPORT_TABLES
             if (path / TABLE[name].file_name).is_file()
         }
-        head = _with_abstention_warnings(drift.read_run_head(path), path / ARTIFACT_NAME)
+        head = _with_abstention_warnings(drift.read_run_head(path), stored_artifact(path))
         return ReportRun(run, label, head, tables, path, origin)
     document = load_document(run)
     tables = tables_from_document(document, label, shown=str(run))

@@ -15,7 +15,6 @@ import polars as pl
 
 from taguru_eval import contract
 from taguru_eval._base import jsonstrict
-from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.jsonstrict import JsonShapeError
 from taguru_eval.artifact.abstention import refusal_frames_from_block
 from taguru_eval.artifact.layout import case_layout, column_paths, get_path
@@ -24,6 +23,7 @@ from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.score.abstention import offered
 from taguru_eval.score.aggregate import Scores
+from taguru_eval.store_artifact import artifact_bytes
 from taguru_eval.tables.flatten import CASE_BLOCK, build_tables, type_problem
 from taguru_eval.tables.schemas import (
     RunTables,
@@ -77,10 +77,11 @@ def parse_artifact(text: str, path: str) -> dict[str, Any]:
 
 
 def read_artifact(path: str | Path) -> dict[str, Any]:
-    """Read an evaluation.json file (strict JSON, stamp checked)."""
+    """Read an evaluation.json file (strict JSON, stamp checked); a stored
+    run's compressed copy reads as the bytes it holds."""
     shown = str(path)
     try:
-        text = file_bytes(path).decode("utf-8")
+        text = artifact_bytes(path).decode("utf-8")
     except OSError as exc:
         raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
     except UnicodeDecodeError as exc:

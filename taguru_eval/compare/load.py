@@ -29,15 +29,15 @@ from typing import Annotated, Any, Final, cast
 import msgspec
 import polars as pl
 
-from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.structs import validation_detail as _validation_detail
 from taguru_eval._base.structs import validation_parts as _validation_parts
 from taguru_eval._base.text import to_f32
 from taguru_eval.catalog import CATALOG, SCALAR_FIELD, Catalog
 from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
 from taguru_eval.compare.repeats import find_repeat, first_repeat, shape_of
-from taguru_eval.contract import ARTIFACT_NAME, ARTIFACT_STAMP
+from taguru_eval.contract import ARTIFACT_STAMP
 from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.store_artifact import artifact_bytes, stored_artifact
 
 U64_MAX: Final = 2**64 - 1
 
@@ -336,10 +336,10 @@ def read_view(
     file_path = Path(given)
     shown = given
     if file_path.is_dir():
-        file_path = file_path / ARTIFACT_NAME
-        shown = os.path.join(given, ARTIFACT_NAME)
+        file_path = stored_artifact(file_path)
+        shown = os.path.join(given, file_path.name)
     try:
-        data = file_bytes(file_path)
+        data = artifact_bytes(file_path)
     except OSError as exc:
         raise InputError(f"reading {shown}: {os_error_text(exc)}", path=shown) from None
     if not is_utf8(data):

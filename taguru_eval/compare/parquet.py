@@ -45,10 +45,10 @@ import polars as pl
 from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
 from taguru_eval.compare.load import RunView, decode_header, is_utf8, read_view
-from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.score.abstention import effective_floors
 from taguru_eval.store import PARQUET_FAILURES, first_line, table_error
+from taguru_eval.store_artifact import open_artifact, stored_artifact
 from taguru_eval.tables.schemas import TABLE
 
 CASES_FILE: Final = TABLE["cases"].file_name
@@ -100,8 +100,9 @@ def read_side(
         and (directory / METRICS_FILE).is_file()
     ):
         return whole()
-    shown = os.path.join(given, ARTIFACT_NAME)
-    head = read_head(directory / ARTIFACT_NAME, shown)
+    artifact = stored_artifact(directory)
+    shown = os.path.join(given, artifact.name)
+    head = read_head(artifact, shown)
     if head is None:
         return whole()
     # evaluation.json is validated before the tables are read, as the whole
@@ -144,36 +145,55 @@ def read_head(path: Path, shown: str) -> bytes | None:
     it, as a standalone JSON object, or ``None`` when the head cannot be
     trusted to hold every run-level fact (see :func:`head_of`) or the file
     does not end as a JSON object does (:func:`ends_closed`: a truncated file
-    is then read whole, and its error names it)."""
+    is then read whole, and its error names it). ``path`` is either layout of
+    a stored artifact (:func:`~taguru_eval.store_artifact.open_artifact`)."""
     try:
-        with path.open("rb") as handle:
-            if not ends_closed(handle):
+        with open_artifact(path) as handle:
+            head, read = _head(handle)
+            if head is None or not ends_closed(handle, read[-_TAIL:]):
                 return None
-            data = handle.read(FIRST_READ)
-            while True:
-                cut = head_of(data)
-                if cut is not None:
-                    return cut if is_utf8(cut) else None
-                if len(data) >= HEAD_LIMIT or not handle.peek(1):
-                    return None
-                data += handle.read(len(data))
+            return head
     except OSError as exc:
         raise InputError(f"reading {shown}: {os_error_text(exc)}", path=shown) from None
+
+
+def _head(handle: BinaryIO) -> tuple[bytes | None, bytes]:
+    """The head (:func:`head_of`) and every byte read to find it."""
+    data = handle.read(FIRST_READ)
+    while True:
+        cut = head_of(data)
+        if cut is not None:
+            return (cut if is_utf8(cut) else None), data
+        if len(data) >= HEAD_LIMIT:
+            return None, data
+        more = handle.read(len(data))
+        if not more:
+            return None, data
+        data += more
 
 
 _TAIL: Final = 64
 """Bytes read from a file's end to see how it ends."""
 
 
-def ends_closed(handle: BinaryIO) -> bool:
+def ends_closed(handle: BinaryIO, read: bytes = b"") -> bool:
     """Whether the file's last byte other than JSON whitespace is ``}`` — the
     cheap sign that an evaluation.json was not cut short (a truncated one ends
-    mid-value). Leaves ``handle`` at the start."""
-    size = handle.seek(0, os.SEEK_END)
-    handle.seek(max(0, size - _TAIL))
-    tail = handle.read().rstrip(b" \t\r\n")
-    handle.seek(0)
-    return tail.endswith(b"}")
+    mid-value). A seekable file is read at its end; a compressed stream is
+    read on to its end (``read`` is the end of what was read before), which
+    is also where the codec finds a truncated stream (an :class:`OSError`)."""
+    if handle.seekable():
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - _TAIL))
+        tail = handle.read()
+    else:
+        tail = read
+        while chunk := handle.read(_DRAIN):
+            tail = (tail + chunk)[-_TAIL:]
+    return tail.rstrip(b" \t\r\n").endswith(b"}")
+
+
+_DRAIN: Final = 1 << 20
 
 
 def head_of(data: bytes) -> bytes | None:

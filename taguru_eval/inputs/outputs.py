@@ -20,11 +20,10 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from taguru_eval._base.filebytes import NUL_IN_PATH
-from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import RunError, UsageError, os_error_text
+from taguru_eval.store_artifact import stored_artifact
 
 
 def refuse_overlaps(inputs: Mapping[str, str | None], outputs: Mapping[str, str | None]) -> None:
@@ -70,7 +69,7 @@ def require_output_directories(outputs: Mapping[str, str | None]) -> None:
 
 def _input_file(path: str) -> str:
     """A stored run directory stands for its evaluation.json."""
-    return str(Path(path) / ARTIFACT_NAME) if os.path.isdir(path) else path
+    return str(stored_artifact(path)) if os.path.isdir(path) else path
 
 
 def _real(path: str) -> str:

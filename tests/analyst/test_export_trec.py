@@ -20,6 +20,7 @@ import ir_measures
 import polars as pl
 import pytest
 from ir_measures import RR, R, nDCG
+from support.layouts import artifact_text
 from support.paths import DATA
 
 import taguru_eval
@@ -122,7 +123,7 @@ def test_recorded_eval_path_is_the_default_and_a_missing_one_is_an_input_error(
     stored: dict[str, Any], tmp_path: Path
 ) -> None:
     run_dir = str(stored["run"].path)
-    doc = json.loads((Path(run_dir) / "evaluation.json").read_text("utf-8"))
+    doc = json.loads(artifact_text(Path(run_dir)))
     assert doc["inputs"]["eval"]["path"] == str(EVAL)
     out, err = io.StringIO(), io.StringIO()
     assert main([run_dir, "--trec", str(tmp_path / "t")], stdout=out, stderr=err) == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from support.documents import evaluation_document, write_document
+from support.layouts import stored_bytes
 from support.paths import PROJECT_ROOT
 
 from taguru_eval import gate, store
@@ -72,8 +73,8 @@ def test_ingested_aggregates_and_lane_tables_match_the_artifact(
     # Every table has the run store's pinned schema (BI tools rely on it).
     for name, frame in stored.items():
         assert frame.schema == polars_schema(ARROW_SCHEMAS[name]), name
-    # The artifact is kept verbatim beside the tables.
-    assert (result.path / "evaluation.json").read_bytes() == taguru_file.read_bytes()
+    # The artifact is kept verbatim (compressed) beside the tables.
+    assert stored_bytes(result.path) == taguru_file.read_bytes()
 
 
 def test_reingesting_the_same_file_is_a_no_op(taguru_file: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from support.layouts import to_old_layout
 from support.paths import DATA
 
 import taguru_eval
@@ -114,7 +115,7 @@ def test_a_stored_run_s_report_shows_the_warnings_its_artifact_recorded(
     assert stored.path is not None
     copy = tmp_path / "runs" / stored.path.parent.name / stored.path.name
     shutil.copytree(stored.path, copy)
-    artifact = copy / "evaluation.json"
+    artifact = to_old_layout(copy)  # edited as text
     document = json.loads(artifact.read_text("utf-8"))
     note = "must-refuse case 'mr-tour': options.tags/since/until are not sent under --assembly"
     document["abstention"]["warnings"].insert(0, note)

@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from support.layouts import stored_artifact
 from support.notebooks import (
     chart_outputs,
     execute_notebook,
@@ -72,7 +73,7 @@ def test_run_report_notebook(demo_store: Path) -> None:
     assert seen["missed"] == int(cases.get_column("missed").list.len().sum())
     assert seen["lanes"] == ["citation", "passage", "query", "resolve"]
     assert seen["crosstab"] > 0
-    artifact = read_artifact(store.run_dir(demo_store, "sake", newest) / "evaluation.json")
+    artifact = read_artifact(stored_artifact(store.run_dir(demo_store, "sake", newest)))
     assert seen["mrr"] == artifact["metrics"]["recall.mrr"]["mean"]  # type: ignore[index]
     # A real run recorded the eval set's options.tags (data/sake tags two cases).
     assert seen["tags"] == ["(all cases)", "商品", "製法", "(no tag)"]

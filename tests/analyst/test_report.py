@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from support.documents import evaluation_document, history_documents, write_document
+from support.layouts import to_old_layout
 from support.paths import PROJECT_ROOT
 
 import taguru_eval
@@ -306,7 +307,7 @@ def test_a_missing_stamp_is_said_to_be_missing(
     bad = write_document(tmp_path / "bad.json", document)
     if how == "report stored":
         stored = ingest.ingest(good, tmp_path / "runs").path
-        artifact = stored / "evaluation.json"
+        artifact = to_old_layout(stored)  # edited as text
         text = artifact.read_text("utf-8")
         artifact.write_text(text.replace('"taguru_evaluation": 1,', "", 1), "utf-8")
         argv, shown = ["report", str(stored)], f"{artifact}"

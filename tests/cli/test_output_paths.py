@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.layouts import stored_bytes
 from support.paths import DATA, TEST_DATA
 
 import taguru_eval
@@ -158,7 +159,7 @@ def test_out_to_a_fifo_streams_the_artifact_and_stores_the_same_bytes(
         reader.join(timeout=60)
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert run.path is not None
-    assert received and (run.path / "evaluation.json").read_bytes() == bytes(received)
+    assert received and stored_bytes(run.path) == bytes(received)
 
 
 @pytest.mark.parametrize("field", ["eval_path", "out", "junit"])

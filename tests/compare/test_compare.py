@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from support.layouts import artifact_text
 from support.paths import PROJECT_ROOT
 
 from taguru_eval.catalog import COMPARISON_METRICS, definitions
@@ -1157,7 +1158,7 @@ def test_a_stored_run_directory_is_accepted(in_tmp: Path) -> None:
     empty.mkdir()
     code, _out, err = cli(["empty-run", "h.json"])
     assert code == 2
-    assert err.startswith(f"{PREFIX}BASE reading empty-run/evaluation.json: ")
+    assert err.startswith(f"{PREFIX}BASE reading empty-run/evaluation.json.zst: ")
 
 
 def test_the_cases_frame_schema() -> None:
@@ -1224,7 +1225,7 @@ def test_a_stored_demo_run_compares_with_a_regressed_copy(in_tmp: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     [run_dir] = (in_tmp / "demo" / "runs").glob("context=*/run=*")
-    doc = json.loads((run_dir / "evaluation.json").read_text("utf-8"))
+    doc = json.loads(artifact_text(run_dir))
     assert "concurrency" in doc["inputs"]
     target = next(c for c in doc["cases"] if c.get("recall", {}).get("mrr", 0) > 0.5)
     target["recall"]["mrr"] = 0.0

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.documents import evaluation_document, write_document
+from support.layouts import to_old_layout
 
 from taguru_eval.analyst import ingest
 from taguru_eval.catalog import CATALOG
@@ -157,7 +158,7 @@ def test_the_run_store_reader_applies_the_rule_to_the_head(tmp_path: Path) -> No
     stored = ingest.ingest(write_document(tmp_path / "e.json", document()), tmp_path / "runs")
     run_dir = tmp_path / "run"
     shutil.copytree(stored.path, run_dir)
-    artifact = run_dir / "evaluation.json"
+    artifact = to_old_layout(run_dir)  # edited as text
     doc = json.loads(artifact.read_text(encoding="utf-8"))
     first = {"graph": 0, "passages": 0, "config": 0}
     doc["corpus"] = twin_first(doc["corpus"], "revision_after", first)

@@ -306,11 +306,11 @@ def test_every_stored_parquet_file_has_the_pinned_schema(stored_run: Path, table
 
 
 def test_partition_layout(stored_run: Path) -> None:
-    # <store>/context=<ctx>/run=<run_id>/<table>.parquet + evaluation.json + run.json
+    # <store>/context=<ctx>/run=<run_id>/<table>.parquet + evaluation.json.zst + run.json
     assert stored_run.name.startswith("run=")
     assert stored_run.parent.name == "context=demo"
     assert sorted(p.name for p in stored_run.iterdir()) == sorted(
-        [f"{table}.parquet" for table in PINNED] + ["evaluation.json", "run.json"]
+        [f"{table}.parquet" for table in PINNED] + ["evaluation.json.zst", "run.json"]
     )
 
 
