@@ -21,7 +21,8 @@ from taguru_eval._base.lazy import lazy_names
 
 if TYPE_CHECKING:
     from taguru_eval.api import Run, load_run, run, scan_runs, to_ir_measures
-    from taguru_eval.compare import Comparison, Significance, compare, significance
+    from taguru_eval.compare import Comparison, compare
+    from taguru_eval.compare.significance import Significance, significance
     from taguru_eval.contract import VERSION as __version__
     from taguru_eval.errors import InputError, RunError, TaguruEvalError, UsageError
 
