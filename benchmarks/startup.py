@@ -117,11 +117,13 @@ def environment(tree: Path | None) -> dict[str, str]:
     return env
 
 
-def wall(command: list[str], env: dict[str, str]) -> float:
-    """Seconds from start to exit of ``command``; it must succeed."""
+def wall(command: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Seconds from start to exit of ``command``, run in ``cwd`` (never a source
+    tree: ``python -m`` puts the working directory ahead of PYTHONPATH); it must
+    succeed."""
     start = time.perf_counter()
     completed = subprocess.run(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+        command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
     )
     elapsed = time.perf_counter() - start
     if completed.returncode != 0:
@@ -193,10 +195,10 @@ def main(argv: list[str] | None = None) -> int:
             trees["baseline "] = args.baseline.resolve()
         plain = environment(None)
         steps: list[tuple[str, Callable[[], float]]] = [
-            ("python -c pass", lambda: wall([python, "-c", "pass"], plain)),
+            ("python -c pass", lambda: wall([python, "-c", "pass"], plain, work)),
             (
                 'python -c "import polars, pyarrow, httpx"',
-                lambda: wall([python, "-c", "import polars, pyarrow, httpx"], plain),
+                lambda: wall([python, "-c", "import polars, pyarrow, httpx"], plain, work),
             ),
         ]
         for label, tree in trees.items():
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             steps.append(
                 (
                     f"{label}python -m taguru_eval --version",
-                    lambda env=env: wall([python, "-m", "taguru_eval", "--version"], env),
+                    lambda env=env: wall([python, "-m", "taguru_eval", "--version"], env, work),
                 )
             )
             steps.append(
