@@ -6,16 +6,25 @@ two runs and ``significance`` tests its moves, ``scan_runs`` lazily reads one
 table across every stored run, ``to_ir_measures`` hands a run to ir_measures or
 ranx. Every failure a user can cause is a :class:`TaguruEvalError` carrying its
 exit code.
+
+The names are imported on first use (PEP 562): every ``taguru_eval.*``
+submodule imports this package first, and the command line's ``--version``,
+``--help`` and usage errors must not pay for Polars, pyarrow and httpx
+through it.
 """
 
 from __future__ import annotations
 
-from taguru_eval.api import Run, load_run, run, scan_runs, to_ir_measures
-from taguru_eval.compare import Comparison, Significance, compare, significance
-from taguru_eval.contract import VERSION
-from taguru_eval.errors import InputError, RunError, TaguruEvalError, UsageError
+from typing import TYPE_CHECKING
 
-__version__ = VERSION
+from taguru_eval._base.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from taguru_eval.api import Run, load_run, run, scan_runs, to_ir_measures
+    from taguru_eval.compare import Comparison, compare
+    from taguru_eval.compare.significance import Significance, significance
+    from taguru_eval.contract import VERSION as __version__
+    from taguru_eval.errors import InputError, RunError, TaguruEvalError, UsageError
 
 __all__ = [
     "Comparison",
@@ -33,3 +42,27 @@ __all__ = [
     "significance",
     "to_ir_measures",
 ]
+
+_api = "taguru_eval.api"
+_compare = "taguru_eval.compare"
+_errors = "taguru_eval.errors"
+
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "Run": _api,
+        "load_run": _api,
+        "run": _api,
+        "scan_runs": _api,
+        "to_ir_measures": _api,
+        "Comparison": _compare,
+        "Significance": _compare,
+        "compare": _compare,
+        "significance": _compare,
+        "InputError": _errors,
+        "RunError": _errors,
+        "TaguruEvalError": _errors,
+        "UsageError": _errors,
+        "__version__": "taguru_eval.contract:VERSION",
+    },
+)

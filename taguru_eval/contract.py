@@ -7,7 +7,6 @@ all name them through these constants (HTTP.md §6, EVALUATE.md §6.1).
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Final
 
 SEARCH: Final = "POST /contexts/{name}/sources/search"
@@ -30,5 +29,7 @@ DEFAULT_LIMIT: Final = 10
 RESOLVE_LIMIT: Final = 5
 """Names asked for per resolve call (``inputs.resolve_limit``, EVALUATE.md §3.5)."""
 
-VERSION: Final = metadata.version("taguru_eval")
-"""This build's version, as the installed package metadata states it."""
+VERSION: Final = "0.1.0"
+"""This build's version. pyproject.toml reads it from here (a dynamic version),
+so the package metadata states the same; reading the metadata at run time
+instead costs ``--version`` a fifth of its whole time."""

@@ -14,9 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Final, Literal
 
-import msgspec
-import polars as pl
-
 # Unicode White_Space, which is what Rust's str::trim removes (EVALUATE.md §0.2).
 WHITE_SPACE = (
     "\u0009\u000a\u000b\u000c\u000d\u0020\u0085\u00a0\u1680"
@@ -314,13 +311,18 @@ def _encode(value: object, indent: Literal[2] | None) -> bytes:
     left as a one-byte slot and all of them are spelled afterwards in one
     vectorized pass; ``msgspec.json.format`` gives the pretty layout.
     """
+    # Imported on first use: errors.py needs this module's one_line, and
+    # --version, --help and usage errors write no JSON.
+    import msgspec
+
     binary32: list[float] = []
+    slot = msgspec.Raw(_SLOT_BYTE)
 
     def hook(item: object) -> object:
         if type(item) is F32:
             binary32.append(item)
-            return _BINARY32_SLOT
-        return _json_ready(item)
+            return slot
+        return _json_ready(item, msgspec.Raw)
 
     data = msgspec.json.Encoder(enc_hook=hook).encode(value)
     if binary32:
@@ -331,7 +333,6 @@ def _encode(value: object, indent: Literal[2] | None) -> bytes:
 # A raw NUL never appears in msgspec's output (strings escape it as \u0000),
 # so each one marks where an F32 goes.
 _SLOT_BYTE = b"\x00"
-_BINARY32_SLOT = msgspec.Raw(_SLOT_BYTE)
 
 
 def spell_f32_values(values: Sequence[float]) -> list[bytes]:
@@ -341,6 +342,10 @@ def spell_f32_values(values: Sequence[float]) -> list[bytes]:
     same plain/exponent windows as serde_json, only with ``e+`` for a
     positive exponent; non-finite values are ``null``.
     """
+    # Imported on first use: errors.py needs this module's one_line, and every
+    # command's --help and usage errors must not pay for Polars.
+    import polars as pl
+
     column = pl.Series(values, dtype=pl.Float32)
     spelled = pl.select(
         pl.when(column.is_finite())
@@ -361,10 +366,11 @@ def _fill_slots(data: bytes, spelled: list[bytes]) -> bytes:
     return b"".join(joined)
 
 
-def _json_ready(value: object) -> object:
-    """What msgspec cannot write itself, as the old recursive writer wrote it."""
+def _json_ready(value: object, raw: Callable[[bytes], object]) -> object:
+    """What msgspec cannot write itself, as the old recursive writer wrote it
+    (``raw`` is ``msgspec.Raw``: bytes written as they are)."""
     if isinstance(value, float):
-        return msgspec.Raw(json_f64(value).encode("ascii"))
+        return raw(json_f64(value).encode("ascii"))
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):

@@ -30,22 +30,11 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from importlib import import_module
 from types import FrameType
-from typing import Final
+from typing import Final, cast
 
 from taguru_eval._base.extras import MissingExtra
-from taguru_eval.cli import (
-    compare,
-    demo,
-    export,
-    import_golden,
-    ingest,
-    refusal_bands,
-    report,
-    serve,
-)
-from taguru_eval.cli.flags import printed_warnings
-from taguru_eval.cli.run import HELP, run_mode
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
     EXIT_INPUT,
@@ -59,15 +48,29 @@ from taguru_eval.errors import (
     error_text,
 )
 
+
+def _lazy(module: str) -> Callable[[list[str]], int]:
+    """The ``main`` of ``module``, imported only when the subcommand is chosen:
+    each command pays for its own libraries, not for every other command's
+    (``report`` brings the charts, ``run`` Polars and httpx)."""
+
+    def call(argv: list[str]) -> int:
+        entry = cast(Callable[[list[str]], int], import_module(module).main)
+        return entry(argv)
+
+    call.__name__ = call.__qualname__ = f"{module}.main"
+    return call
+
+
 SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
-    "compare": compare.main,
-    "export": export.main,
-    "serve": serve.main,
-    "demo": demo.main,
-    "report": report.main,
-    "ingest": ingest.main,
-    "import-golden": import_golden.main,
-    "refusal-bands": refusal_bands.main,
+    "compare": _lazy("taguru_eval.cli.compare"),
+    "export": _lazy("taguru_eval.cli.export"),
+    "serve": _lazy("taguru_eval.cli.serve"),
+    "demo": _lazy("taguru_eval.cli.demo"),
+    "report": _lazy("taguru_eval.cli.report"),
+    "ingest": _lazy("taguru_eval.cli.ingest"),
+    "import-golden": _lazy("taguru_eval.cli.import_golden"),
+    "refusal-bands": _lazy("taguru_eval.cli.refusal_bands"),
 }
 """Subcommand word -> its ``main``, which takes the remaining arguments and
 returns the exit code."""
@@ -103,11 +106,16 @@ def dispatch(args: Sequence[str]) -> int:
     if not args:
         raise UsageError(MSG_NO_ARGS)
     first = args[0]
-    if first in ("--help", "-h"):
-        sys.stdout.write(HELP)
-        return EXIT_OK
     if first == "--version":
         sys.stdout.write(f"taguru_eval {VERSION}\n")
+        return EXIT_OK
+    # Run mode's module holds the help text and the flag parser; it is light
+    # (the pipeline is imported once the flags are valid), but --version needs
+    # none of it.
+    from taguru_eval.cli.run import HELP, run_mode
+
+    if first in ("--help", "-h"):
+        sys.stdout.write(HELP)
         return EXIT_OK
     if first.startswith("--"):
         return run_mode(args)
@@ -145,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code (0 ok, 1 run failed, 2 input, 3 gate,
     130 interrupted, 143 terminated)."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["--version"]:
+        # The one answer that issues no warning and cannot be interrupted
+        # half-way: it needs neither the warning printer nor the handler.
+        return dispatch(args)
+    from taguru_eval.cli.flags import printed_warnings
+
     try:
         with sigterm_as_interrupt(), printed_warnings(sys.stderr):
             return dispatch(args)

@@ -13,14 +13,10 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from taguru_eval._base.text import parse_decimal
-from taguru_eval.analyst.junit import junit_xml
-from taguru_eval.analyst.step_summary import summary_markdown
 from taguru_eval.cli.flags import write_report
-from taguru_eval.compare import RunView, load_side
-from taguru_eval.compare.classify import compare_views
 from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
@@ -28,7 +24,6 @@ from taguru_eval.errors import (
     os_error_text,
 )
 from taguru_eval.inputs.config import strip_trailing_slashes
-from taguru_eval.inputs.prepare import PreparedRun, prepare_run
 from taguru_eval.options import (
     COUNT_MAX,
     DEFAULT_CONCURRENCY,
@@ -38,8 +33,12 @@ from taguru_eval.options import (
     not_a_count,
     refusal_rule_of,
 )
-from taguru_eval.pipeline import RunResult, execute
-from taguru_eval.run.console import Console, case_progress
+
+if TYPE_CHECKING:
+    from taguru_eval.compare import RunView
+    from taguru_eval.inputs.prepare import PreparedRun
+    from taguru_eval.pipeline import RunResult
+    from taguru_eval.run.console import Console
 
 STEP_SUMMARY_ENV: Final = "GITHUB_STEP_SUMMARY"
 """The file GitHub Actions renders as the job summary; run mode appends its summary there."""
@@ -51,6 +50,12 @@ def run_prepared(prepared: PreparedRun) -> int:
     Project errors (exit 1/2) propagate to the CLI, which prints them as one
     ``taguru: evaluate: …`` line.
     """
+    # Imported here, not at the top: --help and every usage error of run mode
+    # come from this module and must not pay for Polars, pyarrow and httpx.
+    from taguru_eval.compare import load_side
+    from taguru_eval.pipeline import execute
+    from taguru_eval.run.console import Console, case_progress
+
     options = prepared.options
     # The summary's base is read first: a bad one is an input error (exit 2)
     # before any case runs.
@@ -83,6 +88,11 @@ def write_reports(
     job summary is appended to ``$GITHUB_STEP_SUMMARY`` unless
     ``--no-step-summary``, and a failure there is only a warning.
     """
+    from taguru_eval.analyst.junit import junit_xml
+    from taguru_eval.analyst.step_summary import summary_markdown
+    from taguru_eval.compare import load_side
+    from taguru_eval.compare.classify import compare_views
+
     options = prepared.options
     if options.junit is not None:
         report = junit_xml(
@@ -339,4 +349,6 @@ def run_mode(args: Sequence[str]) -> int:
     if options is None:
         sys.stdout.write(HELP)
         return EXIT_OK
+    from taguru_eval.inputs.prepare import prepare_run
+
     return run_prepared(prepare_run(options, os.environ))

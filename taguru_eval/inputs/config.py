@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-import httpx
-
 from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.redact import REDACTED
 from taguru_eval._base.text import one_line, parse_decimal, split_lines, trim
@@ -486,6 +484,10 @@ def _client_can_parse(base: str) -> bool:
     host in ``http:/h`` (WHATWG reads ``h``). Caught here it is a bad URL
     (exit 2), not an unreachable server (exit 1).
     """
+    # Only run mode's URL check needs httpx; the flag parsers that share this
+    # module (--help, usage errors) must not load it.
+    import httpx
+
     try:
         parts = urlsplit(base)
         url = httpx.URL(f"{parts.scheme}://{parts.netloc}{parts.path}")

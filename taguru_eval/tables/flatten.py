@@ -14,6 +14,7 @@ their rows follow the eval rows with ``population`` ``must_refuse``."""
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 from typing import Any, Final, TypeAlias
@@ -262,12 +263,22 @@ class TableRows:
         self._chunks: list[NestedChunk] = []
         self._tables: dict[str, pl.DataFrame] | None = None
         # pyarrow's first conversion from Python objects imports pandas when it is
-        # installed (0.3 s): paid here, before a live run's first request, not as a
-        # stall of every answer in flight at its first batch.
-        _nested_chunk([], _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
+        # installed (0.3 s, as long as the rest of a run's start). A thread pays it
+        # from the first finished case on, while the other requests are in flight:
+        # the first request does not wait for it, and no answer stalls behind it
+        # as one block. The first batch waits for the thread (long done by then
+        # in a run of any size); an empty run converts without it.
+        self._warm_up: threading.Thread | None = None
 
     def add(self, output: LaneOutput) -> None:
         """One case's lane output; a full batch becomes Arrow columns at once."""
+        if self._warm_up is None:
+            self._warm_up = threading.Thread(
+                target=_nested_chunk,
+                args=([], _LANE_OUTPUT, _LANE_OUTPUT_ARROW),
+                name="taguru-eval-arrow-warm-up",
+            )
+            self._warm_up.start()
         self._pending.append(output)
         if len(self._pending) >= self._batch_size:
             self._convert()
@@ -277,6 +288,8 @@ class TableRows:
             self.add(output)
 
     def _convert(self) -> None:
+        if self._warm_up is not None:
+            self._warm_up.join()
         self._chunks.append(_nested_chunk(self._pending, _LANE_OUTPUT, _LANE_OUTPUT_ARROW))
         self._pending = []
 

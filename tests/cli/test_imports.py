@@ -1,0 +1,183 @@
+"""Each command imports what it uses (issue 30): checked in a fresh child process.
+
+The child runs the real command line, then writes the names in ``sys.modules``
+to a file, whatever the command's exit code. ``--version``, ``--help`` and
+usage errors load none of the data or HTTP libraries; ``run``, ``compare``,
+``export`` and ``import-golden`` never load the charts (altair, its
+jsonschema, vl-convert) nor anything of Jupyter, which the ``notebooks`` extra
+installs and altair's schema checks would drag in at seconds of cost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from support.paths import DATA
+
+from taguru_eval.refserver.serve import running_server
+
+DATA_LIBRARIES = ("polars", "pyarrow", "numpy", "httpx", "altair")
+"""What --version, --help and a usage error must not import."""
+
+CHARTS_AND_JUPYTER = (
+    "altair",
+    "vl_convert",
+    "jsonschema",
+    "ipykernel",
+    "IPython",
+    "jupyter",  # jupyter_core, jupyter_client, … by prefix
+    "nbformat",
+    "nbclient",
+)
+"""What run, compare, export and import-golden must not import."""
+
+_CHILD = """
+import json, sys
+out = sys.argv[1]
+sys.argv = ["taguru_eval", *sys.argv[2:]]
+code = None
+try:
+    from taguru_eval.cli.main import main
+    code = main()
+finally:
+    with open(out, "w", encoding="utf-8") as handle:
+        json.dump({"code": code, "modules": sorted(sys.modules)}, handle)
+sys.exit(code)
+"""
+
+
+@dataclass(frozen=True)
+class Child:
+    code: int
+    modules: list[str]
+    stderr: str
+
+    def loaded(self, forbidden: Sequence[str]) -> list[str]:
+        """The loaded modules whose top-level name is, or starts with, a forbidden name."""
+        return sorted(
+            {
+                name
+                for name in self.modules
+                if any(name.split(".")[0].startswith(banned) for banned in forbidden)
+            }
+        )
+
+
+def run_child(args: Sequence[str], cwd: Path) -> Child:
+    report = cwd / f"modules-{len(list(cwd.iterdir()))}.json"
+    completed = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(report), *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    written = json.loads(report.read_text(encoding="utf-8"))
+    assert written["code"] == completed.returncode, completed.stderr
+    return Child(completed.returncode, written["modules"], completed.stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["--version"], 0),
+        (["--help"], 0),
+        (["-h"], 0),
+        (["run", "--help"], 0),
+        ([], 2),
+        (["bogus"], 2),
+        (["--eval", "e.jsonl"], 2),
+        (["--eval", "e.jsonl", "--context", "c", "--concurrency", "0"], 2),
+        (["--context", "c", "--frobnicate"], 2),
+    ],
+)
+def test_version_help_and_usage_errors_load_no_data_library(
+    args: list[str], code: int, tmp_path: Path
+) -> None:
+    child = run_child(args, tmp_path)
+    assert child.code == code, child.stderr
+    assert child.loaded(DATA_LIBRARIES) == []
+    assert child.loaded(CHARTS_AND_JUPYTER) == []
+    if code == 2:
+        assert child.stderr.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Child]]:
+    """A real run of the sake set against the reference server, with a run store."""
+    work = tmp_path_factory.mktemp("run")
+    with running_server(DATA) as url:
+        child = run_child(
+            [
+                "--eval",
+                str(DATA / "sake" / "eval.jsonl"),
+                "--context",
+                "sake",
+                "--url",
+                url,
+                "--out",
+                "evaluation.json",
+                "--store",
+                "store",
+                "--quiet",
+                "--no-step-summary",
+            ],
+            work,
+        )
+    assert child.code in (0, 3), child.stderr
+    yield work, child
+
+
+def test_a_run_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> None:
+    work, child = finished_run
+    assert (work / "evaluation.json").is_file()
+    assert child.loaded(CHARTS_AND_JUPYTER) == []
+
+
+def test_compare_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> None:
+    work, _ = finished_run
+    shutil.copyfile(work / "evaluation.json", work / "head.json")
+    child = run_child(["compare", "evaluation.json", "head.json", "--out", "changes.jsonl"], work)
+    assert child.code == 0, child.stderr
+    assert (work / "changes.jsonl").is_file()
+    assert child.loaded(CHARTS_AND_JUPYTER) == []
+
+
+def test_export_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> None:
+    work, _ = finished_run
+    child = run_child(
+        ["export", "evaluation.json", "--trec", "trec", "--eval", str(DATA / "sake/eval.jsonl")],
+        work,
+    )
+    assert child.code == 0, child.stderr
+    assert (work / "trec" / "run.trec").is_file()
+    assert child.loaded(CHARTS_AND_JUPYTER) == []
+
+
+def test_import_golden_loads_no_chart_nor_jupyter(tmp_path: Path) -> None:
+    (tmp_path / "golden.csv").write_text(
+        "question,expected\nWhat notice ends a lease?,sixty days\n", encoding="utf-8"
+    )
+    child = run_child(["import-golden", "golden.csv"], tmp_path)
+    assert child.code == 0, child.stderr
+    assert child.loaded(CHARTS_AND_JUPYTER) == []
+
+
+@pytest.mark.parametrize("word", ["compare", "export", "import-golden", "report", "ingest"])
+def test_subcommand_help_loads_no_chart_nor_jupyter_outside_report_and_ingest(
+    word: str, tmp_path: Path
+) -> None:
+    child = run_child([word, "--help"], tmp_path)
+    assert child.code == 0, child.stderr
+    if word not in ("report", "ingest"):
+        assert child.loaded(CHARTS_AND_JUPYTER) == []
