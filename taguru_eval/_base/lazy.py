@@ -45,3 +45,15 @@ def lazy_names(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
 
     module.__class__ = _PublicNamesFirst
     return getattr_
+
+
+def lazy_main(module: str) -> Callable[[list[str]], int]:
+    """The ``main(argv) -> int`` of ``module``, imported only when it is called:
+    a command pays for its own libraries, not for every other command's."""
+
+    def call(argv: list[str]) -> int:
+        entry: Callable[[list[str]], int] = import_module(module).main
+        return entry(argv)
+
+    call.__name__ = call.__qualname__ = f"{module}.main"
+    return call

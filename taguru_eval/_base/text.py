@@ -272,13 +272,16 @@ def encode_json_each(values: Sequence[object], indent: Literal[2] | None = None)
     """``[encode_json(value, indent) for value in values]`` with one binary32
     spelling pass for all of them (that pass costs a Polars call: per value, it
     would cost more than the encoding)."""
+    import msgspec  # on first use, as in _encode
+
     binary32: list[float] = []
+    slot = msgspec.Raw(_SLOT_BYTE)
 
     def hook(item: object) -> object:
         if type(item) is F32:
             binary32.append(item)
-            return _BINARY32_SLOT
-        return _json_ready(item)
+            return slot
+        return _json_ready(item, msgspec.Raw)
 
     encoder = msgspec.json.Encoder(enc_hook=hook)
     encoded: list[bytes] = []

@@ -30,11 +30,11 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from importlib import import_module
 from types import FrameType
-from typing import Final, cast
+from typing import Final
 
 from taguru_eval._base.extras import MissingExtra
+from taguru_eval._base.lazy import lazy_main
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
     EXIT_INPUT,
@@ -48,29 +48,15 @@ from taguru_eval.errors import (
     error_text,
 )
 
-
-def _lazy(module: str) -> Callable[[list[str]], int]:
-    """The ``main`` of ``module``, imported only when the subcommand is chosen:
-    each command pays for its own libraries, not for every other command's
-    (``report`` brings the charts, ``run`` Polars and httpx)."""
-
-    def call(argv: list[str]) -> int:
-        entry = cast(Callable[[list[str]], int], import_module(module).main)
-        return entry(argv)
-
-    call.__name__ = call.__qualname__ = f"{module}.main"
-    return call
-
-
 SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
-    "compare": _lazy("taguru_eval.cli.compare"),
-    "export": _lazy("taguru_eval.cli.export"),
-    "serve": _lazy("taguru_eval.cli.serve"),
-    "demo": _lazy("taguru_eval.cli.demo"),
-    "report": _lazy("taguru_eval.cli.report"),
-    "ingest": _lazy("taguru_eval.cli.ingest"),
-    "import-golden": _lazy("taguru_eval.cli.import_golden"),
-    "refusal-bands": _lazy("taguru_eval.cli.refusal_bands"),
+    "compare": lazy_main("taguru_eval.cli.compare"),
+    "export": lazy_main("taguru_eval.cli.export"),
+    "serve": lazy_main("taguru_eval.cli.serve"),
+    "demo": lazy_main("taguru_eval.cli.demo"),
+    "report": lazy_main("taguru_eval.cli.report"),
+    "ingest": lazy_main("taguru_eval.cli.ingest"),
+    "import-golden": lazy_main("taguru_eval.cli.import_golden"),
+    "refusal-bands": lazy_main("taguru_eval.cli.refusal_bands"),
 }
 """Subcommand word -> its ``main``, which takes the remaining arguments and
 returns the exit code."""
