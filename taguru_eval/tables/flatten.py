@@ -169,16 +169,39 @@ def _nested_chunk(
         return pl.DataFrame(rows, schema=schema)
 
 
-def _nested_frame(chunks: Sequence[NestedChunk]) -> pl.DataFrame:
-    """The chunks' rows as one nested frame in case order (``case_index``, each once)."""
-    arrow = [chunk for chunk in chunks if isinstance(chunk, pa.Table)]
-    frames = [chunk for chunk in chunks if isinstance(chunk, pl.DataFrame)]
-    if arrow:
-        converted = pl.from_arrow(pa.concat_tables(arrow))
+def _nested_frame(chunks: list[NestedChunk]) -> pl.DataFrame:
+    """The chunks' rows as one nested frame in case order (``case_index``, each once).
+
+    Takes the chunks and empties ``chunks``: once they are one frame nothing else
+    holds them, so their Arrow buffers are freed here rather than when the
+    caller's list goes. Arrow's allocator keeps freed pages for reuse; they are
+    handed back once the frame is built (a one-off call, not a process setting),
+    which is most of the nested rows' footprint at 100,000 cases.
+    """
+    taken = chunks[:]
+    chunks.clear()
+    arrow = [chunk for chunk in taken if isinstance(chunk, pa.Table)]
+    frames = [chunk for chunk in taken if isinstance(chunk, pl.DataFrame)]
+    del taken
+    if arrow and not frames:
+        # Sorted in Arrow, so Polars gets one ordered copy instead of making two.
+        table = pa.concat_tables(arrow).sort_by("case_index")
+        arrow.clear()
+        converted = pl.from_arrow(table)
+        del table
         assert isinstance(converted, pl.DataFrame)
-        frames.append(converted)
-    frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
-    return frame.rechunk().sort("case_index", maintain_order=True)
+        frame = converted.rechunk()
+    else:
+        if arrow:
+            converted = pl.from_arrow(pa.concat_tables(arrow))
+            assert isinstance(converted, pl.DataFrame)
+            frames.append(converted)
+            arrow.clear()
+        frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
+        frames.clear()
+        frame = frame.rechunk().sort("case_index", maintain_order=True)
+    pa.default_memory_pool().release_unused()
+    return frame
 
 
 def _passage_columns() -> list[pl.Expr]:
@@ -305,7 +328,6 @@ class TableRows:
             self._convert()
         if self._chunks:
             fresh = _tables_of(_nested_frame(self._chunks))
-            self._chunks = []
             self._tables = fresh if self._tables is None else _in_case_order(self._tables, fresh)
         assert self._tables is not None
         return self._tables
