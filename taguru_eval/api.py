@@ -36,7 +36,8 @@ from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions, refusal_rule_of
-from taguru_eval.pipeline import RunResult, execute_async
+from taguru_eval.pipeline import execute_async
+from taguru_eval.pipeline.finish import RunResult
 from taguru_eval.run.console import CaseProgress, Console, Progress
 from taguru_eval.store import read_origin, read_tables, require_tables, scan_runs
 from taguru_eval.store_artifact import stored_artifact

@@ -12,12 +12,15 @@ the console lines read the same numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Literal
 
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import UsageError
 
 DEFAULT_OUT: Final = ARTIFACT_NAME
+DEFAULT_STORE_DIR: Final = "runs"
+"""The run store when neither ``--store`` nor ``--no-store`` is given (under the CWD)."""
 DEFAULT_CONCURRENCY: Final = 8
 
 DEFAULT_MAX_ITEMS: Final = 40
@@ -174,6 +177,13 @@ class RunOptions:
     def mode(self) -> Literal["baseline", "assembly"]:
         """``inputs.mode``."""
         return "assembly" if self.assembly else "baseline"
+
+    @property
+    def store_path(self) -> Path | None:
+        """``--store DIR``, ``None`` for ``--no-store``, else the default ``runs/``."""
+        if self.no_store:
+            return None
+        return Path(self.store_dir or DEFAULT_STORE_DIR)
 
     @property
     def records_budget(self) -> bool:

@@ -46,7 +46,6 @@ import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 from urllib.parse import quote, unquote
@@ -56,6 +55,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from taguru_eval._base.files import fsync_directory, is_abandoned
+from taguru_eval._base.ids import new_run_id as new_run_id
 from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
@@ -71,22 +71,11 @@ from taguru_eval.tables.schemas import TABLE, TABLES, TableSpec, table_specs
 if TYPE_CHECKING:
     import pyarrow.dataset as pads
 
-DEFAULT_STORE_DIR: Final = "runs"
 STAGING_DIR: Final = ".staging"
 ORIGIN_NAME: Final = "run.json"
 HIVE_SCHEMA: Final = {"context": pl.String, "run": pl.String}
 HIVE_ARROW_SCHEMA: Final = pa.schema([pa.field(name, pa.string()) for name in HIVE_SCHEMA])
 """The partition columns, always strings (a context named ``2024`` stays text)."""
-
-
-def new_run_id(now: datetime | None = None) -> str:
-    """``20261130T042512.123456Z-3f9a1c``: sortable by time, unique by its suffix.
-
-    Microseconds keep runs started within one second (a demo history, a CI
-    matrix) in the order they ran; the random suffix keeps two machines apart.
-    """
-    moment = (now or datetime.now(UTC)).astimezone(UTC)
-    return f"{moment:%Y%m%dT%H%M%S.%fZ}-{secrets.token_hex(3)}"
 
 
 def context_dir(store_dir: str | Path, context: str) -> Path:

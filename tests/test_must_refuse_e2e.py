@@ -30,7 +30,7 @@ from taguru_eval.cli.main import main
 from taguru_eval.compare import compare
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
-from taguru_eval.pipeline import finish_run
+from taguru_eval.pipeline.finish import finish_run
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
 from taguru_eval.run.runner import network_phase

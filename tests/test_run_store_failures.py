@@ -234,7 +234,8 @@ def test_an_artifact_that_is_not_written_leaves_no_staged_run(
 ) -> None:
     """The store's tables are staged while evaluation.json is written; when it is not
     (an interrupt, a failed write), the staged tables go and nothing is stored."""
-    from taguru_eval import pipeline, store
+    from taguru_eval import store
+    from taguru_eval.pipeline import finish as pipeline
 
     monkeypatch.chdir(tmp_path)
     staged: list[Path] = []
@@ -267,7 +268,8 @@ def test_the_tables_are_staged_while_the_artifact_is_built(
     server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """By the time evaluation.json is written, the store's tables are (being) written."""
-    from taguru_eval import pipeline, store
+    from taguru_eval import store
+    from taguru_eval.pipeline import finish as pipeline
 
     monkeypatch.chdir(tmp_path)
     seen_while_writing: list[list[str]] = []

@@ -32,8 +32,8 @@ import polars as pl
 from taguru_eval.artifact.read import parse_artifact, tables_from_artifact
 from taguru_eval.compare.load import read_view
 from taguru_eval.errors import InputError
+from taguru_eval.options import DEFAULT_STORE_DIR
 from taguru_eval.store import (
-    DEFAULT_STORE_DIR,
     RunOrigin,
     context_dir,
     write_run,

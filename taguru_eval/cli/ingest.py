@@ -8,9 +8,7 @@ from typing import Final, TextIO
 from taguru_eval.analyst.ingest import ingest
 from taguru_eval.cli.flags import run_subcommand
 from taguru_eval.errors import EXIT_OK, UsageError
-from taguru_eval.store import (
-    DEFAULT_STORE_DIR,
-)
+from taguru_eval.options import DEFAULT_STORE_DIR
 
 HELP: Final = """\
 usage: python -m taguru_eval ingest EVALUATION.json [--store DIR]

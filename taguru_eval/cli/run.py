@@ -37,7 +37,7 @@ from taguru_eval.options import (
 if TYPE_CHECKING:
     from taguru_eval.compare import RunView
     from taguru_eval.inputs.prepare import PreparedRun
-    from taguru_eval.pipeline import RunResult
+    from taguru_eval.pipeline.finish import RunResult
     from taguru_eval.run.console import Console
 
 STEP_SUMMARY_ENV: Final = "GITHUB_STEP_SUMMARY"
@@ -52,18 +52,17 @@ def run_prepared(prepared: PreparedRun) -> int:
     """
     # Imported here, not at the top: --help and every usage error of run mode
     # come from this module and must not pay for Polars, pyarrow and httpx.
-    from taguru_eval.compare import load_side
     from taguru_eval.pipeline import execute
     from taguru_eval.run.console import Console, case_progress
 
     options = prepared.options
     # The summary's base is read first: a bad one is an input error (exit 2)
-    # before any case runs.
-    base = (
-        None
-        if options.summary_base is None
-        else load_side(options.summary_base, "BASE", stamp_required=True)
-    )
+    # before any case runs. compare's modules are loaded only for it.
+    base: RunView | None = None
+    if options.summary_base is not None:
+        from taguru_eval.compare import load_side
+
+        base = load_side(options.summary_base, "BASE", stamp_required=True)
     console = Console()
     progress = case_progress(console.stderr, quiet=options.quiet)
     try:

@@ -31,7 +31,8 @@ from taguru_eval.demo.history import demo_history
 from taguru_eval.errors import EXIT_OK, EXIT_RUN_FAILED, PREFIX, RunError, os_error_text
 from taguru_eval.inputs.prepare import PreparedRun, prepare_run
 from taguru_eval.options import Budget, RunOptions
-from taguru_eval.pipeline import RunResult, execute
+from taguru_eval.pipeline import execute
+from taguru_eval.pipeline.finish import RunResult
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console, case_progress
 from taguru_eval.summary import share_text

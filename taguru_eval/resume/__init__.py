@@ -38,6 +38,7 @@ from urllib.parse import quote
 import msgspec
 
 from taguru_eval._base.files import PROCESS_STARTED, pid_alive, write_bytes_atomic
+from taguru_eval._base.ids import new_run_id
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
     InputError,
@@ -47,7 +48,6 @@ from taguru_eval.errors import (
 )
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.run.preflight import ContextEntry, Preflight
-from taguru_eval.store import new_run_id
 from taguru_eval.tables.shapes import LaneOutput
 
 PARTIAL_DIR: Final = ".partial"

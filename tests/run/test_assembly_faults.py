@@ -21,7 +21,8 @@ from support.run import CONTEXT_ENTRY, evidence_package, ok, passage_item, write
 
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
-from taguru_eval.pipeline import RunResult, execute
+from taguru_eval.pipeline import execute
+from taguru_eval.pipeline.finish import RunResult
 from taguru_eval.run.console import Console
 
 URL = "http://fake.test:9"

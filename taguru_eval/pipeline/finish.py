@@ -1,9 +1,8 @@
-"""One whole run, end to end: network phase -> tables -> score -> artifact -> gate -> store.
+"""After the network phase: tables -> score -> gate -> artifact -> console -> store.
 
-``prepare`` has validated every input; :func:`execute` runs the network
-phase, then the one-way pipeline, prints the console summary and keeps the
-run in the store. The artifact is written atomically at the very end, so an
-interrupted or failed run leaves no file behind. The run's tables are staged
+:func:`finish_run` turns a finished :class:`~taguru_eval.run.runner.NetworkPhase`
+into the run's result. The artifact is written atomically at the very end, so
+an interrupted or failed run leaves no file behind. The run's tables are staged
 for the store while the artifact is built (on a thread: Parquet writing leaves
 the GIL), and the run enters the store only after the artifact is written; it
 never decides the outcome: a store that cannot be written is a
@@ -12,7 +11,6 @@ gate's verdict."""
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import os
@@ -22,8 +20,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from taguru_eval._base.files import write_chunks_atomic, writes_through
 from taguru_eval._base.text import one_line
@@ -52,11 +48,10 @@ from taguru_eval.gate import (
     evaluate_gate,
 )
 from taguru_eval.inputs.prepare import PreparedRun
-from taguru_eval.resume import open_session
-from taguru_eval.run.console import Console, Progress
-from taguru_eval.run.runner import NetworkPhase, network_phase
+from taguru_eval.run.console import Console
+from taguru_eval.run.runner import NetworkPhase
 from taguru_eval.score.aggregate import Scores, score_run
-from taguru_eval.store import DEFAULT_STORE_DIR, RunOrigin, StagedRun, new_run_id
+from taguru_eval.store import RunOrigin, StagedRun, new_run_id
 from taguru_eval.summary import must_refuse_lines, must_refuse_stderr_lines, summary_lines
 from taguru_eval.tables.schemas import RunTables
 
@@ -188,43 +183,6 @@ def _remove_quietly(path: Path) -> None:
         path.unlink()
 
 
-def resolve_store_dir(prepared: PreparedRun) -> Path | None:
-    """``--store DIR``, ``--no-store``, or the default ``runs/`` under the CWD."""
-    options = prepared.options
-    if options.no_store:
-        return None
-    return Path(options.store_dir or DEFAULT_STORE_DIR)
-
-
-async def execute_async(
-    prepared: PreparedRun,
-    *,
-    console: Console | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    progress: Progress | None = None,
-) -> RunResult:
-    """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
-    console = console or Console()
-    lane_blocks = LaneBlocks()
-    # --resume is checked (exit 2) before anything is sent.
-    session = open_session(prepared, resolve_store_dir(prepared))
-    try:
-        phase = await network_phase(
-            prepared,
-            console=console,
-            transport=transport,
-            progress=progress,
-            on_finished=lane_blocks.add if session is None else session.after(lane_blocks.add),
-            session=session,
-        )
-        result = finish_run(prepared, phase, console, lane_blocks)
-    finally:
-        lane_blocks.close()
-    if session is not None:
-        session.finish()  # the artifact is written: nothing is left to resume
-    return result
-
-
 def finish_run(
     prepared: PreparedRun,
     phase: NetworkPhase,
@@ -260,7 +218,7 @@ def finish_run(
             case_ids=prepared.eval_set.case_ids,
             members=scores.membership if must_refuse else None,
         )
-    store_dir = resolve_store_dir(prepared)
+    store_dir = options.store_path
     # The store's tables are written on a thread of their own while the artifact
     # is built and written (Parquet leaves the GIL); the run is moved into the
     # store only after evaluation.json exists.
@@ -332,28 +290,3 @@ def finish_run(
         store_path=store_path,
         stdout_lines=lines,
     )
-
-
-def execute(
-    prepared: PreparedRun,
-    *,
-    console: Console | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    progress: Progress | None = None,
-) -> RunResult:
-    """Synchronous :func:`execute_async` (its own event loop)."""
-    with asyncio.Runner() as runner:
-        runner.get_loop().set_exception_handler(_interrupts_reported_once)
-        return runner.run(
-            execute_async(prepared, console=console, transport=transport, progress=progress)
-        )
-
-
-def _interrupts_reported_once(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """The loop's handler of unretrieved task errors. An interrupt (Ctrl-C, or SIGTERM
-    raised as one) is set on the task it stopped and re-raised: the caller reports it
-    once, so asyncio's "Task exception was never retrieved" and its traceback, printed
-    when that task is collected, would only repeat it."""
-    if isinstance(context.get("exception"), KeyboardInterrupt):
-        return
-    loop.default_exception_handler(context)
