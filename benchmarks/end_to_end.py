@@ -133,8 +133,14 @@ def child(eval_path: Path, url: str, concurrency: int, work: Path, tree: Path) -
     runner.probe_version = timed_async("preflight", runner.probe_version)
     runner.preflight = timed_async("preflight", runner.preflight)
     runner.run_cases = timed_async("network", runner.run_cases)
-    if hasattr(pipeline, "build_tables"):  # a tree from before the tables were built as cases ran
-        pipeline.build_tables = timed("tables", pipeline.build_tables)
+    # The stages after the network phase: pipeline/finish.py, or (a tree from before)
+    # the pipeline module itself.
+    try:
+        from taguru_eval.pipeline import finish as stages
+    except ImportError:
+        stages = pipeline
+    if hasattr(stages, "build_tables"):  # a tree from before the tables were built as cases ran
+        stages.build_tables = timed("tables", stages.build_tables)
     else:
         from taguru_eval.tables import flatten
 
@@ -142,13 +148,13 @@ def child(eval_path: Path, url: str, concurrency: int, work: Path, tree: Path) -
         # Arrow conversion as cases finish (a tree from before: whole batches of table rows).
         during = "_convert" if hasattr(flatten.TableRows, "_convert") else "_flush"
         setattr(flatten.TableRows, during, timed("batches", getattr(flatten.TableRows, during)))
-    pipeline.score_run = timed("score", pipeline.score_run)
-    if hasattr(pipeline, "write_artifact"):  # streamed: the case blocks are built as written
-        pipeline.write_artifact = timed("artifact", pipeline.write_artifact)
+    stages.score_run = timed("score", stages.score_run)
+    if hasattr(stages, "write_artifact"):  # streamed: the case blocks are built as written
+        stages.write_artifact = timed("artifact", stages.write_artifact)
     else:  # a tree from before: built in memory, then written
-        pipeline.build_artifact = timed("artifact", pipeline.build_artifact)
-        pipeline.write_json_atomic = timed("artifact", pipeline.write_json_atomic)
-    if hasattr(pipeline, "StagedRun"):
+        stages.build_artifact = timed("artifact", stages.build_artifact)
+        stages.write_json_atomic = timed("artifact", stages.write_json_atomic)
+    if hasattr(stages, "StagedRun"):
         # The tables are staged on a thread beside the artifact ("staged", not on the
         # critical path); "store" is what is left once the artifact is written.
         from taguru_eval import store
@@ -157,7 +163,7 @@ def child(eval_path: Path, url: str, concurrency: int, work: Path, tree: Path) -
         store.StagedRun._write_tables = timed("staged", staged_tables)  # type: ignore[method-assign]
         store.StagedRun.finish = timed("store", store.StagedRun.finish)  # type: ignore[method-assign]
     else:  # a tree from before: the store written after the artifact
-        pipeline.write_run = timed("store", pipeline.write_run)
+        stages.write_run = timed("store", stages.write_run)
 
     collecting = {"started": 0.0, "seconds": 0.0, "full": 0}
 

@@ -264,6 +264,44 @@ def test_an_artifact_that_is_not_written_leaves_no_staged_run(
     assert not (Path("runs") / ".staging").exists()
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_during_the_write_stops_it_and_stores_nothing(
+    server: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    signum: signal.Signals,
+) -> None:
+    """A real signal while evaluation.json is being written (not an exception
+    raised by hand): the write stops there, nothing is stored, and the exit code
+    is the interrupt's. Inside the event loop asyncio had made Ctrl-C a pending
+    cancellation: the run was written and stored whole, then exited 130."""
+    from taguru_eval.pipeline import finish as pipeline
+
+    monkeypatch.chdir(tmp_path)
+    original_write = pipeline.write_artifact
+    written: list[object] = []
+
+    def write(path: object, chunks: object) -> None:
+        os.kill(os.getpid(), signum)
+        written.append(path)  # reached only when the signal did not stop the write
+        original_write(path, chunks)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "write_artifact", write)
+    code = main(["run", *run_args(EVAL, "sake", server), "--thresholds", str(PASSING), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == (130 if signum == signal.SIGINT else 143), err
+    assert written == []
+    assert not Path("evaluation.json").exists()
+    assert not any(Path(".").glob(".evaluation.json.*"))
+    assert not Path("runs").exists() or not any(Path("runs").glob("context=*/run=*"))
+    assert not (Path("runs") / ".staging").exists() or not any(
+        (Path("runs") / ".staging").iterdir()
+    )
+    # The cases that finished stay for --resume.
+    assert any(Path("runs").glob(".partial/context=sake/*/batch-*.msgpack"))
+
+
 def test_the_tables_are_staged_while_the_artifact_is_built(
     server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

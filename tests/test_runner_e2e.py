@@ -834,6 +834,31 @@ def test_preflight_failures(
     assert not (tmp_path / "evaluation.json").exists()
 
 
+@pytest.mark.parametrize("route", ["/health", "/contexts/x", "/sources"])
+def test_a_preflight_error_page_is_cut_at_200_bytes(tmp_path: Path, route: str) -> None:
+    """A 400 KB error page is not printed whole: the call's message is cut at 200
+    bytes, as a lane records one (EVALUATE.md §0.3)."""
+    from taguru_eval.errors import TaguruEvalError
+
+    page = "<html>" + "é" * 200_000 + "</html>"
+    failing = {route: lambda r: httpx.Response(500, text=page)}
+    with pytest.raises(TaguruEvalError) as caught:
+        mock_run(tmp_path, failing)
+    message = caught.value.message
+    said = message.split(" is not reachable: ", 1)[-1]
+    assert said.endswith("…")
+    assert len(said.removesuffix("…").encode()) <= 200
+    assert "answered 500: <html>éé" in message
+
+
+def test_embeddings_error_page_is_cut_at_200_bytes(tmp_path: Path) -> None:
+    page = "x" * 400_000
+    _, _, err = mock_run(tmp_path, {"/embeddings": lambda r: httpx.Response(500, text=page)})
+    (line,) = [line for line in err.splitlines() if "embedding status" in line]
+    assert line.endswith("…")
+    assert len(line) < 400
+
+
 def test_second_context_read_failure(tmp_path: Path) -> None:
     from taguru_eval.errors import RunError
 

@@ -108,9 +108,10 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     the temp files a killed writer of the same ``path`` left are removed first
     (:func:`remove_abandoned_temp_files`). On any failure (``OSError``
     propagates, and so does ``KeyboardInterrupt``) the temp file is removed and
-    ``path`` keeps whatever it held before.
+    ``path`` keeps whatever it held before. A symbolic link is followed: the
+    file it names is replaced, and the link stays (:func:`_followed`).
     """
-    target = Path(path)
+    target = _followed(Path(path))
     if _is_special(target):
         _write_through(target, data)
         return
@@ -145,7 +146,7 @@ def write_all_atomic(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> N
     through: list[tuple[Path, bytes]] = []
     try:
         for path, data in files:
-            target = Path(path)
+            target = _followed(Path(path))
             if _is_special(target):
                 through.append((target, data))
                 continue
@@ -174,6 +175,15 @@ def write_all_atomic(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> N
         fsync_directory(directory)
 
 
+def _followed(target: Path) -> Path:
+    """``target``, or the file its symbolic link(s) name. An output given as a link
+    (``evaluation.json -> runs/latest.json``) is written where the link points, as
+    a shell redirection would; renaming over the link itself would turn it into
+    a regular file and leave the file it named stale. The inputs-versus-outputs
+    check resolves links the same way (``inputs/outputs.py``)."""
+    return target.resolve() if target.is_symlink() else target
+
+
 def _is_special(target: Path) -> bool:
     """Whether ``target`` exists as something other than a regular file or a
     directory (a device, a FIFO, a socket), following a symbolic link."""
@@ -194,7 +204,7 @@ def write_chunks_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -
     """:func:`write_bytes_atomic` of ``b"".join(chunks)``, written as the chunks come
     (a 300 MB document is never whole in memory). A failure while the chunks are
     made (they may be computed as they are written) removes the temp file too."""
-    target = Path(path)
+    target = _followed(Path(path))
     if _is_special(target):
         _write_through(target, chunks)
         return

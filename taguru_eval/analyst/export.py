@@ -16,9 +16,11 @@
 
 A stored run does not hold the eval set's expectations, so the qrels come
 from an eval.jsonl (the command line's ``--eval FILE``, else the file the run
-recorded as ``inputs.eval.path``). Identifiers are written with ``%`` and
-whitespace percent-encoded (``%25``, ``%20``, …) in both files, so a case id
-or a source path with a space stays one field and the two files still match.
+recorded as ``inputs.eval.path``). Identifiers are written with ``%``,
+whitespace and control characters percent-encoded (``%25``, ``%20``, ``%00``,
+``%1B``, ``%C2%85``, …) in both files, so a case id or a source path with a
+space stays one field, no raw control byte is written, and the two files still
+match.
 
 For Python tools, :func:`qrels_dict` and :func:`run_dict` give the same data
 as ``{qid: {docno: value}}`` mappings, the form ir_measures and ranx accept.
@@ -100,12 +102,24 @@ def wildcard_expectations(expected: pl.DataFrame) -> int:
     return expected.filter((pl.col("kind") == "source") & pl.col("paragraph").is_null()).height
 
 
+_CONTROLS: Final = {
+    code: "".join(f"%{byte:02X}" for byte in chr(code).encode())
+    for code in (*range(0x00, 0x20), *range(0x7F, 0xA0))
+    if chr(code) != "\n"
+}
+"""The other control characters (C0, DEL, C1) and their UTF-8 percent codes. A
+line feed inside an identifier is already ``%0A`` (:data:`_ENCODED`), so every
+one left in the text is a line's end."""
+
+
 def _lines(frame: pl.DataFrame, parts: list[pl.Expr]) -> str:
     if frame.height == 0:
         return ""
     text = frame.select(pl.concat_str(parts, separator=" ").str.join("\n")).item()
     assert isinstance(text, str)
-    return text + "\n"
+    # A NUL or an escape sequence in an id would reach a terminal or a C reader
+    # raw; they are encoded once, over the whole file (one C-level pass).
+    return text.translate(_CONTROLS) + "\n"
 
 
 def trec_run(hits: pl.DataFrame, tag: str) -> str:

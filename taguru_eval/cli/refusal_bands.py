@@ -5,7 +5,8 @@ ABSTENTION.md §3.12. The sweep is :mod:`taguru_eval.run.bands`, the bands
 the must-refuse file, validated as run mode validates them), reaches the
 server (health and the context read, as run mode's preflight does) and prints
 the report. Exit 0 even on an overlap (an honest finding), 1 when the server
-ran no vector lane (there is nothing to measure), 2 for bad input. It never
+ran no vector lane or every sweep search failed (there is nothing to measure;
+the message says which), 2 for bad input. It never
 gates and writes nothing but the optional ``--out`` JSON.
 """
 
@@ -16,11 +17,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, TextIO
 
 import polars as pl
 
+from taguru_eval._base.text import one_line
 from taguru_eval.cli.flags import run_subcommand, scan_flags, write_report
 from taguru_eval.cli.run import parse_positive
 from taguru_eval.errors import (
@@ -62,7 +64,8 @@ tier of /resolve (what calibrate measures) and the passage vector lane, so the
 two suggestions may disagree, and setting the context's semantic_floor moves both.
 
 exit codes: 0 report printed (gap or overlap); 1 the server ran no vector lane,
-or could not be reached; 2 usage error or bad input
+every sweep search failed, or the server could not be reached; 2 usage error or
+bad input. Searches that failed are listed apart and left out of both bands
 """
 
 _VALUE_FLAGS: Final = {
@@ -135,6 +138,11 @@ def report_lines(found: Bands) -> list[str]:
             f"  {len(found.not_served)} answerable case(s) with no expected hit in the window: "
             f"{', '.join(found.not_served)}"
         )
+    if found.failed:
+        lines.append(
+            f"  {len(found.failed)} case(s) whose sweep search failed, left out of both bands "
+            f"and their counts: {', '.join(found.failed)}"
+        )
     gap = found.gap
     if gap is None:
         lines.append("  gap: n/a (a band has no sample)")
@@ -165,6 +173,7 @@ def report_json(found: Bands) -> dict[str, Any]:
         "lower": rows(found.lower),
         "below_sweep": list(found.below_sweep),
         "not_served": list(found.not_served),
+        "failed": list(found.failed),
         "gap": found.gap,
         "suggested_floor": found.suggestion,
     }
@@ -194,15 +203,30 @@ def run_bands(args: BandsArgs, out: TextIO, _err: TextIO) -> int:
             )
 
     swept = asyncio.run(measure())
-    ran = swept.plans.filter(pl.col("vector_ran").fill_null(False))
-    if ran.is_empty():
-        reasons = swept.plans.get_column("vector_reason").drop_nulls().unique().to_list()
+    plans = swept.plans
+    failed = plans.filter(pl.col("outcome") != "searched")
+    if plans.height and failed.height == plans.height:
+        # Not "no vector lane": nothing answered, so nothing is known about one.
+        case_id, message = failed.select("case_id", "message").row(0)
+        raise RunError(
+            one_line(
+                f"refusal-bands: every sweep search failed ({failed.height} of {plans.height}; "
+                f"first, {case_id}: {message}): nothing to measure"
+            )
+        )
+    searched = plans.filter(pl.col("outcome") == "searched")
+    if searched.filter(pl.col("vector_ran").fill_null(False)).is_empty():
+        reasons = searched.get_column("vector_reason").drop_nulls().unique().to_list()
         because = f" ({'; '.join(reasons)})" if reasons else ""
         raise RunError(f"refusal-bands: the server ran no vector lane{because}: nothing to measure")
-    searched = swept.plans.filter(pl.col("population") == POPULATION_EVAL).select(
+    answerable = searched.filter(pl.col("population") == POPULATION_EVAL).select(
         "case_index", "case_id"
     )
-    found = bands(swept.hits, eval_set.expected, searched, len(refusals.cases))
+    refused_searched = searched.filter(pl.col("population") != POPULATION_EVAL).height
+    found = replace(
+        bands(swept.hits, eval_set.expected, answerable, refused_searched),
+        failed=tuple(failed.get_column("case_id").to_list()),
+    )
     out.write("\n".join(report_lines(found)) + "\n")
     if args.out is not None:
         write_report(args.out, json.dumps(report_json(found), ensure_ascii=False, indent=2) + "\n")

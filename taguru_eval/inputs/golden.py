@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +123,8 @@ def _read_rows(path: Path, shown: str) -> tuple[list[str], list[_Row], bool]:
         raise InputError(
             f"{shown}: line {reader.line_num}: not valid CSV: {exc}", path=shown
         ) from None
-    duplicates = sorted({name for name in header if header.count(name) > 1})
+    # Counted once (a header of 100,000 columns must not be scanned per column).
+    duplicates = sorted(name for name, count in Counter(header).items() if count > 1)
     if duplicates:
         raise InputError(f"{shown}: repeated header column(s): {', '.join(duplicates)}", path=shown)
     return header, rows, bom

@@ -14,9 +14,9 @@ import httpx
 
 from taguru_eval.artifact.layout import LaneBlocks
 from taguru_eval.inputs.prepare import PreparedRun
-from taguru_eval.resume import open_session
+from taguru_eval.resume import Session, open_session
 from taguru_eval.run.console import Console, Progress
-from taguru_eval.run.runner import network_phase
+from taguru_eval.run.runner import NetworkPhase, network_phase
 
 if TYPE_CHECKING:
     from taguru_eval.pipeline.finish import RunResult
@@ -32,28 +32,11 @@ async def execute_async(
     """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
     console = console or Console()
     lane_blocks = LaneBlocks()
-    # --resume is checked (exit 2) before anything is sent.
-    session = open_session(prepared, prepared.options.store_path)
     try:
-        phase = await network_phase(
-            prepared,
-            console=console,
-            transport=transport,
-            progress=progress,
-            on_finished=lane_blocks.add if session is None else session.after(lane_blocks.add),
-            session=session,
-        )
-        # Loaded once the network phase is over: what only the finished run needs
-        # (scoring, the gate, the artifact writer, the store) is not paid for
-        # before the first request.
-        from taguru_eval.pipeline.finish import finish_run
-
-        result = finish_run(prepared, phase, console, lane_blocks)
+        phase, session = await _network(prepared, console, transport, progress, lane_blocks)
+        return _finished(prepared, phase, console, lane_blocks, session)
     finally:
         lane_blocks.close()
-    if session is not None:
-        session.finish()  # the artifact is written: nothing is left to resume
-    return result
 
 
 def execute(
@@ -63,12 +46,65 @@ def execute(
     transport: httpx.AsyncBaseTransport | None = None,
     progress: Progress | None = None,
 ) -> RunResult:
-    """Synchronous :func:`execute_async` (its own event loop)."""
-    with asyncio.Runner() as runner:
-        runner.get_loop().set_exception_handler(_interrupts_reported_once)
-        return runner.run(
-            execute_async(prepared, console=console, transport=transport, progress=progress)
-        )
+    """:func:`execute_async` with its own event loop for the network phase only.
+
+    The finishing stages run after the loop is closed: inside it, asyncio turns
+    Ctrl-C into a cancellation that a synchronous stage only sees once it has
+    written and stored the whole run (which then exited 130 all the same). Out
+    of it, Ctrl-C or SIGTERM stops the write where it is: a file not yet in place
+    is removed, the store's staging goes, and the run exits 130 / 143.
+    """
+    console = console or Console()
+    lane_blocks = LaneBlocks()
+    try:
+        with asyncio.Runner() as runner:
+            runner.get_loop().set_exception_handler(_interrupts_reported_once)
+            phase, session = runner.run(
+                _network(prepared, console, transport, progress, lane_blocks)
+            )
+        return _finished(prepared, phase, console, lane_blocks, session)
+    finally:
+        lane_blocks.close()
+
+
+async def _network(
+    prepared: PreparedRun,
+    console: Console,
+    transport: httpx.AsyncBaseTransport | None,
+    progress: Progress | None,
+    lane_blocks: LaneBlocks,
+) -> tuple[NetworkPhase, Session | None]:
+    """The network phase, every finished case's lane values kept in ``lane_blocks``
+    (and in the run's checkpoint, with a store)."""
+    # --resume is checked (exit 2) before anything is sent.
+    session = open_session(prepared, prepared.options.store_path)
+    phase = await network_phase(
+        prepared,
+        console=console,
+        transport=transport,
+        progress=progress,
+        on_finished=lane_blocks.add if session is None else session.after(lane_blocks.add),
+        session=session,
+    )
+    return phase, session
+
+
+def _finished(
+    prepared: PreparedRun,
+    phase: NetworkPhase,
+    console: Console,
+    lane_blocks: LaneBlocks,
+    session: Session | None,
+) -> RunResult:
+    # Loaded once the network phase is over: what only the finished run needs
+    # (scoring, the gate, the artifact writer, the store) is not paid for
+    # before the first request.
+    from taguru_eval.pipeline.finish import finish_run
+
+    result = finish_run(prepared, phase, console, lane_blocks)
+    if session is not None:
+        session.finish()  # the artifact is written: nothing is left to resume
+    return result
 
 
 def _interrupts_reported_once(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

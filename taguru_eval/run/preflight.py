@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from taguru_eval._base import jsonstrict as js
-from taguru_eval._base.text import one_line
+from taguru_eval._base.text import one_line, truncate_utf8
 from taguru_eval._base.wire import U64, convert
 from taguru_eval.errors import (
     EXIT_INPUT,
@@ -110,12 +110,18 @@ def read_context_entry(payload: object) -> ContextEntry:
     )
 
 
+def _said(failure: CallFailure) -> str:
+    """A failed preflight call's message cut at 200 bytes, as a lane records one
+    (EVALUATE.md §0.3): an error page is not printed whole to stderr."""
+    return truncate_utf8(failure.message)
+
+
 async def check_health(client: TaguruClient, masked_url: str) -> None:
     """§3.1.1: ``GET /health`` must answer 200, else exit 1."""
     try:
         await client.get_bare(["health"])
     except CallFailure as failure:
-        raise RunError(f"server at {masked_url} is not reachable: {failure.message}") from None
+        raise RunError(f"server at {masked_url} is not reachable: {_said(failure)}") from None
 
 
 async def read_context(client: TaguruClient, context: str) -> ContextEntry:
@@ -123,7 +129,7 @@ async def read_context(client: TaguruClient, context: str) -> ContextEntry:
 
     def failed(failure: CallFailure) -> TaguruEvalError:
         code = EXIT_INPUT if failure.status == 404 else EXIT_RUN_FAILED
-        return TaguruEvalError(failure.message, exit_code=code)
+        return TaguruEvalError(_said(failure), exit_code=code)
 
     return await _context_entry(client, context, failed, "unreadable context entry")
 
@@ -132,9 +138,7 @@ async def read_context_after(client: TaguruClient, context: str) -> ContextEntry
     """§3.2: the second context read; any failure (404 included) → exit 1."""
 
     def failed(failure: CallFailure) -> TaguruEvalError:
-        return RunError(
-            f"{context}: could not re-read the context after the run: {failure.message}"
-        )
+        return RunError(f"{context}: could not re-read the context after the run: {_said(failure)}")
 
     return await _context_entry(client, context, failed, "unreadable context entry after the run")
 
@@ -168,7 +172,7 @@ async def read_embeddings(
         stderr(
             one_line(
                 f"{PREFIX}{context}: could not read embedding status (recording none): "
-                f"{failure.message}"
+                f"{_said(failure)}"
             )
         )
         return None, None
@@ -213,7 +217,7 @@ async def walk_sources(client: TaguruClient, context: str) -> frozenset[str]:
         try:
             reply = await client.get(["contexts", context, "sources"], query)
         except CallFailure as failure:
-            raise RunError(failure.message) from None
+            raise RunError(_said(failure)) from None
         page = _sources_page(reply.payload, context)
         if not page:
             return frozenset(names)

@@ -37,6 +37,8 @@ class Bands:
     the sweep floor: no floor at or above it makes that hit support."""
     not_served: tuple[str, ...] = ()
     """Answerable cases with no expected hit in the window at all."""
+    failed: tuple[str, ...] = ()
+    """Cases whose sweep search failed: in neither band, nor in its count."""
 
     @property
     def upper_min(self) -> float | None:

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from taguru_eval._base.files import WriteFailed, write_all_atomic, write_bytes_atomic
+from taguru_eval._base.files import (
+    WriteFailed,
+    write_all_atomic,
+    write_bytes_atomic,
+    write_chunks_atomic,
+)
 
 
 def _fifo_with_reader(path: Path) -> int:
@@ -52,3 +57,36 @@ def test_a_set_that_cannot_be_written_leaves_every_file_as_it_was(tmp_path: Path
     assert info.value.path == second
     assert first.read_bytes() == b"old\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a.json"]
+
+
+@pytest.mark.parametrize("writer", ["bytes", "chunks", "set"])
+def test_a_symlinked_output_is_written_where_the_link_points(tmp_path: Path, writer: str) -> None:
+    """The link stays a link (two hops here) and the file it names is replaced whole."""
+    (tmp_path / "runs").mkdir()
+    named = tmp_path / "runs" / "latest.json"
+    named.write_bytes(b"old\n")
+    hop = tmp_path / "hop.json"
+    hop.symlink_to(named)
+    link = tmp_path / "evaluation.json"
+    link.symlink_to(hop)
+    if writer == "bytes":
+        write_bytes_atomic(link, b"new\n")
+    elif writer == "chunks":
+        write_chunks_atomic(link, iter([b"ne", b"w\n"]))
+    else:
+        write_all_atomic([(link, b"new\n")])
+    assert link.is_symlink() and hop.is_symlink()
+    assert named.read_bytes() == b"new\n" and not named.is_symlink()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "evaluation.json",
+        "hop.json",
+        "runs",
+    ]
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["latest.json"]
+
+
+def test_a_dangling_link_is_written_as_the_file_it_names(tmp_path: Path) -> None:
+    link = tmp_path / "out.json"
+    link.symlink_to(tmp_path / "made.json")
+    write_bytes_atomic(link, b"x\n")
+    assert link.is_symlink() and (tmp_path / "made.json").read_bytes() == b"x\n"

@@ -193,6 +193,37 @@ def test_identifiers_stay_one_field_and_grades_keep_the_highest() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("raw", "written"),
+    [
+        ("nul\x00id", "nul%00id"),
+        ("esc\x1b[31mred", "esc%1B[31mred"),
+        ("del\x7f", "del%7F"),
+        ("c1\x9bx", "c1%C2%9Bx"),
+        ("bell\x07tab\tcr\r", "bell%07tab%09cr%0D"),
+        ("pct%1B", "pct%251B"),
+    ],
+)
+def test_control_characters_in_ids_are_percent_encoded(raw: str, written: str) -> None:
+    hits = pl.DataFrame(
+        {"case_index": [0], "case_id": [raw], "rank": [0], "source": [raw], "paragraph": [1]}
+    )
+    assert trec_run(hits, "t") == f"{written} Q0 {written}#1 1 1 t\n"
+    eval_set = load_eval_text(
+        '{"taguru_eval": 1}\n'
+        + json.dumps(
+            {
+                "case_id": raw,
+                "query": "q",
+                "expected_sources": [{"source": raw, "paragraphs": [1], "relevance": 1}],
+            }
+        )
+        + "\n",
+        "eval.jsonl",
+    )
+    assert trec_qrels(eval_set.expected) == f"{written} 0 {written}#1 1\n"
+
+
 def test_a_stored_run_that_lost_its_hits_is_an_error_not_an_empty_run_file(
     stored: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 import pytest
+from support.loopback import Request, Response, ScriptedServer, context_entry, envelope
 from support.paths import DATA
 
 from taguru_eval.cli.refusal_bands import main
@@ -144,6 +146,67 @@ def test_the_command_reports_and_exits_by_what_it_found(tmp_path: Path) -> None:
         "taguru: evaluate: refusal-bands: the server ran no vector lane (no embedding provider "
         "is configured): nothing to measure\n"
     )
+
+
+def _failing_search_server(fails: Callable[[str], bool]) -> ScriptedServer:
+    """Preflight answered; a search whose query ``fails`` gets a 500, the others
+    one hit of a.md with a vector lane."""
+
+    def answer(request: Request) -> Response:
+        if request.path == "/health":
+            return Response.of_json(200, {"status": "ok", "version": "0.9.3"})
+        if request.path.endswith("/sources"):
+            return envelope({"total": 1, "sources": [] if "after" in request.query else ["a.md"]})
+        if request.path.endswith("/sources/search"):
+            if fails(request.json()["query"]):
+                return Response.of_json(500, {"status": "error", "error": "index offline"})
+            lanes = {"bm25": {"ran": True}, "vector": {"ran": True}}
+            hit = {"source": "a.md", "paragraph": 0, "score": 0.5, "text": "t",
+                   "lanes": {"vector": {"rank": 1, "score": 0.5}}}  # fmt: skip
+            plan = {"contexts": [{"context": "ctx", "lanes": lanes}]}
+            return envelope({"hits": [hit], "plan": plan})
+        return envelope(context_entry("ctx"))
+
+    return ScriptedServer(answer)
+
+
+def _band_files(tmp_path: Path) -> list[str]:
+    eval_path = tmp_path / "eval.jsonl"
+    eval_path.write_text(
+        '{"taguru_eval": 1}\n'
+        + "".join(
+            json.dumps({"case_id": f"a{n}", "query": f"ok {n}",
+                        "expected_sources": [{"source": "a.md", "relevance": 1}]}) + "\n"
+            for n in range(3)
+        ),
+        "utf-8",
+    )  # fmt: skip
+    refuse_path = tmp_path / "must_refuse.jsonl"
+    refuse_path.write_text(
+        '{"taguru_eval_must_refuse": 1}\n'
+        '{"case_id": "r0", "query": "bad r0", "kind": "out_of_corpus", "why": "w"}\n',
+        "utf-8",
+    )
+    return ["--eval", str(eval_path), "--must-refuse", str(refuse_path), "--context", "ctx"]
+
+
+def test_failed_sweep_searches_are_reported_as_failures(tmp_path: Path) -> None:
+    args = _band_files(tmp_path)
+    with _failing_search_server(lambda query: True) as url:
+        code, out, err = _run([*args, "--url", url])
+    assert (code, out) == (1, "")
+    assert err.startswith("taguru: evaluate: refusal-bands: every sweep search failed (4 of 4; ")
+    assert "answered 500: index offline" in err and "no vector lane" not in err
+    # Some failed: they are left out of both bands and counted apart, not "not served".
+    with _failing_search_server(lambda query: query in ("ok 1", "bad r0")) as url:
+        code, out, err = _run([*args, "--url", url, "--out", str(tmp_path / "b.json")])
+    assert code == 0, err
+    report = json.loads((tmp_path / "b.json").read_text("utf-8"))
+    assert (report["failed"], report["not_served"]) == (["a1", "r0"], [])
+    assert [row["case_id"] for row in report["upper"]] == ["a0", "a2"]
+    assert "  upper band (answerable, best expected hit): 2 of 2 case(s)" in out
+    assert "lower band (must-refuse, best hit): 0 of 0 case(s)" in out
+    assert "  2 case(s) whose sweep search failed, left out of both bands" in out
 
 
 def test_an_expected_source_the_context_does_not_carry_is_exit_2(tmp_path: Path) -> None:

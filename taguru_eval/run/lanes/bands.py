@@ -42,6 +42,7 @@ SWEEP_PLANS_SCHEMA: Final = {
     "outcome": pl.String,
     "vector_ran": pl.Boolean,
     "vector_reason": pl.String,
+    "message": pl.String,
 }
 
 
@@ -111,6 +112,7 @@ async def sweep(
             "outcome": outcome["outcome"],
             "vector_ran": vector.get("ran"),
             "vector_reason": vector.get("reason"),
+            "message": outcome.get("message"),
         }
         hits: list[dict[str, object]] = [
             {
