@@ -10,7 +10,8 @@ that end up in the artifact. The client knows nothing about cases or metrics.
 
 Server text enters the program here and nowhere else, so this is where it is
 made safe: every body has the configured tokens replaced before it is
-decoded, and every failure message additionally has ``Bearer``/``Basic``
+decoded and, when its text could spell one with JSON escapes, in every decoded
+string and key once more, and every failure message additionally has ``Bearer``/``Basic``
 credentials and URL userinfo replaced (:meth:`TaguruClient.redact`), before
 any artifact, table, report or stderr line can see it.
 """
@@ -287,6 +288,8 @@ class TaguruClient:
                 document = parse_json(text)
             except ValueError:
                 document = None
+            if self._redactor.may_hide_escaped(text):
+                document = self._redactor.payload(document)
         finally:
             ticket.release()
         if not isinstance(document, dict) or "result" not in document:
