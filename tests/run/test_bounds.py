@@ -160,3 +160,58 @@ async def test_a_declared_length_over_the_cap_is_refused_past_the_small_size() -
         "http://x.test/x: unreadable response: the body exceeds the 256 MiB cap"
     )
     assert stream.pulled == 3
+
+
+def _bodies_kept_by(failure: BaseException, at_least: int) -> list[int]:
+    """Sizes of the bytes-like objects a failure keeps through its exception chain
+    and the locals of its tracebacks' frames in the package (containers one level
+    deep; the test's own frame holds the body it served)."""
+    found: list[int] = []
+    chain: list[BaseException] = [failure]
+    while chain:
+        exc = chain.pop()
+        chain += [link for link in (exc.__context__, exc.__cause__) if link is not None]
+        found += [
+            len(value) for value in vars(exc).values() if isinstance(value, (bytes, bytearray))
+        ]
+        traceback = exc.__traceback__
+        while traceback is not None:
+            frame = traceback.tb_frame
+            traceback = traceback.tb_next
+            if "taguru_eval" not in Path(frame.f_code.co_filename).parts:
+                continue
+            for value in frame.f_locals.values():
+                values = list(value) if isinstance(value, (list, tuple)) else [value]
+                found += [len(v) for v in values if isinstance(v, (bytes, bytearray, memoryview))]
+    return [size for size in found if size >= at_least]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"result": "' + b"x" * (3 << 20) + b'"}', "the body exceeds the 1 MiB cap"),
+        (b"\xff" * (512 << 10), "invalid start byte"),
+    ],
+    ids=["over-the-cap", "not-utf-8"],
+)
+async def test_a_failed_body_is_released_when_its_call_fails(
+    monkeypatch: pytest.MonkeyPatch, body: bytes, reason: str
+) -> None:
+    """Nothing a failure keeps (its context, its frames) holds the body it read: a
+    run keeps failures, and each used to keep its body, up to the cap."""
+    monkeypatch.setattr(client_module, "BODY_CAP_BYTES", 1 << 20)
+    monkeypatch.setattr(client_module, "SMALL_BODY_BYTES", 8 << 20)
+    monkeypatch.setattr(client_module.BodyTooLarge, "__init__", _one_mib_cap)
+    answer = Response(200, body, {"Content-Type": "application/json"})
+    with ScriptedServer(lambda request: answer) as url:
+        async with TaguruClient(url) as client:
+            with pytest.raises(CallFailure) as caught:
+                await client.get(["x"])
+    failure = caught.value
+    assert reason in failure.message
+    assert failure.__context__ is None
+    assert _bodies_kept_by(failure, at_least=64 << 10) == []
+
+
+def _one_mib_cap(self: Exception) -> None:
+    Exception.__init__(self, "the body exceeds the 1 MiB cap")

@@ -74,16 +74,21 @@ async def read_capped(response: httpx.Response, ticket: Ticket) -> bytearray:
     Small bodies (every body of a real run) never look at their headers.
     """
     data = bytearray()
-    async for chunk in response.aiter_bytes():
-        size = len(data) + len(chunk)
-        if size > BODY_CAP_BYTES:
-            raise BodyTooLarge
-        if size > SMALL_BODY_BYTES and not ticket.held:
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > BODY_CAP_BYTES:
+    try:
+        async for chunk in response.aiter_bytes():
+            size = len(data) + len(chunk)
+            if size > BODY_CAP_BYTES:
                 raise BodyTooLarge
-            await ticket.acquire()
-        data += chunk
+            if size > SMALL_BODY_BYTES and not ticket.held:
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > BODY_CAP_BYTES:
+                    raise BodyTooLarge
+                await ticket.acquire()
+            data += chunk
+    except BaseException:
+        # Whatever keeps this exception keeps this frame: the body goes now, not with it.
+        data.clear()
+        raise
     return data
 
 

@@ -306,11 +306,16 @@ class TaguruClient:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise self._failure(
-                f"{url}: unreadable response: {_error_text(exc)}",
-                latency_ms=_elapsed_ms(started),
-            ) from None
-        return self._redactor.body(text)
+            reason = _error_text(exc)
+        else:
+            return self._redactor.body(text)
+        # Raised outside the handler (the decode error holds a copy of the body, and
+        # would be the failure's __context__), and with the body emptied: the
+        # failure's traceback keeps the callers' frames, and this buffer with them.
+        data.clear()
+        raise self._failure(
+            f"{url}: unreadable response: {reason}", latency_ms=_elapsed_ms(started)
+        )
 
     async def _exchange(
         self,
@@ -329,25 +334,33 @@ class TaguruClient:
         except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
             raise self._failure(f"{url}: {_error_text(exc, url)}") from None
         response: httpx.Response | None = None
+        data: bytearray | None = None
+        # Failures are raised after their handlers, never inside one: an exception
+        # raised while another is handled keeps it as __context__, and with it the
+        # traceback's frames and whatever they held (a body read up to the cap).
+        failure: CallFailure | None = None
         try:
             async with asyncio.timeout(limit):
                 response = await self._send_following(request, url, started)
                 try:
                     data = await read_capped(response, ticket)
                 except Exception as exc:
-                    raise self._failure(
+                    failure = self._failure(
                         f"{url}: unreadable response: {_error_text(exc)}",
                         status=response.status_code,
                         latency_ms=_elapsed_ms(started),
-                    ) from None
+                    )
                 finally:
                     await _close(response)
         except TimeoutError:
             # Past the deadline while reading the body once the answer had begun.
             what = "unreadable response: " if response is not None else ""
-            raise self._failure(
+            failure = self._failure(
                 f"{url}: {what}timed out after {limit:g} s", latency_ms=_elapsed_ms(started)
-            ) from None
+            )
+        if failure is not None:
+            raise failure
+        assert response is not None and data is not None  # read, or failed above
         return response.status_code, data, response.headers
 
     def _request(self, method: str, url: str, content: bytes | None) -> httpx.Request:
