@@ -51,6 +51,9 @@ U8_MAX = 255
 U32_MAX = 4_294_967_295
 U64_MAX = 18_446_744_073_709_551_615
 USIZE_MAX = U64_MAX
+I64_MAX = 2**63 - 1
+"""The largest count a run table holds (its integer columns are Arrow int64): a
+u64 count beyond it is stored as this value, "at least this many" (tables.flatten)."""
 MAX_DEPTH = 128  # serde_json's recursion limit: 127 nested containers parse, 128 do not
 _I64_MIN = -(2**63)
 _F64_MAX_DIGITS = 309  # 10**309 exceeds the largest double (~1.8e308)

@@ -13,7 +13,9 @@ never from a second hand-written reader.
 Fields are walked in declaration order, a missing required field reported
 where the walk meets it. ``null`` for an optional field (``T | None``) reads
 as absent. msgspec cannot bound an integer beyond int64, so a ``U64`` above
-2^64−1 is not refused here (no JSON writer of a u64 emits one).
+2^64−1 is not refused by :func:`convert`; a decoder that must refuse one (the
+evidence package, whose counts a randomized server does send that large)
+asks :func:`over_u64` after decoding.
 """
 
 from __future__ import annotations
@@ -53,6 +55,35 @@ def convert(payload: object, kind: type[T]) -> T:
         # A refusal the readers do not make (a float too large for a double):
         # msgspec's own words, path first like the rest.
         raise js.JsonShapeError((), validation_detail(exc)) from None
+
+
+def over_u64(decoded: object) -> str | None:
+    """``{path}: expected `int` <= 2^64-1`` for the first integer of a decoded
+    value above u64's range, else ``None``.
+
+    After decoding, every ``int`` left in a Struct is an integer field (a float
+    field holds a float even when the JSON had an integer), and ``U32``/``U8``
+    fields are already bounded, so the only integers that can exceed u64 are
+    the ``U64`` ones msgspec could not bound. Worded like msgspec's own bounds.
+    """
+    stack: list[tuple[object, js.JsonPath]] = [(decoded, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value > js.U64_MAX:
+                where = js.format_path(path)
+                return f"{where}: expected `int` <= {js.U64_MAX}"
+        elif isinstance(value, msgspec.Struct):
+            fields = zip(value.__struct_encode_fields__, value.__struct_fields__, strict=True)
+            # Pushed in reverse so the first field in declaration order is reported.
+            stack.extend(
+                (getattr(value, attr), (*path, name)) for name, attr in reversed(list(fields))
+            )
+        elif isinstance(value, list):
+            stack.extend((item, (*path, index)) for index, item in reversed(list(enumerate(value))))
+        elif isinstance(value, dict):
+            stack.extend((item, (*path, key)) for key, item in reversed(list(value.items())))
+    return None
 
 
 def _walk(value: object, kind: msgspec.inspect.Type, path: js.JsonPath) -> None:

@@ -28,6 +28,7 @@ from taguru_eval.score.stats import (
     DISTRIBUTION_KEYS,
     distribution_frame,
     ratio,
+    saturated_ratio,
 )
 from taguru_eval.tables.schemas import (
     CASES,
@@ -132,11 +133,17 @@ def aggregate(
     quote_declared = resolved & pl.col("quote_declared").is_not_null()
     lanes = tables.case_lanes
     budgeted = lanes.filter(pl.col("budget_items_used").is_not_null())
-    budget_numerator = int(
-        budgeted.select(pl.col("budget_omitted_by_budget").fill_null(0).sum()).item()
-    )
-    budget_denominator = int(
-        budgeted.select((pl.col("budget_omitted_total") + pl.col("budget_items_used")).sum()).item()
+    # Summed as Python integers: int64 sums would wrap once taguru's u64 counts
+    # (saturated at I64_MAX in the tables) add up past int64.
+    budget_numerator = sum(budgeted["budget_omitted_by_budget"].fill_null(0).to_list())
+    budget_denominator = sum(
+        omitted + used
+        for omitted, used in zip(
+            budgeted["budget_omitted_total"].to_list(),
+            budgeted["budget_items_used"].to_list(),
+            strict=True,
+        )
+        if omitted is not None and used is not None
     )
     rerank_population = (
         lanes.filter(
@@ -178,7 +185,7 @@ def aggregate(
         "lanes.neither": ratio(
             count(lane_cross, ~structural_hit & ~passage_hit), lane_cross.height
         ),
-        "budget.omitted_rate": ratio(budget_numerator, budget_denominator),
+        "budget.omitted_rate": saturated_ratio(budget_numerator, budget_denominator),
         "rerank.ran": ratio(
             count(rerank_population, pl.col("reranker_ran")), rerank_population.height
         ),

@@ -16,6 +16,8 @@ from typing import TypedDict
 
 import polars as pl
 
+from taguru_eval._base.jsonstrict import I64_MAX
+
 PERCENTILES = (50, 90, 99)
 DISTRIBUTION_KEYS = ("n", "min", "p50", "p90", "p99", "max", "mean", "sum")
 RATIO_KEYS = ("value", "n", "numerator")
@@ -162,3 +164,17 @@ def ratio(numerator: int, n: int) -> Ratio:
     if n == 0:
         return {"value": None, "n": 0, "numerator": None}
     return {"value": numerator / n, "n": n, "numerator": numerator}
+
+
+def saturated_ratio(numerator: int, n: int) -> Ratio:
+    """:func:`ratio` of counts that may pass int64 (sums of taguru's u64 counts):
+    the value from the exact counts, ``n``/``numerator`` saturated at int64's
+    maximum, as the metrics table's int64 columns hold them."""
+    exact = ratio(numerator, n)
+    if exact["numerator"] is None:
+        return exact
+    return {
+        "value": exact["value"],
+        "n": min(n, I64_MAX),
+        "numerator": min(numerator, I64_MAX),
+    }

@@ -13,7 +13,6 @@ their rows follow the eval rows with ``population`` ``must_refuse``."""
 
 from __future__ import annotations
 
-import operator
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
@@ -23,7 +22,7 @@ import polars as pl
 import pyarrow as pa
 from polars.datatypes import DataTypeClass
 
-from taguru_eval._base.jsonstrict import JsonPath, JsonShapeError, describe
+from taguru_eval._base.jsonstrict import I64_MAX, JsonPath, JsonShapeError, describe
 from taguru_eval.tables import derive
 from taguru_eval.tables.derive import Omit
 from taguru_eval.tables.schemas import (
@@ -165,8 +164,37 @@ def _nested_chunk(
     rows = [{name: output.get(name) for name in names} for output in outputs]
     try:
         return pa.Table.from_pylist(rows, schema=arrow_schema)
+    except OverflowError:
+        # A taguru count past int64 (its u64/usize go to 2^64-1; the artifact keeps
+        # it exact): the int64 columns hold I64_MAX, "at least this many", where
+        # Polars' constructor would make it null, indistinguishable from absent.
+        rows = [_saturated(row) for row in rows]
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    try:
+        return pa.Table.from_pylist(rows, schema=arrow_schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return pl.DataFrame(rows, schema=schema)
+
+
+def _saturated(value: Any) -> Any:
+    """``value`` with every integer above int64 replaced by :data:`I64_MAX`."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return min(value, I64_MAX)
+    if isinstance(value, dict):
+        return {key: _saturated(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_saturated(item) for item in value]
+    return value
+
+
+def _saturating_sum(columns: list[pl.Expr]) -> pl.Expr:
+    """The non-negative int64 ``columns`` added without wrapping: I64_MAX at most."""
+
+    def add(total: pl.Expr, column: pl.Expr) -> pl.Expr:
+        return pl.min_horizontal(total, pl.lit(I64_MAX) - column) + column
+
+    return reduce(add, columns)
 
 
 def _nested_frame(chunks: list[NestedChunk]) -> pl.DataFrame:
@@ -410,9 +438,8 @@ def _tables_of(nested: pl.DataFrame) -> dict[str, pl.DataFrame]:
         # Assembly: only the budget reasons count; baseline: every omission is the budget's.
         pl.when(evidence.is_not_null())
         .then(
-            reduce(
-                operator.add,
-                [omitted_by_reason.struct.field(key).fill_null(0) for key in BUDGET_REASONS],
+            _saturating_sum(
+                [omitted_by_reason.struct.field(key).fill_null(0) for key in BUDGET_REASONS]
             )
         )
         .otherwise(budget.struct.field("omitted_total"))

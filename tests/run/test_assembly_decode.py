@@ -393,3 +393,178 @@ def test_a_damaged_recorded_package_is_a_package_or_a_package_error(
         hits_from_items(decoded.items, 10)
         evidence_rows(decoded)
         artifact_evidence_block(evidence_block(decoded, 0))
+
+
+# --------------------------------------------------------------------------- taguru's edges
+# Each variant differs from a conforming package in exactly one field and is
+# accepted or refused as taguru's serde decoding of an EvidencePackage does.
+
+U64_MAX = 2**64 - 1
+
+
+def _community() -> dict[str, Any]:
+    return {
+        "candidate_id": "community\u0000ctx\u0000community:7\u00002",
+        "kind": "community",
+        "fused_rank": 1,
+        "lane_ranks": [{"lane": "community", "rank": 1}],
+        "citation_refs": [],
+        "bytes": 1,
+        "estimated_tokens": 1,
+        "community": {
+            "community": "7",
+            "paragraph": 2,
+            "score": 0.25,
+            "text": "t",
+            "members": [{"name": "a", "strength": 0.5}],
+        },
+    }
+
+
+def _conforming(which: str) -> dict[str, Any]:
+    if which == "mixed":
+        return copy.deepcopy(MIXED)
+    if which == "community":
+        return package([_community()])
+    return package([item(0)])
+
+
+def _set(doc: dict[str, Any], path: tuple[Any, ...], value: object) -> None:
+    parent: Any = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    if value is _DELETE:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+
+
+_DELETE = object()
+
+ACCEPTED = [
+    ("no bytes", "passage", ("items", 0, "bytes"), _DELETE),
+    ("no estimated_tokens", "passage", ("items", 0, "estimated_tokens"), _DELETE),
+    ("null bytes", "passage", ("items", 0, "bytes"), None),
+    ("no members", "community", ("items", 0, "community", "members"), _DELETE),
+    (
+        "empty members",
+        "community",
+        ("items", 0, "community", "members"),
+        [],
+    ),
+    ("null locator", "mixed", ("citations", 0, "citation", "locator"), None),
+    ("no locator", "mixed", ("citations", 0, "citation", "locator"), _DELETE),
+    ("omitted_total 2^63", "passage", ("omitted_total",), 2**63),
+    ("omitted_total u64 max", "passage", ("omitted_total",), U64_MAX),
+    ("fused_rank u64 max", "passage", ("items", 0, "fused_rank"), U64_MAX),
+    ("lane rank u64 max", "passage", ("items", 0, "lane_ranks", 0, "rank"), U64_MAX),
+    ("bytes u64 max", "passage", ("items", 0, "bytes"), U64_MAX),
+    ("hit lane rank u64 max", "passage", ("items", 0, "passage", "lanes", "bm25", "rank"), U64_MAX),
+    ("reason count u64 max", "passage", ("omitted_by_reason",), {"budget_exceeded": U64_MAX}),
+    ("dedup_dropped u64 max", "passage", ("plan", "selection", "dedup_dropped"), U64_MAX),
+    ("association count u64 max", "mixed", ("items", 0, "association", "count"), U64_MAX),
+]
+
+REFUSED = [
+    (
+        "no passage lanes",
+        "passage",
+        ("items", 0, "passage", "lanes"),
+        _DELETE,
+        "items[0].passage: object missing required field `lanes`",
+    ),
+    (
+        "locator extra key",
+        "mixed",
+        ("citations", 0, "citation", "locator", "page"),
+        3,
+        "citations[0].citation.locator: object contains unknown field `page`",
+    ),
+    (
+        "null members",
+        "community",
+        ("items", 0, "community", "members"),
+        None,
+        "items[0].community.members: expected `array`, got `null`",
+    ),
+    (
+        "omitted_total 2^64",
+        "passage",
+        ("omitted_total",),
+        U64_MAX + 1,
+        f"omitted_total: expected `int` <= {U64_MAX}",
+    ),
+    (
+        "fused_rank 2^64",
+        "passage",
+        ("items", 0, "fused_rank"),
+        U64_MAX + 1,
+        f"items[0].fused_rank: expected `int` <= {U64_MAX}",
+    ),
+    (
+        "reason count 2^64",
+        "passage",
+        ("omitted_by_reason",),
+        {"budget_exceeded": U64_MAX + 1},
+        f"omitted_by_reason.budget_exceeded: expected `int` <= {U64_MAX}",
+    ),
+    (
+        "association count 2^64",
+        "mixed",
+        ("items", 0, "association", "count"),
+        U64_MAX + 1,
+        f"items[0].association.count: expected `int` <= {U64_MAX}",
+    ),
+    (
+        "negative fused_rank",
+        "passage",
+        ("items", 0, "fused_rank"),
+        -1,
+        "items[0].fused_rank: expected `int` >= 0",
+    ),
+    (
+        "negative reason count",
+        "passage",
+        ("omitted_by_reason",),
+        {"budget_exceeded": -1},
+        "omitted_by_reason[...]: expected `int` >= 0",
+    ),
+]
+
+
+def test_every_base_package_conforms() -> None:
+    for which in ("passage", "community", "mixed"):
+        decode_package(_conforming(which), DEFAULTS)
+
+
+@pytest.mark.parametrize(
+    ("which", "path", "value"), [row[1:] for row in ACCEPTED], ids=[row[0] for row in ACCEPTED]
+)
+def test_taguru_accepts(which: str, path: tuple[Any, ...], value: object) -> None:
+    doc = _conforming(which)
+    _set(doc, path, value)
+    decoded = decode_package(doc, DEFAULTS)
+    # Nothing downstream trips over an absent measure or a count past int64.
+    hits_from_items(decoded.items, 10)
+    evidence_rows(decoded)
+    usage(decoded)
+    artifact_evidence_block(evidence_block(decoded, 0))
+
+
+@pytest.mark.parametrize(
+    ("which", "path", "value", "detail"),
+    [row[1:] for row in REFUSED],
+    ids=[row[0] for row in REFUSED],
+)
+def test_taguru_refuses(which: str, path: tuple[Any, ...], value: object, detail: str) -> None:
+    doc = _conforming(which)
+    _set(doc, path, value)
+    assert refused(doc) == NO_PACKAGE.format(detail=detail)
+
+
+def test_a_count_past_int64_is_kept_exact_in_the_case_blocks() -> None:
+    doc = package([item(0)], omitted_total=U64_MAX)
+    doc["items"][0]["fused_rank"] = U64_MAX
+    decoded = decode_package(doc, DEFAULTS)
+    assert usage(decoded)["omitted_total"] == U64_MAX
+    assert evidence_block(decoded, 0)["items"][0]["fused_rank"] == U64_MAX

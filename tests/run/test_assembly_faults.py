@@ -211,6 +211,45 @@ def test_an_unknown_item_kind_is_kept(tmp_path: Path) -> None:
     assert rows.select("kind", "source").rows() == [("table", None), ("passage", "b.md")]
 
 
+U64_MAX = 2**64 - 1
+I64_MAX = 2**63 - 1
+
+
+def test_taguru_sized_counts_are_exact_in_the_artifact_and_saturate_in_the_tables(
+    tmp_path: Path,
+) -> None:
+    def answer(request: dict[str, Any]) -> httpx.Response:
+        answer = package(request)
+        item = answer["items"][0]
+        del item["bytes"], item["estimated_tokens"]  # Option in taguru: may be left out
+        item["fused_rank"] = U64_MAX
+        item["lane_ranks"][0]["rank"] = U64_MAX
+        answer["omitted_total"] = U64_MAX
+        answer["omitted_by_reason"] = {
+            "budget_exceeded": U64_MAX,
+            "contradiction_group_exceeds_budget": U64_MAX,
+        }
+        return ok(answer)
+
+    result, _, _ = assembly_run(tmp_path, answer)
+    assert result.exit_code == 0
+    block = written(tmp_path)["cases"][0]
+    assert block["evidence"]["outcome"] == "assembled"
+    assert block["budget"]["omitted_total"] == U64_MAX
+    assert block["evidence"]["items"][0]["fused_rank"] == U64_MAX
+    # int64 columns hold "at least I64_MAX", never a null that reads as "no budget".
+    lanes = result.tables.case_lanes
+    assert lanes.select("budget_omitted_total", "budget_omitted_by_budget").row(0) == (
+        I64_MAX,
+        I64_MAX,
+    )
+    items = result.tables.evidence_items
+    assert items.select("fused_rank").item() == I64_MAX
+    assert items["lane_ranks"][0][0]["rank"] == I64_MAX
+    rate = written(tmp_path)["metrics"]["budget.omitted_rate"]
+    assert rate["numerator"] == I64_MAX and rate["n"] == I64_MAX
+
+
 @pytest.mark.parametrize(
     "reason", ["provider_error", "timeout", "circuit_open", "invalid_permutation"]
 )

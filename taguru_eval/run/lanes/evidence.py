@@ -10,8 +10,12 @@ The answer is decoded as strictly as the reference decodes an
 ``EvidencePackage`` (HTTP.md §6.9), by msgspec against structs typed as taguru
 types them: every item (with its payload), citation and omission, the budget
 usage, the six lane plans, selection and reranker must be well-formed;
-unknown keys are ignored and ``kind`` is an open vocabulary (an unknown kind
-is kept; like an association it has no locator of its own). A package whose
+unknown keys are ignored (but not in a citation's ``locator``, which taguru
+closes) and ``kind`` is an open vocabulary (an unknown kind is kept; like an
+association it has no locator of its own). An item's ``bytes`` and
+``estimated_tokens`` may be absent (taguru's are ``Option``; evaluate never
+reads them). Counts are taguru's 64-bit ``usize``/``u64``: up to 2^64−1 is
+accepted exactly (the run tables saturate it, :mod:`taguru_eval.tables.flatten`). A package whose
 ``budget`` is not the budget that was sent, or whose usage exceeds it, is not
 the package that was asked for and fails the lane like a malformed one.
 
@@ -28,14 +32,14 @@ the passage lane, or this one in its place.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Protocol, TypeAlias
+from typing import Protocol, TypeAlias
 
 import msgspec
 
 from taguru_eval import contract
 from taguru_eval._base.structs import validation_detail
 from taguru_eval._base.text import truncate_utf8
-from taguru_eval._base.wire import U32
+from taguru_eval._base.wire import U32, U64, over_u64
 from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
 from taguru_eval.run.http import CallFailure, TaguruClient
@@ -112,9 +116,9 @@ def evidence_body(case: EvidenceRequest, assembly: Assembly) -> dict[str, object
 # --------------------------------------------------------------------------- the package
 
 # Like the shared ones (.wire), these structs can never be part of a reference cycle.
-# taguru's usize fields, bounded by the run tables' int64 columns (a count beyond
-# 2^63-1 cannot be stored, and no server sends one).
-_USIZE = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+# taguru's usize fields (64-bit): msgspec bounds only the sign, since it cannot
+# bound beyond int64; decode_package refuses a count over 2^64-1 afterwards.
+_USIZE = U64
 
 
 class _Ref(msgspec.Struct, frozen=True, gc=False):
@@ -127,11 +131,22 @@ class _LaneRank(msgspec.Struct, frozen=True, gc=False):
     rank: _USIZE
 
 
+class _CommunityMember(msgspec.Struct, frozen=True, gc=False):
+    name: str
+    strength: float
+
+
 class _CommunityHit(msgspec.Struct, frozen=True, gc=False):
     community: str
     score: float
     text: str
     paragraph: U32
+    level: _USIZE | None = None
+    parent: str | None = None
+    concept_count: _USIZE | None = None
+    # taguru's Vec with a serde default: absent is empty, null is refused.
+    members: list[_CommunityMember] = []
+    members_truncated: bool = False
 
 
 class _Corroboration(msgspec.Struct, frozen=True, gc=False):
@@ -147,8 +162,10 @@ class PackageItem(msgspec.Struct, frozen=True, gc=False):
     fused_rank: _USIZE
     lane_ranks: list[_LaneRank]
     citation_refs: list[_Ref]
-    bytes: _USIZE
-    estimated_tokens: _USIZE
+    # Option in taguru's EvidenceItem: a package may leave them out (and nothing
+    # of evaluate reads them, so an absent one is recorded nowhere).
+    bytes: _USIZE | None = None
+    estimated_tokens: _USIZE | None = None
     corroboration: _Corroboration | None = None
     contradicts: list[str] = []
     association: AssociationMatch | None = None
@@ -165,10 +182,23 @@ class PackageItem(msgspec.Struct, frozen=True, gc=False):
         return None
 
 
+class _Locator(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """A typed citation locator (a page, a slide): taguru refuses any other key."""
+
+    kind: str
+    value: str
+
+
+class _PackageCitation(Citation, frozen=True, gc=False):
+    """A package's citation: the shared one with its locator checked, as taguru decodes it."""
+
+    locator: _Locator | None = None
+
+
 class _CitationEntry(msgspec.Struct, frozen=True, gc=False):
     source: str
     paragraph: U32
-    citation: Citation
+    citation: _PackageCitation
 
 
 class _Limits(msgspec.Struct, frozen=True, gc=False):
@@ -273,6 +303,9 @@ def decode_package(payload: object, requested: Budget) -> Package:
         package = msgspec.convert(payload, Package)
     except msgspec.ValidationError as exc:
         raise PackageError(validation_detail(exc)) from None
+    too_large = over_u64(package)
+    if too_large is not None:
+        raise PackageError(too_large)
     _check_budget(package.budget, len(package.items), requested)
     return package
 
