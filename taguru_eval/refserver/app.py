@@ -5,17 +5,26 @@ because a context name may contain ``/`` sent as ``%2F`` inside one segment
 (HTTP.md §1); Starlette decodes the path before matching and would split it.
 Every request, matched or not, answers with one of taguru's three response
 families; nothing escapes as a framework page or a traceback.
+
+Handlers run on a worker thread (``run_in_threadpool``) so one heavy search
+does not hold the event loop; shared state is guarded by ``ServerState.lock``,
+which every handler already takes around its reads and writes. The
+auth-exempt probes (``/health``, ``/live``, ``/version``) touch no state and
+answer on the loop, so a saturated thread pool never delays them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote_to_bytes
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
@@ -62,6 +71,17 @@ ROUTES: list[RouteSpec] = [*SERVICE_ROUTES, *READ_ROUTES, *EVIDENCE_ROUTES, *WRI
 _log = logging.getLogger("taguru_eval.refserver")
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """A routed, authorised request whose body is read but not yet parsed."""
+
+    method: str
+    name: str
+    raw_body: bytes | None
+    query_string: bytes
+    key: ApiKey | None
+
+
 class _Dispatcher:
     """Matches a request against the route table and runs it under taguru's rules."""
 
@@ -81,23 +101,35 @@ class _Dispatcher:
     async def __call__(self, request: Request) -> Response:
         started = time.perf_counter()
         try:
-            spec, call = await self._prepare(request)
-            result = spec.handler(call)
-            if isinstance(result, Response):  # text routes (/live, /protocol)
-                return result
-            if not spec.enveloped:
-                return bare(result)
-            if isinstance(result, Enveloped):
-                return ok(result.result, time.perf_counter() - started, result.extra())
-            return ok(result, time.perf_counter() - started)
+            spec, prepared = await self._prepare(request)
+            if spec.role is None:  # the stateless probes: cheap, and never queued
+                return self._respond(spec, prepared, started)
+            return await run_in_threadpool(self._respond, spec, prepared, started)
         except ApiError as error:
             return error_response(error, time.perf_counter() - started)
         except Exception:  # the catch-all: taguru's internal envelope, never a traceback
             _log.exception("unhandled error on %s %s", request.method, request.url.path)
-            internal = ApiError("internal", "internal error: the request could not be completed")
-            return error_response(internal, time.perf_counter() - started)
+            return internal_error(time.perf_counter() - started)
 
-    async def _prepare(self, request: Request) -> tuple[RouteSpec, Call]:
+    def _respond(self, spec: RouteSpec, prepared: _Prepared, started: float) -> Response:
+        """Parse the body, read the query, run the handler and render its answer.
+
+        Runs on a worker thread for every route that touches state: parsing a
+        body of up to 8 MiB and rendering a large answer are CPU work too.
+        """
+        body = None if prepared.raw_body is None else self._parse_body(spec, prepared.raw_body)
+        query = _decode_query(prepared.query_string)
+        call = Call(self.state, prepared.method, prepared.name, body, query, prepared.key)
+        result = spec.handler(call)
+        if isinstance(result, Response):  # text routes (/live, /protocol)
+            return result
+        if not spec.enveloped:
+            return bare(result)
+        if isinstance(result, Enveloped):
+            return ok(result.result, time.perf_counter() - started, result.extra())
+        return ok(result, time.perf_counter() - started)
+
+    async def _prepare(self, request: Request) -> tuple[RouteSpec, _Prepared]:
         method = request.method.upper()
         raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode("utf-8")
         segments = _decode_segments(raw_path.split(b"?", 1)[0])
@@ -125,11 +157,18 @@ class _Dispatcher:
             require_role(key, spec.role, method, spec.template)
             if name:
                 require_grant(key, name)
-        body = await self._read_body(request, spec)
-        query = _decode_query(request.scope.get("query_string", b""))
-        return spec, Call(self.state, method, name, body, query, key)
+        raw_body = await self._read_body(request, spec)
+        query_string: bytes = request.scope.get("query_string", b"")
+        return spec, _Prepared(method, name, raw_body, query_string, key)
 
-    async def _read_body(self, request: Request, spec: RouteSpec) -> object | None:
+    @staticmethod
+    def _parse_body(spec: RouteSpec, raw: bytes) -> object | None:
+        if spec.body == "optional" and not raw.strip():
+            return None
+        return parse_json(raw)
+
+    async def _read_body(self, request: Request, spec: RouteSpec) -> bytes | None:
+        """The raw body (None on body-less routes); parsing waits for the worker thread."""
         if spec.body == "none":
             return None
         declared = request.headers.get("content-length")
@@ -148,10 +187,7 @@ class _Dispatcher:
             if size > self.max_body_bytes:
                 raise _too_large()
             chunks.append(chunk)
-        raw = b"".join(chunks)
-        if spec.body == "optional" and not raw.strip():
-            return None
-        return parse_json(raw)
+        return b"".join(chunks)
 
 
 def _too_large() -> ApiError:
@@ -162,15 +198,65 @@ def _reject_constant(token: str) -> object:
     raise ValueError(f"{token} is not valid JSON")
 
 
+# A \u escape of a UTF-16 surrogate: the only way a JSON text that is valid
+# UTF-8 can still decode to a string that is not (json.loads accepts a lone
+# "\ud800"; serde_json, taguru's parser, refuses it as a syntax error).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 def parse_json(raw: bytes) -> object:
-    """Strict JSON (no NaN/Infinity, UTF-8 only); broken text is a 400 ``malformed_request``."""
+    """Strict JSON: no NaN/Infinity, UTF-8 only, no lone surrogates.
+
+    Anything else is a 400 ``malformed_request``, as serde_json's syntax errors are.
+    """
     try:
         text = raw.decode("utf-8")
-        return json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise ApiError(
             "malformed_request", f"Failed to parse the request body as JSON: {error}"
         ) from None
+    # The scan is a cheap filter (a regex over bytes); only a body that spells a
+    # surrogate escape, paired or not, pays for the walk over its strings.
+    if _SURROGATE_ESCAPE.search(raw) and not _all_strings_encode(value):
+        raise ApiError(
+            "malformed_request",
+            "Failed to parse the request body as JSON: a \\u escape is a lone surrogate, "
+            "which is not a Unicode scalar value",
+        )
+    return value
+
+
+def _all_strings_encode(value: object) -> bool:
+    """True when every string (keys included) in a parsed JSON value is valid Unicode.
+
+    Iterative, because json.loads nests deeper than Python's recursion limit allows.
+    """
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            strings: list[str] = [item]
+        elif isinstance(item, dict):
+            strings = list(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            strings = []
+            pending.extend(item)
+        else:
+            continue
+        for text in strings:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+def internal_error(elapsed: float) -> Response:
+    """taguru's 500 ``internal`` envelope, with a fixed text that leaks nothing."""
+    internal = ApiError("internal", "internal error: the request could not be completed")
+    return error_response(internal, elapsed)
 
 
 def _is_json_content_type(value: str | None) -> bool:
@@ -245,7 +331,15 @@ def create_app(
     dispatcher = _Dispatcher(state or ServerState(), ring, ROUTES, max_body_bytes)
 
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
-        response = await dispatcher(Request(scope, receive))
+        started = time.perf_counter()
+        try:
+            response = await dispatcher(Request(scope, receive))
+        except Exception:
+            # Last resort: the dispatcher's own error rendering failed (an error
+            # text that cannot be encoded, say). Logged so a test sees the bug;
+            # the client still gets the JSON envelope, not Starlette's text page.
+            _log.exception("unrenderable answer on %s %s", scope.get("method"), scope.get("path"))
+            response = internal_error(time.perf_counter() - started)
         await response(scope, receive, send)
 
     # No Starlette routes: every HTTP request falls through to the dispatcher,

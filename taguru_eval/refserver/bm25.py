@@ -19,7 +19,7 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from taguru_eval.refserver.tokenize import passage_term_keys
+from taguru_eval.refserver.tokenize import distinct_term_keys, passage_term_keys
 
 _F32 = struct.Struct("<f")
 
@@ -76,12 +76,12 @@ def term_contribution(idf_value: float, tf: int, length: int, avgdl: float) -> f
 
 def query_terms(query: str) -> list[str]:
     """The query's term keys, deduplicated keeping first-occurrence order."""
-    return list(dict.fromkeys(passage_term_keys(query)))
+    return distinct_term_keys(query)
 
 
 def has_searchable_terms(query: str) -> bool:
     """False when the query yields no terms (plan reason "the query yields no searchable terms")."""
-    return bool(passage_term_keys(query))
+    return bool(distinct_term_keys(query))
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,11 @@ layout), binds it (loopback by default) and serves until Ctrl-C; the command
 line (``python -m taguru_eval serve``) is a thin shell over it.
 :func:`running_server` does the same on an ephemeral port in a background
 thread for tests, benchmarks and the demo.
+
+Both run uvicorn under :class:`ServeLimits`: a deadline for a request's line
+and headers (uvicorn has no such option, so :func:`header_deadline_protocol`
+adds one to its h11 protocol), a ceiling on connections (``limit_concurrency``:
+past it uvicorn answers 503) and the listen backlog.
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import ClassVar, Final
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from taguru_eval.errors import RunError
 from taguru_eval.refserver.app import create_app
@@ -29,7 +37,89 @@ LOOPBACK: Final = "127.0.0.1"
 _STARTUP_SECONDS = 10.0
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
+@dataclass(frozen=True)
+class ServeLimits:
+    """How much a client may hold of the server.
+
+    ``header_timeout``: seconds from connecting (or from the first byte of a
+    later request on a kept-alive connection) until the request line and
+    headers are complete; past it the connection is closed. ``max_connections``
+    is uvicorn's ``limit_concurrency``: a request arriving while that many
+    connections are open is answered 503. ``backlog``: connections the kernel
+    queues before accept. ``keep_alive``: uvicorn's idle timeout between
+    requests.
+    """
+
+    header_timeout: float = 10.0
+    max_connections: int = 512
+    backlog: int = 2048
+    keep_alive: int = 5
+
+
+DEFAULT_LIMITS: Final = ServeLimits()
+
+
+class _HeaderDeadlineH11(H11Protocol):
+    """uvicorn's h11 protocol plus a deadline on each request's head (slowloris).
+
+    uvicorn's keep-alive timer starts only after a response and any received
+    byte cancels it, so a client trickling a request line or headers held its
+    connection forever. The deadline is armed while h11 reports the client's
+    side ``IDLE`` (no complete request head yet): from connecting, and from the
+    first byte of each later request; a completed head disarms it. Only the
+    asyncio.Protocol callbacks are overridden, and h11's public state is read.
+    """
+
+    header_timeout: ClassVar[float] = DEFAULT_LIMITS.header_timeout
+    _taguru_transport: asyncio.Transport | None = None
+    _taguru_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._taguru_transport = transport
+        self._arm()  # the first request's head is due from the moment of connecting
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.IDLE:
+            if self._taguru_deadline is None:  # the first byte of a later request
+                self._arm()
+        else:
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._taguru_deadline = loop.call_later(self.header_timeout, self._expire)
+
+    def _disarm(self) -> None:
+        if self._taguru_deadline is not None:
+            self._taguru_deadline.cancel()
+            self._taguru_deadline = None
+
+    def _expire(self) -> None:
+        self._taguru_deadline = None
+        transport = self._taguru_transport
+        idle = self.conn.their_state is h11.IDLE  # the head is still incomplete
+        if idle and transport is not None and not transport.is_closing():
+            transport.close()
+
+
+def header_deadline_protocol(header_timeout: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol closing connections whose request head is not
+    complete within ``header_timeout`` seconds (passed as ``Config(http=...)``)."""
+
+    class Protocol(_HeaderDeadlineH11):
+        pass
+
+    Protocol.header_timeout = header_timeout
+    return Protocol
+
+
+def bind_socket(host: str, port: int, backlog: int = DEFAULT_LIMITS.backlog) -> socket.socket:
     """A listening TCP socket on ``host:port`` (IPv4 or IPv6 by what the host is)."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     family, kind, proto, _, address = infos[0]
@@ -37,7 +127,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
-        sock.listen(2048)
+        sock.listen(backlog)
     except OSError:
         sock.close()
         raise
@@ -51,10 +141,19 @@ def socket_url(sock: socket.socket) -> str:
 
 
 def _uvicorn_server(
-    state: ServerState, token: str | None, read_token: str | None
+    state: ServerState, token: str | None, read_token: str | None, limits: ServeLimits
 ) -> uvicorn.Server:
     app = create_app(state, token=token, read_token=read_token)
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        http=header_deadline_protocol(limits.header_timeout),
+        limit_concurrency=limits.max_connections,
+        backlog=limits.backlog,  # for uvicorn's own binding; ours listens with it too
+        timeout_keep_alive=limits.keep_alive,
+    )
     return uvicorn.Server(config)
 
 
@@ -68,6 +167,7 @@ def serve_until_interrupted(
     announce: Callable[[str], None],
     vector_lane: bool = False,
     reranker: bool = False,
+    limits: ServeLimits = DEFAULT_LIMITS,
 ) -> None:
     """Load ``corpus_dir`` and serve it on ``host:port`` until Ctrl-C.
 
@@ -77,8 +177,8 @@ def serve_until_interrupted(
     """
     state = ServerState(vector_lane=vector_lane, reranker=reranker)
     names = load_corpus_dir(state, corpus_dir)
-    sock = bind_socket(host, port)
-    server = _uvicorn_server(state, token, read_token)
+    sock = bind_socket(host, port, limits.backlog)
+    server = _uvicorn_server(state, token, read_token, limits)
     served = ", ".join(names) if names else "none yet"
     try:
         asyncio.run(
@@ -113,18 +213,19 @@ def running_server(
     read_token: str | None = None,
     vector_lane: bool = False,
     reranker: bool = False,
+    limits: ServeLimits = DEFAULT_LIMITS,
 ) -> Iterator[str]:
     """Serve ``corpus_dir`` (or nothing) on 127.0.0.1 in a background thread; yield its URL.
 
     ``vector_lane`` and ``reranker`` are the ``--vector-lane`` and
-    ``--reranker`` switches of ``serve``. The server is stopped and its thread
-    joined when the block exits.
+    ``--reranker`` switches of ``serve``; ``limits`` as :class:`ServeLimits`.
+    The server is stopped and its thread joined when the block exits.
     """
     state = ServerState(vector_lane=vector_lane, reranker=reranker)
     if corpus_dir is not None:
         load_corpus_dir(state, corpus_dir)
-    sock = bind_socket(LOOPBACK, port)
-    server = _uvicorn_server(state, token, read_token)
+    sock = bind_socket(LOOPBACK, port, limits.backlog)
+    server = _uvicorn_server(state, token, read_token, limits)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="taguru-refserver", daemon=True
     )

@@ -13,13 +13,40 @@ cheap to hash); :func:`passage_terms` adds the kind for callers and tests.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, Protocol
 
 from taguru_eval._base.normalize import normalize
 
 TermKind = Literal["word", "pair", "lone"]
 Term = tuple[TermKind, str]
+
+
+class _Sink(Protocol):
+    """Where the passes put their keys: a list, or :class:`_FirstSeen`."""
+
+    def append(self, key: str, /) -> None: ...
+
+    def extend(self, keys: Iterable[str], /) -> None: ...
+
+
+class _FirstSeen(dict[str, None]):
+    """Keeps each key once, in first-seen order, as ``dict.fromkeys(list)`` would.
+
+    A query of megabytes yields millions of term keys but few distinct ones;
+    deduplicating as they come never builds (or frees) the long list, each of
+    which is one C call holding the GIL for ~100 ms (the server's event loop
+    waits that long).
+    """
+
+    def append(self, key: str, /) -> None:
+        self[key] = None
+
+    def extend(self, keys: Iterable[str], /) -> None:
+        for key in keys:
+            self[key] = None
+
 
 # Marks that are combining (Mn/Mc) but carry no Alphabetic property although
 # their canonical combining class is 0: variation selectors and Mongolian
@@ -62,7 +89,7 @@ def _is_ascii_alnum(ch: str) -> bool:
     return ch.isascii() and ch.isalnum()
 
 
-def _text_term_keys(text: str, out: list[str]) -> None:
+def _text_term_keys(text: str, out: _Sink) -> None:
     """Pass A over already-folded ``text``: words, pairs and lone characters."""
     word_start = -1  # start index of the open ASCII word, -1 when none
     prev = ""  # previous char of the open non-ASCII run, "" when none
@@ -104,7 +131,7 @@ def _is_camel_boundary(run: str, pos: int) -> bool:
     return before.isupper() and pos + 1 < len(run) and run[pos + 1].islower()
 
 
-def _camel_piece_keys(nfkc_text: str, out: list[str]) -> None:
+def _camel_piece_keys(nfkc_text: str, out: _Sink) -> None:
     """Pass B: camelCase pieces of every ASCII alphanumeric run, lowercased."""
     length = len(nfkc_text)
     index = 0
@@ -130,6 +157,14 @@ def passage_term_keys(raw: str) -> list[str]:
     _text_term_keys(normalize(raw), out)
     _camel_piece_keys(unicodedata.normalize("NFKC", raw), out)
     return out
+
+
+def distinct_term_keys(raw: str) -> list[str]:
+    """:func:`passage_term_keys` deduplicated, keeping first-occurrence order."""
+    seen = _FirstSeen()
+    _text_term_keys(normalize(raw), seen)
+    _camel_piece_keys(unicodedata.normalize("NFKC", raw), seen)
+    return list(seen)
 
 
 def term_kind(key: str) -> TermKind:

@@ -322,7 +322,7 @@ def test_cannot_listen_escapes_the_host(
 ) -> None:
     from taguru_eval.refserver import serve
 
-    def refuse(host: str, port: int) -> object:
+    def refuse(host: str, port: int, *rest: object) -> object:
         raise OSError(98, "Address already in use")
 
     monkeypatch.setattr(serve, "bind_socket", refuse)
