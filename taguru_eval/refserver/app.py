@@ -38,6 +38,7 @@ from taguru_eval.refserver.auth import (
 )
 from taguru_eval.refserver.envelope import ApiError, Enveloped, bare, error_response, ok
 from taguru_eval.refserver.evidence import EVIDENCE_ROUTES
+from taguru_eval.refserver.routes_client import CLIENT_ROUTES
 from taguru_eval.refserver.routes_common import Call, RouteSpec
 from taguru_eval.refserver.routes_read import READ_ROUTES
 from taguru_eval.refserver.routes_write import WRITE_ROUTES
@@ -66,7 +67,13 @@ SERVICE_ROUTES: list[RouteSpec] = [
     RouteSpec("GET", "/protocol", "read", protocol, enveloped=False),
 ]
 
-ROUTES: list[RouteSpec] = [*SERVICE_ROUTES, *READ_ROUTES, *EVIDENCE_ROUTES, *WRITE_ROUTES]
+ROUTES: list[RouteSpec] = [
+    *SERVICE_ROUTES,
+    *READ_ROUTES,
+    *EVIDENCE_ROUTES,
+    *WRITE_ROUTES,
+    *CLIENT_ROUTES,
+]
 
 _log = logging.getLogger("taguru_eval.refserver")
 

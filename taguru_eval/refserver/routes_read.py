@@ -34,6 +34,7 @@ from taguru_eval.refserver.routes_common import (
     Call,
     RouteSpec,
     query_cursor,
+    query_flag,
     query_uint,
 )
 from taguru_eval.refserver.vectors import DIMENSIONS
@@ -120,9 +121,30 @@ def context_stats(context: ContextState) -> dict[str, object]:
 
 
 def list_contexts(call: Call) -> object:
+    """``GET /contexts``: one keyset page of the name-sorted directory, as taguru pages it.
+
+    ``limit`` omitted means the ceiling (1000) and is only capped from above,
+    so ``limit=0`` is an empty page; ``after`` keeps names sorting strictly
+    after it. ``total`` counts the whole population the caller may see (a
+    scoped key's grant, then ``pinned``), independent of ``after``. The page
+    carries no next-cursor field: a client passes the last name it saw, and
+    stops on an empty page.
+    """
+    limit = min(query_uint(call, "limit", MAX_LIST_ITEMS), MAX_LIST_ITEMS)
+    after = call.query.get("after")
+    pinned = query_flag(call, "pinned") if "pinned" in call.query else None
+    grant = None if call.key is None else call.key.contexts
     with call.state.lock:
-        entries = [directory_entry(call.state.contexts[n]) for n in sorted(call.state.contexts)]
-    return {"contexts": entries, "total": len(entries)}
+        population = [
+            call.state.contexts[name]
+            for name in sorted(call.state.contexts)
+            if (grant is None or name in grant)
+            and (pinned is None or call.state.contexts[name].meta.pinned == pinned)
+        ]
+        # str order is code-point order, which is the byte order of UTF-8 names.
+        page = [c for c in population if after is None or c.name > after][:limit]
+        entries = [directory_entry(context) for context in page]
+    return {"contexts": entries, "total": len(population)}
 
 
 def get_context(call: Call) -> object:
