@@ -1,5 +1,5 @@
 """Record citenexus's own ``content_tokens_v2`` on fixed inputs, as the vectors that
-``tests/score/test_answer_tokens.py`` holds ``taguru_eval.score.answer_tokens`` to.
+``tests/score/test_answer_tokens.py`` holds ``taguru_eval._base.answer_tokens`` to.
 
 Not a benchmark: a recorder, kept here so the vectors can be re-recorded. It needs
 the standard library and citenexus only, and never imports taguru_eval. Either from

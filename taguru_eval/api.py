@@ -35,7 +35,13 @@ from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.prepare import prepare_run
-from taguru_eval.options import DEFAULT_CONCURRENCY, DEFAULT_OUT, RunOptions, refusal_rule_of
+from taguru_eval.options import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_OUT,
+    RunOptions,
+    answer_match_of,
+    refusal_rule_of,
+)
 from taguru_eval.pipeline import execute_async
 from taguru_eval.pipeline.finish import RunResult
 from taguru_eval.run.console import CaseProgress, Console, Progress
@@ -133,6 +139,8 @@ def run(
     must_refuse: str | os.PathLike[str] | None = None,
     refusal_rule: str | None = None,
     resume: bool = False,
+    answers: str | os.PathLike[str] | None = None,
+    answer_match: str | None = None,
 ) -> Run:
     """Evaluate ``context`` with ``eval_path`` exactly as the CLI run mode does.
 
@@ -153,6 +161,8 @@ def run(
     ``assembly``, ``max_*`` and ``rerank`` are ``--assembly``, ``--max-*`` and
     ``--rerank``; ``resume`` is ``--resume`` (continue the newest unfinished run
     of ``context`` in the store; one that differs raises ``InputError``).
+    ``answers`` is the ``--answers`` file and ``answer_match`` its
+    ``--answer-match`` (``"normalized"``, the default, or ``"tokens"``).
     """
     options = RunOptions(
         eval_path=os.fspath(eval_path),
@@ -169,6 +179,8 @@ def run(
         concurrency=concurrency,
         must_refuse=None if must_refuse is None else os.fspath(must_refuse),
         refusal_rule=None if refusal_rule is None else refusal_rule_of(refusal_rule),
+        answers=None if answers is None else os.fspath(answers),
+        answer_match=None if answer_match is None else answer_match_of(answer_match),
         store_dir=None if store is None else os.fspath(store),
         no_store=no_store,
         resume=resume,

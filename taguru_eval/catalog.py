@@ -672,6 +672,63 @@ MUST_REFUSE_CATALOG: Final = CATALOG.with_metrics(ABSTENTION_METRICS)
 ABSTENTION_PREFIXES: Final = ("abstention.", "answerability.")
 """Metric-name prefixes that only exist with --must-refuse."""
 
+# ---------------------------------------------------------------- answer evidence (--answers)
+
+_ANSWERS_SOURCE = f"answers file, {_SEARCH}, {_EVIDENCE}"
+_ANSWERS_CAVEAT = (
+    "Over the cases the answers file lists whose passage (or, under --assembly, evidence) "
+    "lane completed; the window is the hits served up to the case's limit, and only an "
+    "admitted passage item's text is checked under --assembly. The match rule is "
+    "inputs.answers.match."
+)
+ANSWERS_BLOCK: Final = "answers_declared"
+"""The ``cases`` column whose non-null value means a case block has ``answers``."""
+
+
+def _answers(column: str, key: str, description: str) -> MetricDefinition:
+    return MetricDefinition(
+        "ratio",
+        DISTRIBUTION,
+        _CASE_SCOPE,
+        description,
+        _ANSWERS_SOURCE,
+        _ANSWERS_CAVEAT,
+        per_case=CaseField(column, ("answers", key), block=ANSWERS_BLOCK),
+        compared=True,
+        higher_is_better=True,
+    )
+
+
+ANSWERS_METRICS: Final[Mapping[str, MetricDefinition]] = {
+    "answers.hit_at_k": _answers(
+        "answers_hit_at_k",
+        "hit_at_k",
+        "1 when some declared answer is found in a hit's text within the case's limit, else 0 "
+        "(top-k retrieval accuracy).",
+    ),
+    "answers.mrr": _answers(
+        "answers_mrr",
+        "mrr",
+        "Reciprocal rank of the first hit whose text holds a declared answer; 0 when none does.",
+    ),
+    "answers.coverage": _answers(
+        "answers_coverage",
+        "coverage",
+        "Fraction of a case's declared answers found in some hit's text within its limit.",
+    ),
+}
+"""The metrics a run with --answers adds: per-case distributions, bounded in aggregate only."""
+
+ANSWERS_PREFIX: Final = "answers."
+"""The metric-name prefix that only exists with --answers."""
+
+
+def catalog_for(*, must_refuse: bool, answers: bool) -> Catalog:
+    """The catalog of a run: the 31, plus the must-refuse and answers metrics it measures."""
+    catalog = MUST_REFUSE_CATALOG if must_refuse else CATALOG
+    return catalog.with_metrics(ANSWERS_METRICS) if answers else catalog
+
+
 CATALOG_KEYS: Final[frozenset[str]] = CATALOG.names
 CASE_SCOPED_METRICS: Final[tuple[str, ...]] = CATALOG.case_scoped
 # Latency is noise-dominated, so compare never classifies a case by it (§3).

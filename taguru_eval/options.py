@@ -33,6 +33,12 @@ RefusalRule = Literal["semantic", "any"]
 REFUSAL_RULES: Final[tuple[RefusalRule, ...]] = ("semantic", "any")
 DEFAULT_REFUSAL_RULE: Final[RefusalRule] = "semantic"
 
+AnswerMatch = Literal["normalized", "tokens"]
+ANSWER_MATCHES: Final[tuple[AnswerMatch, ...]] = ("normalized", "tokens")
+DEFAULT_ANSWER_MATCH: Final[AnswerMatch] = "normalized"
+MSG_BAD_ANSWER_MATCH: Final = "--answer-match must be 'normalized' or 'tokens'"
+MSG_MATCH_WITHOUT_ANSWERS: Final = "--answer-match requires --answers"
+
 COUNT_MAX: Final = 2**64 - 1
 """The largest count a flag takes: taguru parses counts as Rust's ``usize`` (64-bit)."""
 
@@ -41,6 +47,14 @@ MSG_RERANK_WITHOUT_ASSEMBLY: Final = "--rerank requires --assembly"
 MSG_RULE_WITHOUT_MUST_REFUSE: Final = "--refusal-rule requires --must-refuse"
 MSG_STORE_AND_NO_STORE: Final = "--store and --no-store are exclusive"
 MSG_RESUME_WITHOUT_STORE: Final = "--resume needs the run store (not --no-store)"
+
+
+def answer_match_of(value: object) -> AnswerMatch:
+    """``value`` as an answer match rule; a :class:`UsageError` names the two."""
+    for rule in ANSWER_MATCHES:
+        if value == rule:
+            return rule
+    raise UsageError(MSG_BAD_ANSWER_MATCH)
 
 
 def not_a_count(flag: str) -> UsageError:
@@ -105,7 +119,9 @@ class RunOptions:
     ``summary_base`` / ``step_summary`` (``--no-step-summary`` clears it) say
     which CI reports the command line writes after the run; ``quiet``
     silences the progress display; ``resume`` continues the newest unfinished
-    run of the context in the store (:mod:`taguru_eval.resume`).
+    run of the context in the store (:mod:`taguru_eval.resume`). ``answers`` is
+    the ``--answers`` file; ``answer_match`` its ``--answer-match`` (``None``
+    when not given; :attr:`resolved_answer_match` is the rule used).
 
     Made with a bad count, rule or combination of flags, it raises the
     :class:`UsageError` the command line reports for them, checked in the
@@ -126,6 +142,8 @@ class RunOptions:
     concurrency: int = DEFAULT_CONCURRENCY
     must_refuse: str | None = None
     refusal_rule: RefusalRule | None = None
+    answers: str | None = None
+    answer_match: AnswerMatch | None = None
     store_dir: str | None = None
     no_store: bool = False
     junit: str | None = None
@@ -149,10 +167,14 @@ class RunOptions:
             raise not_a_count("--concurrency")
         if self.refusal_rule is not None:
             refusal_rule_of(self.refusal_rule)
+        if self.answer_match is not None:
+            answer_match_of(self.answer_match)
         if self.rerank is not None and not self.assembly:
             raise UsageError(MSG_RERANK_WITHOUT_ASSEMBLY)
         if self.refusal_rule is not None and self.must_refuse is None:
             raise UsageError(MSG_RULE_WITHOUT_MUST_REFUSE)
+        if self.answer_match is not None and self.answers is None:
+            raise UsageError(MSG_MATCH_WITHOUT_ANSWERS)
         if self.store_dir is not None and self.no_store:
             raise UsageError(MSG_STORE_AND_NO_STORE)
         if self.resume and self.no_store:
@@ -162,6 +184,11 @@ class RunOptions:
     def resolved_refusal_rule(self) -> RefusalRule:
         """The refusal rule the run uses: ``--refusal-rule``, else ``semantic``."""
         return DEFAULT_REFUSAL_RULE if self.refusal_rule is None else self.refusal_rule
+
+    @property
+    def resolved_answer_match(self) -> AnswerMatch:
+        """The answer match rule the run uses: ``--answer-match``, else ``normalized``."""
+        return DEFAULT_ANSWER_MATCH if self.answer_match is None else self.answer_match
 
     @property
     def budget_given(self) -> bool:

@@ -71,10 +71,28 @@ def summary_lines(
             )
         if invalid.height > 3:
             lines.append(f"    ... and {invalid.height - 3} more invalid locator(s)")
+    lines.extend(answers_lines(doc, metrics))
     lines.extend(_budget_lines(prepared, metrics))
     if not doc["corpus"]["stable"]:
         lines.append(UNSTABLE_CORPUS_WARNING_LINE)
     return lines
+
+
+def answers_lines(doc: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
+    """With ``--answers``: one line of the answers figures with their denominators."""
+    declared = doc.get("inputs", {}).get("answers")
+    hit = metrics.get("answers.hit_at_k")
+    if not isinstance(declared, Mapping) or hit is None:
+        return []
+    listed, match = declared.get("cases"), declared.get("match")
+    if not hit["n"]:
+        return [f"  answers: none of {listed} listed case(s) judged (every first lane failed)"]
+    return [
+        f"  answers over {hit['n']} of {listed} listed case(s), match {match}: "
+        f"hit@k {_mean(hit):.3f} ({round(hit['sum'])}/{hit['n']}), "
+        f"mean MRR {_mean(metrics['answers.mrr']):.3f}, "
+        f"mean coverage {_mean(metrics['answers.coverage']):.3f}"
+    ]
 
 
 def _budget_lines(prepared: PreparedRun, metrics: Mapping[str, Any]) -> list[str]:

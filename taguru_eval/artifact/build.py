@@ -83,6 +83,7 @@ class RunContext:
     rerank: str | None = None
     concurrency: int = 8
     must_refuse: Mapping[str, Any] | None = None
+    answers: Mapping[str, Any] | None = None  # inputs.answers (--answers)
     thresholds: Mapping[str, Any] | None = None
     warnings: Sequence[str] = field(default_factory=tuple)
     resumed: int | None = None  # sessions of a resumed run (None: one session)
@@ -111,6 +112,8 @@ def inputs_block(context: RunContext, case_count: int) -> dict[str, Any]:
     inputs["concurrency"] = context.concurrency
     if context.must_refuse is not None:
         inputs["must_refuse"] = dict(context.must_refuse)
+    if context.answers is not None:
+        inputs["answers"] = dict(context.answers)
     # Additive and last, so a run in one session keeps every byte it had.
     if context.resumed is not None:
         inputs["resumed"] = context.resumed

@@ -18,7 +18,7 @@ from taguru_eval._base import jsonstrict
 from taguru_eval._base.jsonstrict import JsonShapeError
 from taguru_eval.artifact.abstention import refusal_frames_from_block
 from taguru_eval.artifact.layout import case_layout, column_paths, get_path
-from taguru_eval.catalog import CATALOG, MUST_REFUSE_CATALOG, Catalog
+from taguru_eval.catalog import CATALOG, Catalog, catalog_for
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.score.abstention import offered
@@ -247,6 +247,7 @@ def evidence_rows_from_block(evidence: Mapping[str, Any]) -> list[EvidenceRow]:
 def artifact_to_lane_outputs(doc: Mapping[str, Any]) -> list[LaneOutput]:
     """The lane outputs recorded in an artifact, in case order (calls rebuilt from shapes)."""
     assembly = (doc.get("inputs") or {}).get("mode") == "assembly"
+    match = get_path(doc, "inputs", "answers", "match")
     outputs: list[LaneOutput] = []
     for index, case in enumerate(doc.get("cases") or []):
         _check_lists(case, index)
@@ -266,6 +267,17 @@ def artifact_to_lane_outputs(doc: Mapping[str, Any]) -> list[LaneOutput]:
             output["evidence_rows"] = evidence_rows_from_block(case["evidence"])
         if case.get("budget") is not None:
             output["budget"] = case["budget"]
+        checks = get_path(case, "answers", "checks")
+        if isinstance(checks, list) and checks:
+            output["answer_checks"] = [
+                {
+                    "answer_index": position,
+                    "found": get_path(check, "found"),
+                    "rank": get_path(check, "rank"),
+                    "match": match,
+                }
+                for position, check in enumerate(checks)
+            ]
         output["calls"] = calls_from_shapes(output, assembly=assembly)
         outputs.append(cast(LaneOutput, output))
     return outputs
@@ -336,6 +348,16 @@ def _case_block_problem(doc: Mapping[str, Any]) -> JsonShapeError | None:
     return None
 
 
+def artifact_catalog(doc: Mapping[str, Any]) -> Catalog:
+    """The catalog an artifact was measured with: the 31, plus the must-refuse
+    metrics when it has an ``abstention`` block and the answers metrics when
+    ``inputs.answers`` says it was given ``--answers``."""
+    return catalog_for(
+        must_refuse="abstention" in doc,
+        answers=isinstance(get_path(doc, "inputs", "answers"), Mapping),
+    )
+
+
 def tables_from_artifact(
     doc: Mapping[str, Any], run_id: str | None = None, *, label: str = "evaluation.json"
 ) -> LoadedRun:
@@ -351,7 +373,8 @@ def tables_from_artifact(
         outputs = artifact_to_lane_outputs(doc)
         refusal_lanes, refusal_cases = refusal_frames_from_block(doc.get("abstention"), rid)
         tables = replace(build_tables(outputs, rid), refusal_lanes=refusal_lanes)
-        cases = cases_from_artifact(doc, rid)
+        catalog = artifact_catalog(doc)
+        cases = cases_from_artifact(doc, rid, catalog)
     except _MALFORMED as exc:
         problem = _case_block_problem(doc)
         detail = _detail(exc) if problem is None else problem.detail
@@ -383,7 +406,7 @@ def tables_from_artifact(
         metrics=metrics,
         metrics_frame=frame,
         refusal_cases=refusal_cases,
-        catalog=MUST_REFUSE_CATALOG if "abstention" in doc else CATALOG,
+        catalog=catalog,
     )
     return LoadedRun(doc=dict(doc), lane_outputs=outputs, tables=tables, scores=scores)
 

@@ -28,8 +28,10 @@ from taguru_eval.options import (
     COUNT_MAX,
     DEFAULT_CONCURRENCY,
     DEFAULT_OUT,
+    AnswerMatch,
     RefusalRule,
     RunOptions,
+    answer_match_of,
     not_a_count,
     refusal_rule_of,
 )
@@ -138,6 +140,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--assembly] [--max-items N] [--max-bytes N]
                         [--max-tokens N] [--rerank MODEL] [--concurrency N]
                         [--must-refuse FILE] [--refusal-rule semantic|any]
+                        [--answers FILE] [--answer-match normalized|tokens]
                         [--store DIR | --no-store] [--junit FILE]
                         [--summary FILE] [--summary-base RUN]
                         [--no-step-summary] [--quiet] [--resume]
@@ -178,6 +181,13 @@ run-mode flags:
   --refusal-rule RULE  semantic (default: a probe abstains only when the
                        server's vector lane ran and no served hit carries it)
                        or any (any served hit surfaces); only with --must-refuse
+  --answers FILE       answer text per case (its own file and stamp); each is
+                       looked for in the text of the hits served within the
+                       case's limit; adds answers.hit_at_k, answers.mrr and
+                       answers.coverage, boundable in --thresholds
+  --answer-match RULE  normalized (default: the folded answer is a substring
+                       of the folded paragraph) or tokens (citenexus's content
+                       tokens of the answer are a subset); only with --answers
   --store DIR          keep the run's tables under DIR (Parquet run store)
   --no-store           do not keep the run in the run store
   --junit FILE         write the gate as a JUnit XML test report (one test
@@ -243,6 +253,8 @@ _VALUE_FLAGS: Final = {
     "--rerank": "--rerank needs a model name",
     "--must-refuse": "--must-refuse needs a file path",
     "--refusal-rule": "--refusal-rule needs a value",
+    "--answers": "--answers needs a file path",
+    "--answer-match": "--answer-match needs a value",
     "--store": "--store needs a directory",
     "--junit": "--junit needs a file path",
     "--summary": "--summary needs a file path",
@@ -275,6 +287,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
     :class:`RunOptions`' own, so both report them alike."""
     values: dict[str, str] = {}
     rule: RefusalRule | None = None
+    match: AnswerMatch | None = None
     counts: dict[str, int] = {}
     switches: set[str] = set()
     index = 0
@@ -288,6 +301,8 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
             value = args[index + 1]
             if arg == "--refusal-rule":
                 rule = refusal_rule_of(value)
+            if arg == "--answer-match":
+                match = answer_match_of(value)
             values[arg] = value
             index += 2
         elif arg in _COUNT_FLAGS:
@@ -331,6 +346,8 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         concurrency=counts.get("--concurrency", DEFAULT_CONCURRENCY),
         must_refuse=values.get("--must-refuse"),
         refusal_rule=rule,
+        answers=values.get("--answers"),
+        answer_match=match,
         store_dir=values.get("--store"),
         no_store="--no-store" in switches,
         junit=values.get("--junit"),

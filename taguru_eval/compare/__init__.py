@@ -13,11 +13,12 @@ result (:func:`significance`, :mod:`.significance`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 
 from taguru_eval.artifact.document import WrittenDocument
-from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.catalog import ANSWERS_METRICS, CATALOG, Catalog
 from taguru_eval.compare.classify import compare_views
 from taguru_eval.compare.load import RunView, view_from_document
 from taguru_eval.compare.parquet import read_side
@@ -86,4 +87,19 @@ def compare(
     head_view = load_side(
         head, "HEAD", label=head_label, catalog=catalog, stamp_required=stamp_required
     )
-    return compare_views(base_view, head_view)
+    both = base_view.answers is not None and head_view.answers is not None
+    if both and not set(ANSWERS_METRICS) <= set(catalog):
+        # Both runs were given --answers: read their cases again with the answers
+        # metrics, so they classify cases too (a run without keeps taguru's nine).
+        with_answers = catalog.with_metrics(ANSWERS_METRICS)
+        base_view = load_side(
+            base, "BASE", label=base_label, catalog=with_answers, stamp_required=stamp_required
+        )
+        head_view = load_side(
+            head, "HEAD", label=head_label, catalog=with_answers, stamp_required=stamp_required
+        )
+    comparison = compare_views(base_view, head_view)
+    if base_view.answers is None and head_view.answers is None:
+        return comparison
+    block = {"base": base_view.answers, "head": head_view.answers, "classified": both}
+    return dataclasses.replace(comparison, answers=block)

@@ -66,6 +66,12 @@ class _MustRefuseInputs(msgspec.Struct):
     refusal_rule: str | None = None
 
 
+class _AnswersInputs(msgspec.Struct):
+    # ``inputs.answers`` of a run given --answers; read as any JSON (shown only).
+    match: Any = None
+    cases: Any = None
+
+
 class _Inputs(msgspec.Struct):
     context: str = ""
     budget: _Budget | None = None
@@ -73,6 +79,7 @@ class _Inputs(msgspec.Struct):
     # value cannot make a file compare refuses (§6.2 does not read it).
     mode: Any = None
     must_refuse: _MustRefuseInputs | None = None
+    answers: _AnswersInputs | None = None
 
 
 class _Corpus(msgspec.Struct):
@@ -292,6 +299,8 @@ class RunView:
     abstention: AbstentionSide | None = None
     must_refuse_rule: str | None = None
     must_refuse_sha256: str | None = None
+    answers: Mapping[str, object] | None = None
+    """``inputs.answers`` (``match``, ``cases``) of a run given --answers; else None."""
 
     @property
     def case_count(self) -> int:
@@ -515,6 +524,11 @@ def _run_view(
         abstention=_abstention_side(view.abstention, must_refuse),
         must_refuse_rule=None if must_refuse is None else must_refuse.refusal_rule,
         must_refuse_sha256=None if must_refuse is None else must_refuse.sha256,
+        answers=(
+            None
+            if view.inputs.answers is None
+            else {"match": view.inputs.answers.match, "cases": view.inputs.answers.cases}
+        ),
     )
 
 

@@ -62,6 +62,10 @@ class Comparison:
     """The per-case metrics cases were classified by, in order."""
     abstention: AbstentionComparison | None = None
     """Must-refuse verdict flips (ABSTENTION.md §3.10); None when neither side has any."""
+    answers: Mapping[str, object] | None = None
+    """The header's ``answers`` block: each side's ``inputs.answers`` and whether cases
+    were classified on ``answers.*`` (only when both sides have them); None when
+    neither side was given --answers."""
 
     def changed(self) -> pl.DataFrame:
         """The cases that get a changes.jsonl line (every kind but unchanged)."""
@@ -183,6 +187,8 @@ def header(
     }
     if comparison.abstention is not None:
         doc["abstention"] = comparison.abstention.to_json()
+    if comparison.answers is not None:
+        doc["answers"] = dict(comparison.answers)
     if comparison.warnings:
         doc["warnings"] = list(comparison.warnings)
     clash = sorted(set(extra or {}).intersection(doc))
@@ -356,11 +362,21 @@ def summary(comparison: Comparison, out: str) -> str:
         )
     if comparison.abstention is not None:
         lines.extend(abstention_summary(comparison.abstention))
+    if comparison.answers is not None:
+        lines.append(answers_summary(comparison.answers))
     lines.append(f"  wrote {out}")
     # Case ids, metric names and kinds come from the two files, the path from the
     # command line: a control character in one is escaped rather than sent to
     # the terminal; a line without one keeps §6.10's bytes.
     return "".join(f"{one_line(line)}\n" for line in lines)
+
+
+def answers_summary(block: Mapping[str, object]) -> str:
+    """The terminal line saying whether cases were classified on ``answers.*``."""
+    if block.get("classified"):
+        return "  answers: cases classified on answers.hit_at_k, answers.mrr, answers.coverage too"
+    side = "BASE" if block.get("base") is not None else "HEAD"
+    return f"  answers: only {side} was given --answers; cases not classified on answers.*"
 
 
 def abstention_summary(block: AbstentionComparison) -> list[str]:

@@ -21,19 +21,16 @@ import hashlib
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import split_lines, trim
 from taguru_eval.errors import PREFIX, LinesError
 from taguru_eval.inputs.reading import read_utf8
+from taguru_eval.options import AnswerMatch
 
 ANSWERS_STAMP: Final = 1
 STAMP_KEY: Final = "taguru_eval_answers"
-
-AnswerMatch = Literal["normalized", "tokens"]
-ANSWER_MATCHES: Final[tuple[AnswerMatch, ...]] = ("normalized", "tokens")
-DEFAULT_ANSWER_MATCH: Final[AnswerMatch] = "normalized"
 
 MAX_REPORTED: Final = 50
 """Problems listed before the rest are counted in one closing line."""
@@ -52,17 +49,14 @@ class AnswerSet:
     by_case: Mapping[str, tuple[str, ...]]
     sha256: str
 
+    @property
+    def declared(self) -> dict[str, int]:
+        """Case id -> how many answers it lists."""
+        return {case_id: len(answers) for case_id, answers in self.by_case.items()}
+
     def inputs_block(self, match: AnswerMatch) -> dict[str, object]:
         """``inputs.answers`` of evaluation.json."""
         return {"path": self.label, "cases": len(self.by_case), "match": match}
-
-
-def answer_match_of(value: object) -> AnswerMatch:
-    """``value`` as a match rule; ``ValueError`` names the allowed ones."""
-    for rule in ANSWER_MATCHES:
-        if value == rule:
-            return rule
-    raise ValueError("--answer-match must be 'normalized' or 'tokens'")
 
 
 def load_answers(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from taguru_eval._base.text import one_line
 from taguru_eval.errors import PREFIX, UsageError
+from taguru_eval.inputs.answers import AnswerSet, load_answers
 from taguru_eval.inputs.config import (
     effective_env,
     mask_url,
@@ -59,6 +60,7 @@ class PreparedRun:
     warnings: tuple[str, ...] = ()
     must_refuse: MustRefuseSet | None = None
     must_refuse_warnings: tuple[str, ...] = ()
+    answers: AnswerSet | None = None
     token: str | None = field(default=None, repr=False)
     secrets: tuple[str, ...] = field(default=(), repr=False)
     proxies: ProxyConfig = field(default_factory=ProxyConfig)
@@ -86,6 +88,7 @@ def _outputs(options: RunOptions) -> dict[str, str | None]:
         "--eval": options.eval_path,
         "--thresholds": options.thresholds,
         "--must-refuse": options.must_refuse,
+        "--answers": options.answers,
         "--config": options.config,
     }
     refuse_overlaps(inputs, outputs)
@@ -126,11 +129,15 @@ def prepare_run(
         if must_refuse is not None and options.assembly
         else []
     )
+    answers = None if options.answers is None else load_answers(options.answers, eval_set.case_ids)
     thresholds = (
         None
         if options.thresholds is None
         else load_run_thresholds(
-            options.thresholds, eval_set.case_ids, must_refuse=must_refuse is not None
+            options.thresholds,
+            eval_set.case_ids,
+            must_refuse=must_refuse is not None,
+            answers=answers is not None,
         )
     )
     resolved_env = effective_env(options.config, environment, stderr)
@@ -145,6 +152,7 @@ def prepare_run(
         warnings=tuple(warnings),
         must_refuse=must_refuse,
         must_refuse_warnings=tuple(must_refuse_warnings),
+        answers=answers,
         token=resolve_token(resolved_env),
         secrets=resolve_secrets(resolved_env),
         proxies=proxy_config(resolved_env),

@@ -33,7 +33,12 @@ from taguru_eval._base import jsonstrict
 from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.jsonstrict import JsonPath, JsonShapeError, JsonSyntaxError
 from taguru_eval._base.text import display_f64
-from taguru_eval.catalog import ABSTENTION_METRICS, CASE_SCOPED_METRICS, CATALOG_KEYS
+from taguru_eval.catalog import (
+    ABSTENTION_METRICS,
+    ANSWERS_METRICS,
+    CASE_SCOPED_METRICS,
+    CATALOG_KEYS,
+)
 from taguru_eval.errors import InputError, os_error_text
 
 THRESHOLDS_VERSION: Final = 1
@@ -47,6 +52,7 @@ _UTF8_BOM: Final = b"\xef\xbb\xbf"
 _CASE_SCOPED: Final = frozenset(CASE_SCOPED_METRICS)
 
 MUST_REFUSE_FLAG: Final = "--must-refuse"
+ANSWERS_FLAG: Final = "--answers"
 """The flag that adds the abstention metrics to a run's catalog (ABSTENTION.md §3.9)."""
 
 AGGREGATE_BOUNDS_SCHEMA: Final = {"metric": pl.String, "bound": pl.String, "threshold": pl.Float64}
@@ -187,21 +193,32 @@ def load_thresholds(
 
 
 def load_run_thresholds(
-    path: str | Path, case_ids: Collection[str] | None, *, must_refuse: bool = False
+    path: str | Path,
+    case_ids: Collection[str] | None,
+    *,
+    must_refuse: bool = False,
+    answers: bool = False,
 ) -> Thresholds:
     """A thresholds file checked against one run's catalog and case ids (§2.3 step 5).
 
     The catalog is the 31 metric names, plus the abstention names when the run
-    was given ``--must-refuse``. Without it a bound on an ``abstention.*`` or
-    ``answerability.*`` metric is a problem naming the flag (exit 2 before
-    any network call, ABSTENTION.md §3.9), not a late "no samples". Run mode
-    and ``report --thresholds`` both read the file through here, so a file is
-    accepted or refused by both with the same message.
+    was given ``--must-refuse`` and the ``answers.*`` names with ``--answers``.
+    Without the flag a bound on one of its metrics is a problem naming the
+    flag (exit 2 before any network call, ABSTENTION.md §3.9), not a late "no
+    samples". Run mode and ``report --thresholds`` both read the file through
+    here, so a file is accepted or refused by both with the same message.
     """
-    if must_refuse:
-        return load_thresholds(path, CATALOG_KEYS | frozenset(ABSTENTION_METRICS), case_ids)
-    needs_flag = dict.fromkeys(ABSTENTION_METRICS, MUST_REFUSE_FLAG)
-    return load_thresholds(path, CATALOG_KEYS, case_ids, needs_flag=needs_flag)
+    keys = set(CATALOG_KEYS)
+    needs_flag: dict[str, str] = {}
+    for wanted, metrics, flag in (
+        (must_refuse, ABSTENTION_METRICS, MUST_REFUSE_FLAG),
+        (answers, ANSWERS_METRICS, ANSWERS_FLAG),
+    ):
+        if wanted:
+            keys.update(metrics)
+        else:
+            needs_flag.update(dict.fromkeys(metrics, flag))
+    return load_thresholds(path, frozenset(keys), case_ids, needs_flag=needs_flag or None)
 
 
 def parse_thresholds(raw: bytes, path: str) -> Thresholds:

@@ -24,6 +24,7 @@ from typing import Any
 from taguru_eval._base.files import write_chunks_atomic, writes_through
 from taguru_eval._base.text import one_line
 from taguru_eval.artifact.abstention import VectorFacts, abstention_block, answerability_entries
+from taguru_eval.artifact.answers import answers_blocks, merge_case_extras
 from taguru_eval.artifact.build import (
     RunContext,
     artifact_chunks,
@@ -91,6 +92,11 @@ def run_context(
             None
             if prepared.must_refuse is None
             else prepared.must_refuse.inputs_block(options.resolved_refusal_rule)
+        ),
+        answers=(
+            None
+            if prepared.answers is None
+            else prepared.answers.inputs_block(options.resolved_answer_match)
         ),
         thresholds=None if gate is None else gate.block,
         warnings=prepared.warnings,
@@ -207,6 +213,7 @@ def finish_run(
         refusal_rule=options.resolved_refusal_rule if must_refuse else None,
         # The evidence probe judges passage items only where vectors are ready.
         vectors_ready=vector_facts(phase).passage_vectors == "ready" if options.assembly else None,
+        answers_declared=None if prepared.answers is None else prepared.answers.declared,
     )
     report: GateReport | None = None
     if prepared.thresholds is not None:
@@ -239,6 +246,10 @@ def finish_run(
         top_level, case_extras = (
             abstention_extras(prepared, phase, tables, scores) if must_refuse else ({}, {})
         )
+        if prepared.answers is not None:
+            case_extras = merge_case_extras(
+                case_extras, answers_blocks(prepared.answers, scores.cases, tables.answer_checks)
+            )
         head = artifact_head(
             context, phase.cases, scores, catalog=scores.catalog, extra_top_level=top_level
         )

@@ -84,6 +84,11 @@ class Fingerprint(msgspec.Struct, frozen=True, kw_only=True):
     refusal_rule: str | None
     thresholds: str | None
     thresholds_sha256: str | None
+    # Later additions default to None, so an unfinished run of an older version
+    # still reads (and, without --answers, still matches).
+    answers: str | None = None
+    answers_sha256: str | None = None
+    answer_match: str | None = None
 
 
 _FLAGS: Final = {
@@ -101,11 +106,14 @@ _FLAGS: Final = {
     "must_refuse": "--must-refuse",
     "refusal_rule": "--refusal-rule",
     "thresholds": "--thresholds",
+    "answers": "--answers",
+    "answer_match": "--answer-match",
 }
 _FILES: Final = {
     "eval_sha256": "the eval set",
     "must_refuse_sha256": "the must-refuse file",
     "thresholds_sha256": "the thresholds file",
+    "answers_sha256": "the answers file",
 }
 
 
@@ -171,6 +179,9 @@ def fingerprint(prepared: PreparedRun) -> Fingerprint | None:
         refusal_rule=None if must_refuse is None else options.resolved_refusal_rule,
         thresholds=options.thresholds,
         thresholds_sha256=None if thresholds is None else thresholds.sha256,
+        answers=options.answers,
+        answers_sha256=None if prepared.answers is None else prepared.answers.sha256,
+        answer_match=None if prepared.answers is None else options.resolved_answer_match,
     )
 
 

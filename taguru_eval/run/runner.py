@@ -8,7 +8,7 @@ here scores."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -21,6 +21,7 @@ from taguru_eval.options import RunOptions
 from taguru_eval.run.bounded import each_bounded
 from taguru_eval.run.console import Console, Progress
 from taguru_eval.run.http import TaguruClient, probe_version
+from taguru_eval.run.lanes.answers import AnswerJudge
 from taguru_eval.run.lanes.case import run_case
 from taguru_eval.run.lanes.evidence import Assembly, Retrieval
 from taguru_eval.run.lanes.probes import run_probes
@@ -53,6 +54,7 @@ async def run_cases(
     progress: Progress | None = None,
     how: Retrieval = None,
     done: Sequence[LaneOutput] = (),
+    judges: Mapping[str, AnswerJudge] | None = None,
 ) -> int:
     """Every case's lanes, at most ``concurrency`` cases in flight; returns how many
     finished (``done``'s included).
@@ -63,11 +65,12 @@ async def run_cases(
     on the network) and is kept nowhere else: what the server sent outlives
     its case only as those. ``done``: the outputs of an unfinished run's cases
     (``--resume``); each goes to ``on_finished`` first, and only the other
-    cases are sent.
+    cases are sent. ``judges``: each case's answers (``--answers``), by case id.
     """
+    judge_of = judges or {}
 
     async def lanes(index: int, case: EvalCase) -> LaneOutput:
-        return await run_case(client, context, index, case, how)
+        return await run_case(client, context, index, case, how, judge_of.get(case.case_id))
 
     for output in done:
         on_finished(output)
@@ -88,6 +91,17 @@ def _shifted(progress: Progress | None, replayed: int) -> Progress | None:
         shown(done + replayed, total + replayed)
 
     return shifted
+
+
+def answer_judges(prepared: PreparedRun) -> dict[str, AnswerJudge]:
+    """Each listed case's answers under the run's ``--answer-match`` (none without answers)."""
+    if prepared.answers is None:
+        return {}
+    match = prepared.options.resolved_answer_match
+    return {
+        case_id: AnswerJudge(answers, match)
+        for case_id, answers in prepared.answers.by_case.items()
+    }
 
 
 def retrieval(options: RunOptions) -> Retrieval:
@@ -172,6 +186,7 @@ async def network_phase(
                 progress,
                 how,
                 () if session is None else session.done,
+                answer_judges(prepared),
             )
         finally:
             if session is not None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from taguru_eval.catalog import CATALOG, MUST_REFUSE_CATALOG, Catalog
+from taguru_eval.catalog import CATALOG, Catalog, catalog_for
 from taguru_eval.options import RefusalRule
 from taguru_eval.score.abstention import (
     MEMBERSHIP_SCHEMA,
@@ -21,6 +21,7 @@ from taguru_eval.score.abstention import (
     membership_metrics,
     refusal_cases,
 )
+from taguru_eval.score.answers import with_answer_columns
 from taguru_eval.score.blocks import POSITIONS
 from taguru_eval.score.cases import score_cases
 from taguru_eval.score.match import HasExpected
@@ -31,11 +32,11 @@ from taguru_eval.score.stats import (
     saturated_ratio,
 )
 from taguru_eval.tables.schemas import (
-    CASES,
     POPULATION_EVAL,
     POPULATION_MUST_REFUSE,
     TABLE,
     RunTables,
+    cases_polars,
     conform,
     metrics_frame,
 )
@@ -214,6 +215,7 @@ def score_run(
     rerank_requested: bool = False,
     refusal_rule: RefusalRule | None = None,
     vectors_ready: bool | None = None,
+    answers_declared: Mapping[str, int] | None = None,
 ) -> Scores:
     """Score a run: the per-case frame plus every aggregate metric of the catalog.
 
@@ -222,30 +224,47 @@ def score_run(
     answerability metrics; the eval population is scored exactly as without it.
     ``vectors_ready`` is for an ``--assembly`` run (None in baseline): whether
     the embeddings status showed ready passage vectors (ABSTENTION.md §3.5).
+    ``answers_declared`` (a run given ``--answers``: each listed case's number
+    of answers) adds the answers columns and the ``answers.*`` metrics.
     """
+    catalog = catalog_for(
+        must_refuse=refusal_rule is not None, answers=answers_declared is not None
+    )
     eval_tables = tables.of_population(POPULATION_EVAL)
     cases = score_cases(eval_set, eval_tables)
+    if answers_declared is not None:
+        cases = conform(
+            with_answer_columns(cases, tables.answer_checks, answers_declared),
+            cases_polars(catalog),
+        )
     if refusal_rule is None:
-        metrics = aggregate(cases, eval_tables, rerank_requested=rerank_requested)
-        return Scores(cases, metrics, metrics_frame(metrics, tables.run_id))
+        metrics = aggregate(
+            cases, eval_tables, rerank_requested=rerank_requested, metric_catalog=catalog
+        )
+        return Scores(
+            cases,
+            metrics,
+            metrics_frame(metrics, tables.run_id, catalog.statistics()),
+            catalog=catalog,
+        )
     rule = ProbeRule(refusal_rule, vectors_ready)
-    cases = conform(answerability(cases, eval_tables, rule), CASES)
+    cases = conform(answerability(cases, eval_tables, rule), cases_polars(catalog))
     refusals = refusal_cases(tables.of_population(POPULATION_MUST_REFUSE), rule)
     members = membership(refusals, cases)
     metrics = aggregate(
         cases,
         eval_tables,
         rerank_requested=rerank_requested,
-        metric_catalog=MUST_REFUSE_CATALOG,
+        metric_catalog=catalog,
         measured=membership_metrics(members),
     )
     return Scores(
         cases=cases,
         metrics=metrics,
-        metrics_frame=metrics_frame(metrics, tables.run_id, MUST_REFUSE_CATALOG.statistics()),
+        metrics_frame=metrics_frame(metrics, tables.run_id, catalog.statistics()),
         refusal_cases=refusals,
         membership=members,
-        catalog=MUST_REFUSE_CATALOG,
+        catalog=catalog,
     )
 
 

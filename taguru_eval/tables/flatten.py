@@ -26,6 +26,7 @@ from taguru_eval._base.jsonstrict import I64_MAX, JsonPath, JsonShapeError, desc
 from taguru_eval.tables import derive
 from taguru_eval.tables.derive import Omit
 from taguru_eval.tables.schemas import (
+    ANSWER_CHECKS,
     ATTRIBUTIONS,
     CALLS,
     CASE_LANES,
@@ -496,6 +497,12 @@ def _tables_of(nested: pl.DataFrame) -> dict[str, pl.DataFrame]:
 
     evidence_items = _evidence_rows(nested, keys)
 
+    answer_checks = _explode_list(
+        nested.select(*keys, pl.col("answer_checks").fill_null([]).alias("answer_check")),
+        "answer_check",
+        "check_index",
+    ).with_columns(pl.col("answer_check").struct.unnest())
+
     call_rows = _call_rows(nested, keys).sort(["case_index", "seq"], maintain_order=True)
     population = pl.lit(POPULATION_EVAL).alias("population")
     return {
@@ -507,6 +514,7 @@ def _tables_of(nested: pl.DataFrame) -> dict[str, pl.DataFrame]:
         "attributions": conform(attributions, ATTRIBUTIONS),
         "citation_checks": conform(citation_checks, CITATION_CHECKS),
         "evidence_items": conform(evidence_items.with_columns(population), EVIDENCE_ITEMS),
+        "answer_checks": conform(answer_checks, ANSWER_CHECKS),
     }
 
 

@@ -16,6 +16,7 @@ key types the scorer joins on."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -23,7 +24,7 @@ from typing import Any, Final
 import polars as pl
 import pyarrow as pa
 
-from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.catalog import ANSWERS_BLOCK, ANSWERS_METRICS, CATALOG, Catalog
 
 _RUN = [pa.field("run_id", pa.string()), pa.field("case_index", pa.int32())]
 
@@ -280,6 +281,13 @@ def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
         pa.field("offered", pa.bool_()),
         pa.field("supported", pa.bool_()),
     ]
+    if set(ANSWERS_METRICS) <= set(catalog):
+        # The answers block's counts (--answers); its three values follow as metrics.
+        listed += [
+            pa.field(ANSWERS_BLOCK, pa.int64()),
+            pa.field("answers_found", pa.int64()),
+            pa.field("answers_first_rank", pa.int64()),
+        ]
     names = {field.name for field in listed}
     added = [
         metric(name) for name in catalog.per_case if catalog.per_case[name].column not in names
@@ -288,6 +296,16 @@ def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
 
 
 CASES_SCHEMA = cases_schema()
+
+ANSWER_CHECKS_SCHEMA = pa.schema(
+    [
+        *_CASE,
+        pa.field("answer_index", pa.int32()),  # the answer's position in the case's list
+        pa.field("found", pa.bool_()),
+        pa.field("rank", pa.int32()),  # 1-based rank of the first matching hit; null: not found
+        pa.field("match", pa.string()),  # normalized | tokens
+    ]
+)
 
 
 REFUSAL_LANES_SCHEMA = pa.schema(
@@ -351,6 +369,11 @@ METRICS_SCHEMA = pa.schema(
         pa.field("sum", pa.float64()),
     ]
 )
+
+
+def cases_polars(catalog: Catalog) -> pl.Schema:
+    """The Polars schema of the ``cases`` table of a run measured with ``catalog``."""
+    return CASES if catalog is CATALOG else polars_schema(cases_schema(catalog))
 
 
 def polars_schema(schema: pa.Schema) -> pl.Schema:
@@ -427,6 +450,12 @@ TABLES: Final[tuple[TableSpec, ...]] = (
         "refusal_lanes", REFUSAL_LANES_SCHEMA, "one row per must-refuse case: what its probes got"
     ),
     TableSpec("refusal_cases", REFUSAL_CASES_SCHEMA, "one row per must-refuse case: its verdicts"),
+    TableSpec(
+        "answer_checks",
+        ANSWER_CHECKS_SCHEMA,
+        "one row per declared answer of a case whose first lane completed (--answers; "
+        "never the served text)",
+    ),
 )
 """Every table a run stores, in the run store's file order."""
 
@@ -442,6 +471,8 @@ def table_specs(catalog: Catalog = CATALOG) -> tuple[TableSpec, ...]:
 
 
 SCORE_TABLES: Final = ("cases", "metrics", "refusal_cases")
+OPTIONAL_TABLES: Final = ("answer_checks",)
+"""Tables a run stores only when they have rows (added after the store's first version)."""
 """The tables the scorer adds; the others come from the lanes (:class:`RunTables`)."""
 
 ARROW_SCHEMAS: Final[Mapping[str, pa.Schema]] = {spec.name: spec.schema for spec in TABLES}
@@ -458,6 +489,7 @@ CASES = TABLE["cases"].polars
 METRICS = TABLE["metrics"].polars
 REFUSAL_LANES = TABLE["refusal_lanes"].polars
 REFUSAL_CASES = TABLE["refusal_cases"].polars
+ANSWER_CHECKS = TABLE["answer_checks"].polars
 EXPECTED = polars_schema(EXPECTED_SCHEMA)
 
 
@@ -489,10 +521,19 @@ class RunTables:
     citation_checks: pl.DataFrame
     evidence_items: pl.DataFrame
     refusal_lanes: pl.DataFrame
+    answer_checks: pl.DataFrame = dataclasses.field(
+        default_factory=lambda: pl.DataFrame(schema=ANSWER_CHECKS)
+    )
 
     def frames(self) -> dict[str, pl.DataFrame]:
-        """Table name -> frame, in the run store's file order."""
-        return {name: getattr(self, name) for name in lane_table_names()}
+        """Table name -> frame, in the run store's file order; ``answer_checks``
+        only when it has rows (a run given ``--answers``), so a run without one
+        stores exactly the files it always did."""
+        return {
+            name: getattr(self, name)
+            for name in lane_table_names()
+            if name not in OPTIONAL_TABLES or getattr(self, name).height
+        }
 
     def of_population(self, population: str) -> RunTables:
         """These tables with only ``population``'s rows in ``calls``, ``hits``,

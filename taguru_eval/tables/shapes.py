@@ -167,6 +167,17 @@ class BudgetUsage(TypedDict):
     omitted_total: int
 
 
+class AnswerCheck(TypedDict):
+    """One declared answer judged on a case's served window (``--answers``): the
+    answer's index in the case's list, whether a hit's text matched it under
+    ``match`` and the 1-based rank of the first hit that did. Never any text."""
+
+    answer_index: Int32
+    found: bool
+    rank: Int32 | None
+    match: str
+
+
 class CitationRef(TypedDict):
     """A ``(source, paragraph)`` an evidence item cites (no text)."""
 
@@ -271,6 +282,9 @@ class LaneOutput(TypedDict):
     ``structural`` is absent when the lane did not run; ``evidence`` (the §7.4
     block) and ``evidence_rows`` (its candidates as table rows) only exist in
     assembly runs, ``budget`` in assembly and budget-given runs.
+    ``answer_checks`` exists for a case the answers file lists (``--answers``)
+    whose first lane completed: the served text is judged there and then, and
+    only these verdicts outlive the lane.
     """
 
     case_index: Int32
@@ -286,6 +300,7 @@ class LaneOutput(TypedDict):
     evidence: NotRequired[EvidenceOutcome]
     evidence_rows: NotRequired[list[EvidenceRow]]
     budget: NotRequired[BudgetUsage]
+    answer_checks: NotRequired[list[AnswerCheck]]
 
 
 class CitationsChecks(TypedDict):

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from taguru_eval.errors import EXIT_INPUT, LinesError
-from taguru_eval.inputs.answers import answer_match_of, load_answers
+from taguru_eval.errors import EXIT_INPUT, LinesError, UsageError
+from taguru_eval.inputs.answers import load_answers
+from taguru_eval.options import answer_match_of
 
 IDS = ("leave-days", "remote-work", "no-such-policy")
 HEADER = '{"taguru_eval_answers": 1, "name": "handbook"}\n'
@@ -111,5 +112,5 @@ def test_many_problems_are_capped_with_a_count(tmp_path: Path) -> None:
 
 def test_the_match_rule_is_one_of_two() -> None:
     assert answer_match_of("tokens") == "tokens"
-    with pytest.raises(ValueError, match="'normalized' or 'tokens'"):
+    with pytest.raises(UsageError, match="'normalized' or 'tokens'"):
         answer_match_of("fuzzy")

@@ -103,7 +103,8 @@ def test_every_table_has_rows_in_the_template_outputs() -> None:
     """The comparison above means something only if the outputs fill the tables."""
     tables = build_tables(TEMPLATE_OUTPUTS, "run-x")
     empty = [name for name in TABLE_FIELDS if getattr(tables, name).height == 0]
-    assert empty == ["evidence_items", "refusal_lanes"]  # no assembly, no must-refuse probes
+    # no assembly, no must-refuse probes, no answers file
+    assert empty == ["evidence_items", "refusal_lanes", "answer_checks"]
     assert tables.case_lanes["run_id"].unique().to_list() == ["run-x"]
 
 

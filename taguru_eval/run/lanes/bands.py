@@ -103,7 +103,9 @@ async def sweep(
     ) -> tuple[dict[str, object], list[dict[str, object]]]:
         population, index, case = job
         recorder = CallRecorder(index, case.case_id)
-        outcome, _usage = await passage_lane(client, context, sweep_request(case, window), recorder)
+        outcome, _usage, _checks = await passage_lane(
+            client, context, sweep_request(case, window), recorder
+        )
         vector = outcome.get("plan", {}).get("lanes", {}).get("vector", {})
         plan = {
             "population": population,

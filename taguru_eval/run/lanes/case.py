@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from taguru_eval.inputs.dataset import EvalCase
 from taguru_eval.run.http import TaguruClient
+from taguru_eval.run.lanes.answers import AnswerJudge
 from taguru_eval.run.lanes.citations import citation_lane, served_set
 from taguru_eval.run.lanes.evidence import Retrieval, retrieve
 from taguru_eval.run.lanes.record import CallRecorder
@@ -24,13 +25,15 @@ async def run_case(
     case_index: int,
     case: EvalCase,
     how: Retrieval = None,
+    judge: AnswerJudge | None = None,
 ) -> LaneOutput:
     """All lanes of one case, in the documented order; never raises for a lane failure.
 
-    ``how`` runs the first lane: a search, truncated to a budget, or the evidence lane.
+    ``how`` runs the first lane: a search, truncated to a budget, or the evidence lane;
+    ``judge`` (a case the answers file lists) checks its answers on the window.
     """
     recorder = CallRecorder(case_index, case.case_id)
-    retrieved = await retrieve(client, context, case, recorder, how)
+    retrieved = await retrieve(client, context, case, recorder, how, judge)
     passage = retrieved.passage
     structural = (
         await structural_lane(client, context, case, recorder)
@@ -57,4 +60,6 @@ async def run_case(
         output["evidence_rows"] = retrieved.evidence.rows
     if retrieved.budget is not None:
         output["budget"] = retrieved.budget
+    if retrieved.answer_checks is not None:
+        output["answer_checks"] = retrieved.answer_checks
     return output

@@ -43,10 +43,12 @@ from taguru_eval._base.wire import U32, U64, over_u64
 from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
 from taguru_eval.run.http import CallFailure, TaguruClient
+from taguru_eval.run.lanes.answers import AnswerJudge
 from taguru_eval.run.lanes.passage import passage_lane
 from taguru_eval.run.lanes.record import CallRecorder
 from taguru_eval.run.lanes.wire import AssociationMatch, Citation, LanePlan, PassageHit
 from taguru_eval.tables.shapes import (
+    AnswerCheck,
     BudgetLimits,
     BudgetUsage,
     CitationRef,
@@ -327,20 +329,27 @@ def usage(package: Package) -> BudgetUsage:
 # --------------------------------------------------------------------------- what a case keeps
 
 
-def hits_from_items(items: list[PackageItem], limit: int) -> list[HitLocator]:
-    """The scoring hits: each item's own locator, then its ``citation_refs``; the
-    first ``limit`` (the case's limit, so both modes score over the same k)."""
-    locators: list[tuple[str, int]] = []
+def _window(items: list[PackageItem], limit: int) -> list[tuple[str, int, str | None]]:
+    """The scoring window: each item's own locator, then its ``citation_refs``; the
+    first ``limit``, each with the text only an admitted passage item carries."""
+    window: list[tuple[str, int, str | None]] = []
     for item in items:
         own = item.locator
         if own is not None:
-            locators.append(own)
-        locators.extend((ref.source, ref.paragraph) for ref in item.citation_refs)
-        if len(locators) >= limit:
+            text = item.passage.text if item.passage is not None else None
+            window.append((own[0], own[1], text))
+        window.extend((ref.source, ref.paragraph, None) for ref in item.citation_refs)
+        if len(window) >= limit:
             break
+    return window[:limit]
+
+
+def hits_from_items(items: list[PackageItem], limit: int) -> list[HitLocator]:
+    """The scoring hits: each item's own locator, then its ``citation_refs``; the
+    first ``limit`` (the case's limit, so both modes score over the same k)."""
     return [
         HitLocator(source=source, paragraph=paragraph, score=0.0, lanes={})
-        for source, paragraph in locators[:limit]
+        for source, paragraph, _ in _window(items, limit)
     ]
 
 
@@ -431,6 +440,7 @@ class EvidenceResult:
     rows: list[EvidenceRow]
     budget: BudgetUsage | None
     http_status: int | None
+    answer_checks: list[AnswerCheck] | None = None
 
     @property
     def message(self) -> str | None:
@@ -448,9 +458,14 @@ def _failed(message: str, latency_ms: int, status: int | None) -> EvidenceResult
 
 
 async def evidence_lane(
-    client: TaguruClient, context: str, case: EvidenceRequest, assembly: Assembly
+    client: TaguruClient,
+    context: str,
+    case: EvidenceRequest,
+    assembly: Assembly,
+    judge: AnswerJudge | None = None,
 ) -> EvidenceResult:
-    """``POST …/evidence`` for one case; never raises for a server's answer."""
+    """``POST …/evidence`` for one case; never raises for a server's answer. With a
+    ``judge`` the window's passage text is checked for the case's answers."""
     try:
         reply = await client.post(["contexts", context, "evidence"], evidence_body(case, assembly))
     except CallFailure as failure:
@@ -459,13 +474,20 @@ async def evidence_lane(
         package = decode_package(reply.payload, assembly.budget)
     except PackageError as exc:
         return _failed(NO_PACKAGE.format(detail=exc.detail), reply.latency_ms, reply.status)
-    hits = hits_from_items(package.items, case.effective_limit)
+    window = _window(package.items, case.effective_limit)
+    hits = [
+        HitLocator(source=source, paragraph=paragraph, score=0.0, lanes={})
+        for source, paragraph, _ in window
+    ]
+    checks = None if judge is None else judge.check([text for _, _, text in window])
+    del window  # the text goes no further
     return EvidenceResult(
         passage=PassageOutcome(outcome="searched", hits=hits, latency_ms=reply.latency_ms),
         evidence=evidence_block(package, reply.latency_ms),
         rows=evidence_rows(package),
         budget=usage(package),
         http_status=reply.status,
+        answer_checks=checks,
     )
 
 
@@ -489,6 +511,7 @@ class Retrieved:
     passage: PassageOutcome
     budget: BudgetUsage | None
     evidence: EvidenceResult | None = None
+    answer_checks: list[AnswerCheck] | None = None
 
 
 Retrieval: TypeAlias = Budget | Assembly | None
@@ -503,11 +526,18 @@ async def retrieve(
     case: EvidenceRequest,
     recorder: CallRecorder,
     how: Retrieval = None,
+    judge: AnswerJudge | None = None,
 ) -> Retrieved:
-    """The first call of an eval case and of a must-refuse probe, as ``how`` says."""
+    """The first call of an eval case and of a must-refuse probe, as ``how`` says;
+    ``judge`` checks an eval case's answers on its window (``--answers``)."""
     if not isinstance(how, Assembly):
-        passage, usage = await passage_lane(client, context, case, recorder, how)
-        return Retrieved(passage=passage, budget=usage)
-    evidence = await evidence_lane(client, context, case, how)
+        passage, usage, checks = await passage_lane(client, context, case, recorder, how, judge)
+        return Retrieved(passage=passage, budget=usage, answer_checks=checks)
+    evidence = await evidence_lane(client, context, case, how, judge)
     _record_call(recorder, evidence)
-    return Retrieved(passage=evidence.passage, budget=evidence.budget, evidence=evidence)
+    return Retrieved(
+        passage=evidence.passage,
+        budget=evidence.budget,
+        evidence=evidence,
+        answer_checks=evidence.answer_checks,
+    )

@@ -23,10 +23,12 @@ from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
 from taguru_eval.run.http import CallFailure, TaguruClient
 from taguru_eval.run.lanes import wire
+from taguru_eval.run.lanes.answers import AnswerJudge
 from taguru_eval.run.lanes.budget import MeasuredHit, truncate
 from taguru_eval.run.lanes.record import CallRecorder
 from taguru_eval.tables import shapes
 from taguru_eval.tables.shapes import (
+    AnswerCheck,
     BudgetLimits,
     BudgetUsage,
     HitLocator,
@@ -106,21 +108,26 @@ async def passage_lane(
     case: SearchRequest,
     recorder: CallRecorder,
     budget: Budget | None = None,
-) -> tuple[PassageOutcome, BudgetUsage | None]:
+    judge: AnswerJudge | None = None,
+) -> tuple[PassageOutcome, BudgetUsage | None, list[AnswerCheck] | None]:
     """``POST …/sources/search``, hit extraction (typed shape, then fallback) and,
-    when a budget was given, the §7.3 truncation before projection to locators."""
+    when a budget was given, the §7.3 truncation before projection to locators.
+
+    With a ``judge`` (``--answers``) the served hits' text is checked for the
+    case's answers before it is dropped; a failed lane has no verdicts."""
     try:
         reply = await client.post(["contexts", context, "sources", "search"], search_body(case))
     except CallFailure as failure:
         message = truncate_utf8(failure.message)
-        return _failed(recorder, message, failure.latency_ms, failure.status), None
+        return _failed(recorder, message, failure.latency_ms, failure.status), None, None
     try:
         plan, served = extract_served_hits(reply.payload, client.redact)
     except _ShapeError as exc:
-        return _failed(recorder, str(exc), reply.latency_ms, reply.status), None
+        return _failed(recorder, str(exc), reply.latency_ms, reply.status), None, None
     usage: BudgetUsage | None = None
     if budget is not None:
         served, usage = apply_budget(context, served, budget)
+    checks = None if judge is None else judge.check([hit.text for hit in served])
     hits = [locator(hit) for hit in served]
     del served  # the text goes no further
     recorder.add(
@@ -140,7 +147,7 @@ async def passage_lane(
             "hits": hits,
             "latency_ms": reply.latency_ms,
         }
-    return outcome, usage
+    return outcome, usage, checks
 
 
 def _failed(

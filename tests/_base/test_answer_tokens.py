@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.paths import DATA, TEST_DATA
 
-from taguru_eval.score.answer_tokens import CITENEXUS_VERSION, content_tokens, tokens_found
+from taguru_eval._base.answer_tokens import CITENEXUS_VERSION, content_tokens, tokens_found
 
 VECTORS: dict[str, Any] = json.loads(
     (TEST_DATA / "citenexus_tokens_v2.json").read_text(encoding="utf-8")
