@@ -3,8 +3,9 @@
 The logic is :mod:`taguru_eval.inputs.golden`; this module parses the flags,
 optionally checks the mapped sources against a context (``--context``, like
 taguru's own exit 2 on an unknown source), writes the eval.jsonl, the
-must-refuse file and the report atomically as one set (all three or none;
-no output may be the CSV or another output), and prints where every row went.
+answers file, the must-refuse file and the report atomically as one set (all
+or none; no output may be the CSV or another output), and prints where every
+row went.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,35 +23,49 @@ from taguru_eval._base.text import one_line
 from taguru_eval.cli.flags import run_subcommand, scan_flags, write_reports
 from taguru_eval.errors import EXIT_OK, PREFIX, InputError, UsageError
 from taguru_eval.inputs.config import effective_env, resolve_base_url, resolve_token
-from taguru_eval.inputs.golden import GoldenImport, GoldenOptions, import_golden, report_text
+from taguru_eval.inputs.golden import (
+    ANSWERS,
+    EVAL,
+    MUST_REFUSE,
+    NEEDS_LABELS,
+    SKIPPED,
+    GoldenImport,
+    GoldenOptions,
+    import_golden,
+    report_text,
+)
 from taguru_eval.inputs.outputs import refuse_overlaps
 from taguru_eval.run.http import TaguruClient
 from taguru_eval.run.preflight import read_context, walk_sources
 
 HELP: Final = """\
 usage: python -m taguru_eval import-golden FILE.csv [--eval-out FILE]
-           [--must-refuse-out FILE] [--report-out FILE] [--name N]
-           [--id-prefix P] [--id-column C] [--blank-expected must-refuse|skip]
+           [--answers-out FILE] [--must-refuse-out FILE] [--report-out FILE]
+           [--name N] [--id-prefix P] [--id-column C] [--expected-column C]
+           [--blank-expected must-refuse|skip]
            [--sources-column C [--source-template T]]
            [--context NAME [--url URL] [--config FILE]]
 
 Import a citenexus golden CSV. Rows with expect_decision=abstain become a
-must-refuse file (note -> why). Answerable rows become eval.jsonl cases only
-when a document-id column gives them a location (--sources-column, each
-'|'-separated id put through --source-template, e.g. 'corpus/{}.md'); the
-rest are listed in the report as questions still needing labels, because
-answer text ('expected') has no eval.jsonl counterpart. Without an
-expect_decision column a blank 'expected' is ambiguous (citenexus reads it as
-"any answer counts"): --blank-expected must-refuse or skip is then required.
-The report (JSON) lists every row, every dropped column and every warning.
+must-refuse file (note -> why). An answerable row with answer text
+('expected', trimmed) becomes an eval.jsonl case plus an entry of the answers
+file; a document-id column gives it a location too (--sources-column, each
+'|'-separated id put through --source-template, e.g. 'corpus/{}.md'). An
+answerable row with neither is listed in the report as needing labels.
+Without an expect_decision column a blank 'expected' is ambiguous (citenexus
+reads it as "any answer counts"): --blank-expected must-refuse or skip is
+then required. The report (JSON) lists every row, every dropped column and
+every warning.
 
 options:
   --eval-out FILE         eval.jsonl to write (default: <csv stem>.eval.jsonl)
+  --answers-out FILE      answers file (default: <csv stem>.answers.jsonl)
   --must-refuse-out FILE  must-refuse file (default: <csv stem>.must_refuse.jsonl)
   --report-out FILE       import report (default: <csv stem>.import-report.json)
-  --name N                header name of both files (default: the csv stem)
+  --name N                header name of the files (default: the csv stem)
   --id-prefix P           case_id prefix when no --id-column (default: golden)
   --id-column C           the column holding stable case ids
+  --expected-column C     the column holding answer text (default: expected)
   --blank-expected WHAT   must-refuse or skip: what a blank 'expected' means
   --sources-column C      the document-id column mapped to expected_sources
   --source-template T     source id for a document id, '{}' is the id (default: {})
@@ -62,15 +78,19 @@ exit codes: 0 imported; 1 the server or a file could not be reached or
 written; 2 usage error, unreadable or ambiguous CSV, unknown source
 """
 
+_FILE_NAMES: Final = {EVAL: "eval.jsonl", MUST_REFUSE: "the must-refuse file"}
+
 _VALUE_FLAGS: Final = {
     flag: f"{flag} needs a value"
     for flag in (
         "--eval-out",
+        "--answers-out",
         "--must-refuse-out",
         "--report-out",
         "--name",
         "--id-prefix",
         "--id-column",
+        "--expected-column",
         "--blank-expected",
         "--sources-column",
         "--source-template",
@@ -85,6 +105,7 @@ _VALUE_FLAGS: Final = {
 class ImportArgs:
     csv: str
     eval_out: str
+    answers_out: str
     must_refuse_out: str
     report_out: str
     options: GoldenOptions
@@ -115,6 +136,7 @@ def parse_args(argv: Sequence[str]) -> ImportArgs | None:
     stem = str(Path(csv_path).with_suffix(""))
     outputs = {
         "--eval-out": values.get("--eval-out", f"{stem}.eval.jsonl"),
+        "--answers-out": values.get("--answers-out", f"{stem}.answers.jsonl"),
         "--must-refuse-out": values.get("--must-refuse-out", f"{stem}.must_refuse.jsonl"),
         "--report-out": values.get("--report-out", f"{stem}.import-report.json"),
     }
@@ -122,12 +144,14 @@ def parse_args(argv: Sequence[str]) -> ImportArgs | None:
     return ImportArgs(
         csv=csv_path,
         eval_out=outputs["--eval-out"],
+        answers_out=outputs["--answers-out"],
         must_refuse_out=outputs["--must-refuse-out"],
         report_out=outputs["--report-out"],
         options=GoldenOptions(
             name=values.get("--name"),
             id_prefix=values.get("--id-prefix", "golden"),
             id_column=values.get("--id-column"),
+            expected_column=values.get("--expected-column"),
             blank_expected="must-refuse" if blank == "must-refuse" else "skip" if blank else None,
             sources_column=values.get("--sources-column"),
             source_template=values.get("--source-template", "{}"),
@@ -166,29 +190,39 @@ def run_import(args: ImportArgs, out: TextIO, err: TextIO) -> int:
     imported = import_golden(args.csv, args.options)
     check_sources(args, imported)
     report = imported.report
+    files = {
+        EVAL: (args.eval_out, imported.eval_text),
+        ANSWERS: (args.answers_out, imported.answers_text),
+        MUST_REFUSE: (args.must_refuse_out, imported.must_refuse_text),
+    }
     report["written"] = {
-        "eval": None if imported.eval_text is None else args.eval_out,
-        "must_refuse": None if imported.must_refuse_text is None else args.must_refuse_out,
+        destination: None if text is None else path for destination, (path, text) in files.items()
     }
     outputs = [
         (path, text)
-        for path, text in (
-            (args.eval_out, imported.eval_text),
-            (args.must_refuse_out, imported.must_refuse_text),
-            (args.report_out, report_text(report)),
-        )
+        for path, text in (*files.values(), (args.report_out, report_text(report)))
         if text is not None
     ]
     write_reports(outputs)  # the set or nothing: never a new eval.jsonl beside an old report
     counts = imported.counts
     lines = [
-        f"import-golden: {report['rows']} row(s) from {args.csv} — {counts['eval']} to "
-        f"eval.jsonl, {counts['must_refuse']} to the must-refuse file, "
-        f"{counts['needs_labels']} need location labels, {counts['skipped']} skipped"
+        f"import-golden: {report['rows']} row(s) from {args.csv} — {counts[EVAL]} to "
+        f"eval.jsonl, {counts[ANSWERS]} to the answers file, {counts[MUST_REFUSE]} to the "
+        f"must-refuse file, {counts[NEEDS_LABELS]} need labels, {counts[SKIPPED]} skipped"
     ]
-    for destination, path in (("eval", args.eval_out), ("must_refuse", args.must_refuse_out)):
+    # Why the rows of each file went there, one line per reason (not per row).
+    reasons = Counter(
+        (entry["went"], entry["why"])
+        for entry in report["rows_detail"]
+        if entry["went"] in (EVAL, MUST_REFUSE)
+    )
+    for (went, why), count in reasons.items():
+        lines.append(f"  {count} to {_FILE_NAMES[went]}: {why}")
+    for destination, (path, _text) in files.items():
         if report["written"][destination] is not None:
             lines.append(f"  wrote {path}")
+        elif destination == ANSWERS:
+            lines.append(f"  no row has answer text: {path} not written")
         else:
             lines.append(f"  no {destination.replace('_', '-')} case: {path} not written")
     for entry in report["rows_detail"]:

@@ -213,8 +213,8 @@ subcommands:
   demo                 run the bundled demo end to end
   report               render charts and an HTML report from the run store
   ingest               import an existing evaluation.json into the run store
-  import-golden        turn a citenexus golden CSV into eval.jsonl / must-refuse
-                       files, reporting every row and column it cannot carry
+  import-golden        turn a citenexus golden CSV into eval.jsonl, answers and
+                       must-refuse files, reporting what it cannot carry
   refusal-bands        report where the passage vector floor could separate
                        answerable from must-refuse questions (never gates)
 

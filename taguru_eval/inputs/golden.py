@@ -1,16 +1,20 @@
 """Importing a citenexus golden CSV (ABSTENTION.md §4): what maps, and what does not.
 
-A citenexus golden CSV labels each question with answer text (``expected``),
-while taguru scores *where* evidence is (a source and a paragraph), so most
-of it has no eval.jsonl counterpart. :func:`import_golden` reads the CSV and
-decides, row by row:
+A citenexus golden CSV labels each question with answer text (``expected``,
+or the column ``--expected-column`` names); taguru scores *where* evidence is
+(a source and a paragraph), and answer text goes to the answers file beside
+eval.jsonl (:mod:`taguru_eval.inputs.answers`). :func:`import_golden` reads
+the CSV and decides, row by row:
 
-* ``expect_decision=abstain`` → a must-refuse case (``note`` → ``why``);
-* ``expect_decision=answer``, or a non-blank ``expected`` without that column
-  → an eval.jsonl case **only** when a document-id column
-  (``--sources-column``, mapped through ``--source-template``) gives it a
-  location label; otherwise the question is listed as *needing labels* — an
-  expectation-less case would be accepted and silently measure nothing;
+* ``expect_decision=abstain`` → a must-refuse case (``note`` → ``why``); its
+  answer text, if any, is not carried (a must-refuse case has no answers);
+* ``expect_decision=answer``, or no such column, with a non-blank
+  ``expected`` → an eval.jsonl case plus an answers entry (the text trimmed),
+  with expected_sources when a document-id column (``--sources-column``,
+  mapped through ``--source-template``) gives it a location label;
+* ``expect_decision=answer`` with a blank ``expected`` → an eval.jsonl case
+  only with a location label; otherwise the question is listed as *needing
+  labels* — a case with neither would be accepted and silently measure nothing;
 * a blank ``expected`` without ``expect_decision`` is ambiguous (in
   citenexus it means "any answer counts", not "refuse"): the import stops
   (exit 2) unless ``--blank-expected must-refuse|skip`` says what it means.
@@ -35,6 +39,8 @@ from typing import Any, Final, Literal
 
 from taguru_eval._base.text import trim
 from taguru_eval.errors import InputError
+from taguru_eval.inputs.answers import STAMP_KEY as ANSWERS_STAMP_KEY
+from taguru_eval.inputs.answers import parse_answers
 from taguru_eval.inputs.dataset import load_eval_text
 from taguru_eval.inputs.must_refuse import STAMP_KEY, parse_must_refuse
 from taguru_eval.inputs.reading import read_utf8
@@ -43,10 +49,14 @@ REPORT_STAMP: Final = "taguru_eval_import_report"
 BlankExpected = Literal["must-refuse", "skip"]
 
 EVAL: Final = "eval"
+ANSWERS: Final = "answers"
 MUST_REFUSE: Final = "must_refuse"
 NEEDS_LABELS: Final = "needs_labels"
 SKIPPED: Final = "skipped"
 DESTINATIONS: Final = (EVAL, MUST_REFUSE, NEEDS_LABELS, SKIPPED)
+"""Where a row goes: each row goes to exactly one of these."""
+COUNTED: Final = (EVAL, ANSWERS, MUST_REFUSE, NEEDS_LABELS, SKIPPED)
+"""The report's ``counts``: a row with answer text counts in eval and answers."""
 
 _BOM: Final = "\ufeff"
 _KNOWN_DROPS: Final[Mapping[str, str]] = {
@@ -68,6 +78,7 @@ class GoldenOptions:
     name: str | None = None
     id_prefix: str = "golden"
     id_column: str | None = None
+    expected_column: str | None = None
     blank_expected: BlankExpected | None = None
     sources_column: str | None = None
     source_template: str = "{}"
@@ -75,13 +86,14 @@ class GoldenOptions:
 
 @dataclass
 class GoldenImport:
-    """What an import produced: the two file texts (None when no row went
+    """What an import produced: the three file texts (None when no row went
     there), the report object, and the sources the eval cases name."""
 
     eval_text: str | None
     must_refuse_text: str | None
     report: dict[str, Any]
     sources: frozenset[str] = field(default_factory=frozenset)
+    answers_text: str | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -145,7 +157,6 @@ class _Importer:
         self.options = options
         self.question = _column(header, "question")
         self.query = _column(header, "query")
-        self.expected = _column(header, "expected")
         self.decision = _column(header, "expect_decision")
         self.note = _column(header, "note")
         self.warnings: list[str] = []
@@ -156,10 +167,29 @@ class _Importer:
             )
         self.id_column = self._named(options.id_column, "--id-column")
         self.sources_column = self._named(options.sources_column, "--sources-column")
+        named_expected = self._named(options.expected_column, "--expected-column")
+        for role, taken in (
+            ("the question", self.question),
+            ("the query", self.query),
+            ("expect_decision", self.decision),
+            ("--id-column", self.id_column),
+            ("--sources-column", self.sources_column),
+        ):
+            if named_expected is not None and named_expected == taken:
+                raise InputError(
+                    f"{shown}: --expected-column '{named_expected}' is already read as {role}",
+                    path=shown,
+                )
+        self.expected = named_expected or _column(header, "expected")
+        if named_expected is not None and named_expected != "expected":
+            self.warnings.append(
+                f"answer text was read from '{named_expected}' (--expected-column); citenexus "
+                "reads only 'expected', so it would not see these labels"
+            )
         for role, name in (
             ("question", self.question),
             ("query", self.query),
-            ("expected", self.expected),
+            ("expected", None if named_expected is not None else self.expected),
             ("expect_decision", self.decision),
             ("note", self.note),
         ):
@@ -229,6 +259,7 @@ def import_golden(path: str | Path, options: GoldenOptions | None = None) -> Gol
     width = max(3, len(str(len(rows))))
     if importer.decision is None and opts.blank_expected is None:
         blank = [row.number for row in rows if not trim(importer.cell(row, importer.expected))]
+        column = importer.expected or "expected"
         if blank and importer.expected is None:
             raise InputError(
                 f"{shown}: the file has neither an 'expected' nor an 'expect_decision' column, "
@@ -241,7 +272,7 @@ def import_golden(path: str | Path, options: GoldenOptions | None = None) -> Gol
             listed = ", ".join(str(number) for number in blank[:20])
             more = f" and {len(blank) - 20} more" if len(blank) > 20 else ""
             raise InputError(
-                f"{shown}: {len(blank)} row(s) have a blank 'expected' and the file has no "
+                f"{shown}: {len(blank)} row(s) have a blank '{column}' and the file has no "
                 f"'expect_decision' column (rows {listed}{more}); in citenexus a blank expected "
                 "means 'any answer counts', not 'refuse' — pass --blank-expected must-refuse "
                 "or --blank-expected skip",
@@ -249,6 +280,7 @@ def import_golden(path: str | Path, options: GoldenOptions | None = None) -> Gol
             )
 
     eval_cases: list[dict[str, Any]] = []
+    answers: list[dict[str, Any]] = []
     refusals: list[dict[str, Any]] = []
     detail: list[dict[str, Any]] = []
     needs_labels: list[dict[str, Any]] = []
@@ -256,7 +288,9 @@ def import_golden(path: str | Path, options: GoldenOptions | None = None) -> Gol
     for row in rows:
         question = importer.question_of(row)
         case_id = importer.case_id(row, width)
-        went, why = _route(importer, row, question, opts)
+        expected = trim(importer.cell(row, importer.expected))
+        sources = importer.sources(row)
+        went, why = _route(importer, row, question, expected, sources, opts)
         if went in (EVAL, MUST_REFUSE, NEEDS_LABELS):
             if not case_id:
                 raise InputError(
@@ -285,10 +319,12 @@ def import_golden(path: str | Path, options: GoldenOptions | None = None) -> Gol
                     "query": question,
                     "expected_sources": [
                         {"source": source, "paragraphs": [], "relevance": 1}
-                        for source in dict.fromkeys(importer.sources(row))
+                        for source in dict.fromkeys(sources)
                     ],
                 }
             )
+            if expected:
+                answers.append({"case_id": case_id, "answers": [expected]})
         elif went == MUST_REFUSE:
             refusal: dict[str, Any] = {"case_id": case_id, "query": question}
             note = trim(importer.cell(row, importer.note))
@@ -296,21 +332,17 @@ def import_golden(path: str | Path, options: GoldenOptions | None = None) -> Gol
                 refusal["why"] = note
             refusals.append(refusal)
         elif went == NEEDS_LABELS:
-            needs_labels.append(
-                {
-                    "row": row.number,
-                    "case_id": case_id,
-                    "question": question,
-                    "expected": importer.cell(row, importer.expected),
-                }
-            )
+            needs_labels.append({"row": row.number, "case_id": case_id, "question": question})
 
     name = opts.name or Path(path).stem
     eval_text = _jsonl({"taguru_eval": 1, "name": name}, eval_cases) if eval_cases else None
+    answers_text = _jsonl({ANSWERS_STAMP_KEY: 1, "name": name}, answers) if answers else None
     refusal_text = _jsonl({STAMP_KEY: 1, "name": name}, refusals) if refusals else None
     # What is written must load as what it claims to be (ids are disjoint by construction).
     if eval_text is not None:
         load_eval_text(eval_text, "eval.jsonl")
+    if answers_text is not None:
+        parse_answers(answers_text, "answers.jsonl", [case["case_id"] for case in eval_cases])
     if refusal_text is not None:
         parse_must_refuse(refusal_text, "must_refuse.jsonl")
 
@@ -325,14 +357,21 @@ def import_golden(path: str | Path, options: GoldenOptions | None = None) -> Gol
             f"case_ids are '{opts.id_prefix}-<row number>': reordering the CSV renumbers them "
             "and breaks compare's continuity — an id column (--id-column) is the fix"
         )
+    unlocated = sum(1 for case in eval_cases if not case["expected_sources"])
+    if unlocated:
+        warnings.append(
+            f"{unlocated} eval case(s) carry answer text but no location label: their "
+            "expected_sources are empty, so only the answers file scores them"
+        )
     if refusals:
         warnings.append(
             "must-refuse kinds are left unspecified: mark each case out_of_corpus or adjacent "
             "by hand (adjacent questions usually surface related text on a correct retriever)"
         )
-    counts = dict.fromkeys(DESTINATIONS, 0)
+    counts = dict.fromkeys(COUNTED, 0)
     for entry in detail:
         counts[entry["went"]] += 1
+    counts[ANSWERS] = len(answers)
     report: dict[str, Any] = {
         REPORT_STAMP: 1,
         "source": shown,
@@ -343,20 +382,30 @@ def import_golden(path: str | Path, options: GoldenOptions | None = None) -> Gol
         "needs_labels": needs_labels,
         "warnings": warnings,
     }
-    sources = frozenset(
-        entry["source"] for case in eval_cases for entry in case["expected_sources"]
-    )
-    return GoldenImport(eval_text, refusal_text, report, sources)
+    named = frozenset(entry["source"] for case in eval_cases for entry in case["expected_sources"])
+    return GoldenImport(eval_text, refusal_text, report, named, answers_text)
 
 
-def _route(importer: _Importer, row: _Row, question: str, opts: GoldenOptions) -> tuple[str, str]:
-    """Where one row goes, and why (one sentence a reader can act on)."""
+def _route(
+    importer: _Importer,
+    row: _Row,
+    question: str,
+    expected: str,
+    sources: Sequence[str],
+    opts: GoldenOptions,
+) -> tuple[str, str]:
+    """Where one row goes, and why (one sentence a reader can act on); ``expected``
+    is the row's answer text trimmed, ``sources`` its location labels."""
     if not question:
         return SKIPPED, "no question: both the 'question' and 'query' cells are empty"
-    expected = trim(importer.cell(row, importer.expected))
     if importer.decision is not None:
         decision = trim(importer.cell(row, importer.decision)).casefold()
         if decision == "abstain":
+            if expected:
+                return MUST_REFUSE, (
+                    f"expect_decision=abstain; its '{importer.expected}' text is not carried "
+                    "(a must-refuse case has no answers)"
+                )
             return MUST_REFUSE, "expect_decision=abstain"
         if decision != "answer":
             shown = decision or "(blank)"
@@ -365,16 +414,22 @@ def _route(importer: _Importer, row: _Row, question: str, opts: GoldenOptions) -
         if opts.blank_expected == "must-refuse":
             return MUST_REFUSE, "blank expected, imported as must-refuse (--blank-expected)"
         return SKIPPED, "blank expected, skipped (--blank-expected skip)"
-    if importer.sources(row):
-        return EVAL, f"answerable; expected_sources from '{importer.sources_column}'"
     reason = (
         f"its '{importer.sources_column}' cell is empty"
         if importer.sources_column is not None
         else "no document-id column was mapped (--sources-column)"
     )
+    if expected:
+        answer = f"answer text from '{importer.expected}' to the answers file"
+        if sources:
+            return EVAL, f"{answer}; expected_sources from '{importer.sources_column}'"
+        return EVAL, f"{answer}; no expected_sources, as {reason}"
+    if sources:
+        return EVAL, f"answerable; expected_sources from '{importer.sources_column}'"
+    blank = "no expected column" if importer.expected is None else f"'{importer.expected}' is blank"
     return NEEDS_LABELS, (
-        f"answerable, but it has no location label ({reason}); its answer text has no "
-        "eval.jsonl counterpart, and a case without expectations would measure nothing"
+        f"answerable, but it has neither answer text ({blank}) nor a location label "
+        f"({reason}); a case without either would measure nothing"
     )
 
 
@@ -383,6 +438,7 @@ def _columns(importer: _Importer, header: Sequence[str]) -> dict[str, Any]:
     for column, meaning in (
         (importer.question, "query (preferred per row when non-empty)"),
         (importer.query, "query (when 'question' is empty)"),
+        (importer.expected, "answers file (trimmed); a blank cell carries no answer"),
         (importer.decision, "routing: answer -> eval.jsonl, abstain -> must-refuse file"),
         (importer.note, "must-refuse 'why'"),
         (importer.id_column, "case_id"),
@@ -394,11 +450,8 @@ def _columns(importer: _Importer, header: Sequence[str]) -> dict[str, Any]:
     for column in header:
         if column in mapped:
             continue
-        if column == importer.expected:
-            why = (
-                "answer text has no eval.jsonl counterpart: taguru scores where evidence is "
-                "(a source and a paragraph), never a generated answer; it routes blank rows only"
-            )
+        if column == "expected":
+            why = f"not the answer column: --expected-column names '{importer.expected}'"
         elif column == "correct_docs" and importer.sources_column is None:
             why = (
                 "looks like document ids; pass --sources-column correct_docs with "
