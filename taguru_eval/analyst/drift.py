@@ -333,7 +333,11 @@ def bounds_frame(thresholds: Thresholds | None) -> pl.DataFrame:
 
 
 def read_thresholds(
-    path: str | Path, case_ids: Collection[str] | None = None, *, must_refuse: bool = False
+    path: str | Path,
+    case_ids: Collection[str] | None = None,
+    *,
+    must_refuse: bool = False,
+    answers: bool = False,
 ) -> Thresholds:
     """A thresholds file, for :func:`bounds_frame`, read and checked as run mode does.
 
@@ -343,9 +347,9 @@ def read_thresholds(
     cases, against which ``cases.overrides`` is checked; ``None`` (a context's
     history, no one eval set) leaves the overrides' case ids unchecked.
     ``must_refuse``: the run was given ``--must-refuse``, so the abstention
-    metrics may be bounded.
+    metrics may be bounded; ``answers``: it was given ``--answers`` (``answers.*``).
     """
-    return load_run_thresholds(path, case_ids, must_refuse=must_refuse)
+    return load_run_thresholds(path, case_ids, must_refuse=must_refuse, answers=answers)
 
 
 def latency_samples(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:

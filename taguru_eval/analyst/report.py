@@ -36,8 +36,9 @@ import polars as pl
 from taguru_eval._base.html import pairs_html, table_html
 from taguru_eval.analyst import aggregate, charts, drift, must_refuse, offline, slices
 from taguru_eval.analyst.ingest import tables_from_document
+from taguru_eval.artifact.layout import get_path
 from taguru_eval.artifact.read import read_artifact
-from taguru_eval.catalog import CATALOG, scalar_expr
+from taguru_eval.catalog import ANSWERS_BLOCK, ANSWERS_METRICS, CATALOG, scalar_expr
 from taguru_eval.compare import Comparison, compare
 from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import Budget, read_view
@@ -197,13 +198,19 @@ def run_thresholds(path: str | Path, loaded: ReportRun) -> Thresholds:
     the file is accepted or refused exactly as the gate of a run over the same
     eval set would take it, with the same message: a ``cases.overrides`` case
     id the run does not have is refused, not silently dropped. Its catalog
-    has the abstention metrics only when the run was given ``--must-refuse``.
+    has the abstention metrics only when the run was given ``--must-refuse``,
+    the answers metrics only with ``--answers``.
     """
     cases = loaded.tables.get("cases")
     case_ids = [] if cases is None else cases.get_column("case_id").to_list()
     inputs = loaded.document.get("inputs")
-    must_refuse = isinstance(inputs, Mapping) and isinstance(inputs.get("must_refuse"), Mapping)
-    return drift.read_thresholds(path, case_ids, must_refuse=must_refuse)
+    given = inputs if isinstance(inputs, Mapping) else {}
+    return drift.read_thresholds(
+        path,
+        case_ids,
+        must_refuse=isinstance(given.get("must_refuse"), Mapping),
+        answers=isinstance(given.get("answers"), Mapping),
+    )
 
 
 def store_of(run: str | Path) -> Path | None:
@@ -489,6 +496,53 @@ def must_refuse_section(
     )
 
 
+ANSWER_MISSES_SHOWN: Final = 50
+
+
+def answers_section(document: Mapping[str, Any], tables: Mapping[str, pl.DataFrame]) -> str:
+    """A run given ``--answers``: the answers figures with their denominators, how
+    deep in the window the first answer sat, and the listed cases where no answer
+    was found (the user's own answer text only); empty without ``--answers``."""
+    declared = get_path(document, "inputs", "answers")
+    cases = tables.get("cases")
+    if not isinstance(declared, Mapping) or cases is None or ANSWERS_BLOCK not in cases.columns:
+        return ""
+    metrics = tables["metrics"].with_columns(scalar_expr())
+    figures = metrics.filter(pl.col("metric").is_in(list(ANSWERS_METRICS))).select(
+        "metric", "n", "scalar", "p50", "min"
+    )
+    listed = cases.filter(pl.col(ANSWERS_BLOCK).is_not_null())
+    judged = listed.filter(pl.col("answers_found").is_not_null())
+    depth = (
+        judged.group_by(pl.col("answers_first_rank").alias("first answer at rank"))
+        .len("cases")
+        .sort("first answer at rank", nulls_last=True)
+    )
+    misses = judged.filter(pl.col("answers_found") == 0).select(
+        "case_id", pl.col(ANSWERS_BLOCK).alias("declared"), "recall_at_k"
+    )
+    pairs = [
+        ("answers file", declared.get("path")),
+        ("match rule", declared.get("match")),
+        ("listed cases", declared.get("cases")),
+        ("judged (first lane completed)", judged.height),
+        ("not judged (first lane failed)", listed.height - judged.height),
+    ]
+    return (
+        '<section id="answers"><h2>Answer evidence</h2>'
+        f"{pairs_html(pairs)}"
+        f"{table_html(figures, caption='answers.* over the judged cases')}"
+        f"{table_html(depth, caption='rank of the first answer-bearing hit (null: none)')}"
+        + table_html(
+            misses,
+            caption="listed cases with no answer in their window",
+            limit=ANSWER_MISSES_SHOWN,
+            more="more cases: the cases table's answers_found column",
+        )
+        + "</section>"
+    )
+
+
 def _case_lines(drivers: pl.DataFrame, kind: str) -> str:
     """The first :data:`LISTED_CASES` cases of ``kind`` with their drivers, and the count."""
     rows = drivers.filter(pl.col("kind") == kind)
@@ -659,9 +713,9 @@ def build_report(
     page.sections.append(gate_section(document))
     page.sections.append(metrics_section(page, document, tables, bounds))
     page.sections.append(cases_section(page, tables, loaded, out))
-    section = must_refuse_section(page, document, tables)
-    if section:
-        page.sections.append(section)
+    for section in (must_refuse_section(page, document, tables), answers_section(document, tables)):
+        if section:
+            page.sections.append(section)
     page.sections.append(latency_section(page, tables))
     page.sections.append(slices_section(tables))
     history_store = Path(store) if store is not None else store_of(run)

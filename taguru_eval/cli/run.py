@@ -104,6 +104,7 @@ def write_reports(
             run_id=result.run_id,
             context=options.context,
             generated_at=str(result.doc.get("generated_at", "")),
+            catalog=result.scores.catalog,
         )
         write_report(options.junit, report)
     step_summary = env.get(STEP_SUMMARY_ENV) if options.step_summary else None
@@ -120,6 +121,7 @@ def write_reports(
         result.gate,
         run_id=result.run_id,
         comparison=comparison,
+        catalog=result.scores.catalog,
     )
     if options.summary is not None:
         write_report(options.summary, markdown)

@@ -95,9 +95,57 @@ def _must_refuse_run(
     return _execute_with_progress(prepared, console)
 
 
+GOLDEN_CONTEXT: Final = "handbook"
+GOLDEN_CSV: Final = "golden.csv"
+GOLDEN_THRESHOLDS: Final = "golden_thresholds.json"
+
+
+def run_golden(url: str, out_dir: Path, console: Console) -> int:
+    """A citenexus golden CSV (``data/handbook/golden.csv``) as a user brings it:
+    ``import-golden`` writes its eval set, answers and must-refuse files under
+    ``out_dir``, then one run with ``--answers`` and ``--must-refuse`` is gated
+    by ``golden_thresholds.json``; its summary shows the answers figures beside
+    recall and the must-refuse verdicts. Returns the run's exit code."""
+    from taguru_eval.cli import import_golden  # the demo's one use of it
+
+    data = demo_data_dir() / GOLDEN_CONTEXT
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {name: out_dir / f"golden.{name}" for name in ("eval.jsonl", "answers.jsonl")}
+    must_refuse = out_dir / "golden.must_refuse.jsonl"
+    imported = import_golden.main(
+        [
+            str(data / GOLDEN_CSV),
+            "--id-column", "id",
+            "--sources-column", "doc",
+            "--source-template", "{}.md",
+            "--eval-out", str(files["eval.jsonl"]),
+            "--answers-out", str(files["answers.jsonl"]),
+            "--must-refuse-out", str(must_refuse),
+            "--report-out", str(out_dir / "golden.import-report.json"),
+        ],
+        stdout=console.stdout,
+        stderr=console.stderr,
+    )  # fmt: skip
+    if imported != EXIT_OK:
+        return imported
+    options = RunOptions(
+        eval_path=str(files["eval.jsonl"]),
+        context=GOLDEN_CONTEXT,
+        url=url,
+        out=str(out_dir / "evaluation.json"),
+        thresholds=str(data / GOLDEN_THRESHOLDS),
+        must_refuse=str(must_refuse),
+        answers=str(files["answers.jsonl"]),
+        no_store=True,
+    )
+    prepared = prepare_run(options, {}, stderr=console.err)
+    return _execute_with_progress(prepared, console).exit_code
+
+
 def run_demo(out_dir: Path) -> int:
     """Serve ``data/``, evaluate the sake context with its must-refuse file,
-    print the metrics table and the must-refuse verdicts under each rule."""
+    print the metrics table and the must-refuse verdicts under each rule, then
+    take the handbook's golden CSV from ``import-golden`` to the gate."""
     console = Console()
     with (
         _demo_server(out_dir, console) as (url, context_dir),
@@ -118,15 +166,23 @@ def run_demo(out_dir: Path) -> int:
             name = f"must-refuse-{title.replace(' + ', '-').replace(' ', '-')}.json"
             target = vector_url if vector else url
             walk.append(_must_refuse_run(target, context_dir, out_dir / name, quiet, rule=rule))
-    docs = [run.doc for run in walk]
-    console.out(f"must-refuse verdicts (data/{DEMO_CONTEXT}/{MUST_REFUSE_FILE}):")
-    console.out(verdict_table(docs))
-    console.out("")
-    console.out(trade_off_table(docs))
+        docs = [run.doc for run in walk]
+        console.out(f"must-refuse verdicts (data/{DEMO_CONTEXT}/{MUST_REFUSE_FILE}):")
+        console.out(verdict_table(docs))
+        console.out("")
+        console.out(trade_off_table(docs))
+        console.out("")
+        console.err(
+            f"taguru_eval demo: a citenexus golden CSV (data/{GOLDEN_CONTEXT}/{GOLDEN_CSV}) "
+            "through import-golden, then run --answers --must-refuse (toy vector lane)"
+        )
+        console.out(f"golden CSV (data/{GOLDEN_CONTEXT}/{GOLDEN_CSV}):")
+        golden = run_golden(vector_url, out_dir / "golden", console)
     console.out("")
     console.out(f"artifacts: {result.out_path}  and  {result.store_path}")
     console.out(f"  (the other modes: {', '.join(str(run.out_path) for run in walk[1:])})")
-    return result.exit_code
+    console.out(f"  (the golden CSV walk-through: {out_dir / 'golden'})")
+    return result.exit_code or golden
 
 
 def verdict_table(docs: Sequence[Mapping[str, Any]]) -> str:
