@@ -30,7 +30,7 @@ from taguru_eval.artifact.blocks import (
     passage_block,
     structural_block,
 )
-from taguru_eval.catalog import CATALOG, CaseField, Catalog
+from taguru_eval.catalog import ANSWERS_BLOCK, ANSWERS_METRICS, CATALOG, CaseField, Catalog
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,22 @@ def _coverage(name: str, catalog: Catalog) -> tuple[Slot, ...]:
         _count(block, ("coverage", name, "expected"), block),
         _count(f"coverage_{name}_matched", ("coverage", name, "matched"), block),
         catalog.per_case[f"coverage.{name}"],
+    )
+
+
+def _answers(catalog: Catalog) -> tuple[Slot, ...]:
+    """A run given --answers: its three values, then its counts (the checks, which
+    name the answers file's text, are written beside them by the pipeline)."""
+    if not set(ANSWERS_METRICS) <= set(catalog):
+        return ()
+    metric = catalog.per_case
+    return (
+        metric["answers.hit_at_k"],
+        metric["answers.mrr"],
+        metric["answers.coverage"],
+        _count(ANSWERS_BLOCK, ("answers", "declared"), ANSWERS_BLOCK),
+        _count("answers_found", ("answers", "found"), ANSWERS_BLOCK),
+        _count("answers_first_rank", ("answers", "first_rank"), ANSWERS_BLOCK),
     )
 
 
@@ -119,6 +135,7 @@ def case_layout(catalog: Catalog = CATALOG) -> tuple[Slot, ...]:
         metric["budget.tokens_used"],
         CaseField("budget_omitted_total", ("budget", "omitted_total"), pa.int64(), lane=True),
         metric["diversity.sources"],
+        *_answers(catalog),
     )
     placed = {slot.column for slot in listed if isinstance(slot, CaseField)}
     added = tuple(field for field in metric.values() if field.column not in placed)
