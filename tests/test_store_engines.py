@@ -38,8 +38,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("engines") / "runs"
     for context, run_id, step in RUNS:
         doc = evaluation_document(step=step, context=context)
-        if step == 2:  # one run given --must-refuse, so its tables have rows
+        if step == 2:  # one run given --must-refuse and --answers, so their tables have rows
             doc["abstention"] = abstention_block()
+            doc["inputs"]["answers"] = {"path": "a.jsonl", "cases": 1, "match": "normalized"}
+            doc["cases"][0]["answers"] = {
+                "declared": 1,
+                "checks": [{"answer": "an answer", "found": True, "rank": 1}],
+            }
         loaded = tables_from_artifact(doc, run_id)
         frames = {**loaded.tables.frames(), **loaded.scores.frames()}
         write_run(root, context, run_id, frames, json.dumps(doc), origin=RunOrigin("run"))

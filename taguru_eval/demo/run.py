@@ -24,11 +24,13 @@ from typing import Any, Final
 
 import polars as pl
 
+from taguru_eval._base.files import WriteFailed, write_all_atomic
 from taguru_eval.api import Run
 from taguru_eval.compare import compare
 from taguru_eval.demo.data import DEMO_CONTEXT, demo_data_dir
 from taguru_eval.demo.history import demo_history
 from taguru_eval.errors import EXIT_OK, EXIT_RUN_FAILED, PREFIX, RunError, os_error_text
+from taguru_eval.inputs.golden import GoldenOptions, import_golden
 from taguru_eval.inputs.prepare import PreparedRun, prepare_run
 from taguru_eval.options import Budget, RunOptions
 from taguru_eval.pipeline import execute
@@ -102,43 +104,40 @@ GOLDEN_THRESHOLDS: Final = "golden_thresholds.json"
 
 def run_golden(url: str, out_dir: Path, console: Console) -> int:
     """A citenexus golden CSV (``data/handbook/golden.csv``) as a user brings it:
-    ``import-golden`` writes its eval set, answers and must-refuse files under
-    ``out_dir``, then one run with ``--answers`` and ``--must-refuse`` is gated
-    by ``golden_thresholds.json``; its summary shows the answers figures beside
-    recall and the must-refuse verdicts. Returns the run's exit code."""
-    from taguru_eval.cli import import_golden  # the demo's one use of it
-
+    imported as ``import-golden`` imports it (its eval set, answers and
+    must-refuse files under ``out_dir``), then one run with ``--answers`` and
+    ``--must-refuse`` gated by ``golden_thresholds.json``; the run's summary shows
+    the answers figures beside recall and the must-refuse verdicts. Returns the
+    run's exit code."""
     data = demo_data_dir() / GOLDEN_CONTEXT
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = {name: out_dir / f"golden.{name}" for name in ("eval.jsonl", "answers.jsonl")}
-    must_refuse = out_dir / "golden.must_refuse.jsonl"
-    imported = import_golden.main(
-        [
-            str(data / GOLDEN_CSV),
-            "--id-column", "id",
-            "--sources-column", "doc",
-            "--source-template", "{}.md",
-            "--eval-out", str(files["eval.jsonl"]),
-            "--answers-out", str(files["answers.jsonl"]),
-            "--must-refuse-out", str(must_refuse),
-            "--report-out", str(out_dir / "golden.import-report.json"),
-        ],
-        stdout=console.stdout,
-        stderr=console.stderr,
-    )  # fmt: skip
-    if imported != EXIT_OK:
-        return imported
-    options = RunOptions(
-        eval_path=str(files["eval.jsonl"]),
+    options = GoldenOptions(id_column="id", sources_column="doc", source_template="{}.md")
+    imported = import_golden(data / GOLDEN_CSV, options)
+    files = {
+        "eval": (out_dir / "golden.eval.jsonl", imported.eval_text),
+        "answers": (out_dir / "golden.answers.jsonl", imported.answers_text),
+        "must_refuse": (out_dir / "golden.must_refuse.jsonl", imported.must_refuse_text),
+    }
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_all_atomic([(path, text.encode()) for path, text in files.values() if text])
+    except (OSError, WriteFailed) as exc:
+        raise RunError(f"demo: cannot write the golden CSV's files in {out_dir}: {exc}") from None
+    counts = imported.counts
+    console.out(
+        f"  import-golden: {counts['eval']} eval case(s), {counts['answers']} with answer "
+        f"text, {counts['must_refuse']} must-refuse case(s) → {out_dir}"
+    )
+    run = RunOptions(
+        eval_path=str(files["eval"][0]),
         context=GOLDEN_CONTEXT,
         url=url,
         out=str(out_dir / "evaluation.json"),
         thresholds=str(data / GOLDEN_THRESHOLDS),
-        must_refuse=str(must_refuse),
-        answers=str(files["answers.jsonl"]),
+        must_refuse=str(files["must_refuse"][0]),
+        answers=str(files["answers"][0]),
         no_store=True,
     )
-    prepared = prepare_run(options, {}, stderr=console.err)
+    prepared = prepare_run(run, {}, stderr=console.err)
     return _execute_with_progress(prepared, console).exit_code
 
 

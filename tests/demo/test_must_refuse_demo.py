@@ -63,6 +63,16 @@ def test_the_demo_shows_the_three_situations(
     assert vector["abstention"]["vector"]["provider_model"] == "refserver-toy-hash-v1"
     assert vector["abstention"]["vector"]["passage_vectors"] == "ready"
     assert "semantic + toy vector lane" in out
+    # The golden CSV from import-golden to the gate: answers beside recall and abstention.
+    golden = out[out.index("golden CSV (data/handbook/golden.csv):") :]
+    assert "import-golden: 6 eval case(s), 6 with answer text, 3 must-refuse case(s)" in golden
+    assert "  recall over 4 case(s):" in golden
+    assert "  answers over 6 of 6 listed case(s), match normalized: hit@k " in golden
+    assert "  must-refuse over 3 case(s), rule semantic:" in golden
+    assert "  thresholds: PASS" in golden
+    gated = json.loads((tmp_path / "golden" / "evaluation.json").read_text("utf-8"))
+    assert gated["thresholds"]["passed"] is True
+    assert gated["metrics"]["answers.hit_at_k"]["n"] == 6
 
 
 def test_the_handbook_file_runs_from_the_command_line(
