@@ -145,7 +145,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
                         [--significance] [--fail-on-regression] [--alpha A]
        python -m taguru_eval export RUN --trec DIR [--eval FILE]
-       python -m taguru_eval serve|demo|report|ingest|import-golden|refusal-bands ...
+       python -m taguru_eval serve|wait|demo|report|ingest|import-golden|refusal-bands ...
        python -m taguru_eval --version
 
 Evaluate one taguru context against a labeled question set (eval.jsonl) and
@@ -200,6 +200,8 @@ subcommands:
   compare              compare two evaluation.json files into changes.jsonl
   export               export a run for IR tools (TREC run file and qrels)
   serve                serve a corpus folder with the reference server
+  wait                 wait until a server answers /health (URL or the ready
+                       file of 'serve --ready-file'), for CI scripts
   demo                 run the bundled demo end to end
   report               render charts and an HTML report from the run store
   ingest               import an existing evaluation.json into the run store
