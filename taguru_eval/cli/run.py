@@ -28,8 +28,10 @@ from taguru_eval.options import (
     COUNT_MAX,
     DEFAULT_CONCURRENCY,
     DEFAULT_OUT,
+    JunitCases,
     RefusalRule,
     RunOptions,
+    junit_cases_of,
     not_a_count,
     refusal_rule_of,
 )
@@ -102,6 +104,7 @@ def write_reports(
             run_id=result.run_id,
             context=options.context,
             generated_at=str(result.doc.get("generated_at", "")),
+            junit_cases=options.resolved_junit_cases,
         )
         write_report(options.junit, report)
     step_summary = env.get(STEP_SUMMARY_ENV) if options.step_summary else None
@@ -139,6 +142,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--max-tokens N] [--rerank MODEL] [--concurrency N]
                         [--must-refuse FILE] [--refusal-rule semantic|any]
                         [--store DIR | --no-store] [--junit FILE]
+                        [--junit-cases failing|all]
                         [--summary FILE] [--summary-base RUN]
                         [--no-step-summary] [--quiet] [--resume]
        python -m taguru_eval run --eval FILE --context NAME [...]
@@ -180,8 +184,12 @@ run-mode flags:
                        or any (any served hit surfaces); only with --must-refuse
   --store DIR          keep the run's tables under DIR (Parquet run store)
   --no-store           do not keep the run in the run store
-  --junit FILE         write the gate as a JUnit XML test report (one test
-                       case per threshold bound), atomically
+  --junit FILE         write the gate as a JUnit XML test report, atomically:
+                       a test case per aggregate bound, and per per-case
+                       bound as --junit-cases says
+  --junit-cases WHICH  failing (default): a per-case bound is a test case only
+                       when violated (the others are counted in the suite's
+                       properties); all: every per-case bound; only with --junit
   --summary FILE       write a Markdown summary (verdict, key metrics,
                        violations, worst cases), atomically
   --summary-base RUN   add the base value and delta of each key metric to the
@@ -247,6 +255,7 @@ _VALUE_FLAGS: Final = {
     "--refusal-rule": "--refusal-rule needs a value",
     "--store": "--store needs a directory",
     "--junit": "--junit needs a file path",
+    "--junit-cases": "--junit-cases needs a value",
     "--summary": "--summary needs a file path",
     "--summary-base": "--summary-base needs a file or directory path",
 }
@@ -277,6 +286,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
     :class:`RunOptions`' own, so both report them alike."""
     values: dict[str, str] = {}
     rule: RefusalRule | None = None
+    junit_cases: JunitCases | None = None
     counts: dict[str, int] = {}
     switches: set[str] = set()
     index = 0
@@ -290,6 +300,8 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
             value = args[index + 1]
             if arg == "--refusal-rule":
                 rule = refusal_rule_of(value)
+            elif arg == "--junit-cases":
+                junit_cases = junit_cases_of(value)
             values[arg] = value
             index += 2
         elif arg in _COUNT_FLAGS:
@@ -336,6 +348,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         store_dir=values.get("--store"),
         no_store="--no-store" in switches,
         junit=values.get("--junit"),
+        junit_cases=junit_cases,
         summary=values.get("--summary"),
         summary_base=values.get("--summary-base"),
         step_summary="--no-step-summary" not in switches,
