@@ -39,6 +39,12 @@ DEFAULT_ANSWER_MATCH: Final[AnswerMatch] = "normalized"
 MSG_BAD_ANSWER_MATCH: Final = "--answer-match must be 'normalized' or 'tokens'"
 MSG_MATCH_WITHOUT_ANSWERS: Final = "--answer-match requires --answers"
 
+JunitCases = Literal["failing", "all"]
+JUNIT_CASES: Final[tuple[JunitCases, ...]] = ("failing", "all")
+DEFAULT_JUNIT_CASES: Final[JunitCases] = "failing"
+"""``--junit-cases``: which per-case bounds the JUnit report lists as test cases
+(aggregate bounds always are): only the violated ones, or every one."""
+
 COUNT_MAX: Final = 2**64 - 1
 """The largest count a flag takes: taguru parses counts as Rust's ``usize`` (64-bit)."""
 
@@ -47,6 +53,8 @@ MSG_RERANK_WITHOUT_ASSEMBLY: Final = "--rerank requires --assembly"
 MSG_RULE_WITHOUT_MUST_REFUSE: Final = "--refusal-rule requires --must-refuse"
 MSG_STORE_AND_NO_STORE: Final = "--store and --no-store are exclusive"
 MSG_RESUME_WITHOUT_STORE: Final = "--resume needs the run store (not --no-store)"
+MSG_BAD_JUNIT_CASES: Final = "--junit-cases must be 'failing' or 'all'"
+MSG_JUNIT_CASES_WITHOUT_JUNIT: Final = "--junit-cases requires --junit"
 
 
 def answer_match_of(value: object) -> AnswerMatch:
@@ -70,6 +78,15 @@ def refusal_rule_of(value: object) -> RefusalRule:
         if value == rule:
             return rule
     raise UsageError(MSG_BAD_REFUSAL_RULE)
+
+
+def junit_cases_of(value: object) -> JunitCases:
+    """``value`` as a ``--junit-cases`` choice (``failing`` or ``all``); anything
+    else is the usage error."""
+    for choice in JUNIT_CASES:
+        if value == choice:
+            return choice
+    raise UsageError(MSG_BAD_JUNIT_CASES)
 
 
 def _is_count(value: object) -> bool:
@@ -117,7 +134,9 @@ class RunOptions:
     (``--store DIR`` / ``--no-store``); ``None`` + ``False`` means "the
     default store", which the runner decides. ``junit`` / ``summary`` /
     ``summary_base`` / ``step_summary`` (``--no-step-summary`` clears it) say
-    which CI reports the command line writes after the run; ``quiet``
+    which CI reports the command line writes after the run, ``junit_cases``
+    (``None`` when ``--junit-cases`` was not given; see
+    :attr:`resolved_junit_cases`) which per-case bounds ``--junit`` lists; ``quiet``
     silences the progress display; ``resume`` continues the newest unfinished
     run of the context in the store (:mod:`taguru_eval.resume`). ``answers`` is
     the ``--answers`` file; ``answer_match`` its ``--answer-match`` (``None``
@@ -147,6 +166,7 @@ class RunOptions:
     store_dir: str | None = None
     no_store: bool = False
     junit: str | None = None
+    junit_cases: JunitCases | None = None
     summary: str | None = None
     summary_base: str | None = None
     step_summary: bool = True
@@ -179,6 +199,10 @@ class RunOptions:
             raise UsageError(MSG_STORE_AND_NO_STORE)
         if self.resume and self.no_store:
             raise UsageError(MSG_RESUME_WITHOUT_STORE)
+        if self.junit_cases is not None:
+            junit_cases_of(self.junit_cases)
+            if self.junit is None:
+                raise UsageError(MSG_JUNIT_CASES_WITHOUT_JUNIT)
 
     @property
     def resolved_refusal_rule(self) -> RefusalRule:
@@ -189,6 +213,11 @@ class RunOptions:
     def resolved_answer_match(self) -> AnswerMatch:
         """The answer match rule the run uses: ``--answer-match``, else ``normalized``."""
         return DEFAULT_ANSWER_MATCH if self.answer_match is None else self.answer_match
+
+    @property
+    def resolved_junit_cases(self) -> JunitCases:
+        """Which per-case bounds ``--junit`` lists: ``--junit-cases``, else ``failing``."""
+        return DEFAULT_JUNIT_CASES if self.junit_cases is None else self.junit_cases
 
     @property
     def budget_given(self) -> bool:

@@ -103,3 +103,30 @@ def test_counts_and_the_rule_come_before_the_combinations() -> None:
     assert error.message == "--refusal-rule must be 'semantic' or 'any'"
     error = _usage(RunOptions, "e.jsonl", "sake", rerank="m", refusal_rule="any")
     assert error.message == "--rerank requires --assembly"
+
+
+@pytest.mark.parametrize(
+    ("argv", "fields", "message"),
+    [
+        (["--junit-cases", "all"], {"junit_cases": "all"}, "--junit-cases requires --junit"),
+        (
+            ["--junit", "j.xml", "--junit-cases", "none"],
+            {"junit": "j.xml", "junit_cases": "none"},
+            "--junit-cases must be 'failing' or 'all'",
+        ),
+    ],
+)
+def test_junit_cases_is_refused_alike(
+    argv: list[str], fields: dict[str, Any], message: str
+) -> None:
+    # --junit is the command line's own report (the library writes none), so
+    # the rule is checked on the command line and on RunOptions.
+    assert _usage(parse_run_args, [*MIN, *argv]).message == message
+    assert _usage(RunOptions, "eval.jsonl", "sake", **fields).message == message
+
+
+def test_junit_cases_defaults_to_failing() -> None:
+    assert RunOptions("e.jsonl", "sake").resolved_junit_cases == "failing"
+    given = parse_run_args([*MIN, "--junit", "j.xml", "--junit-cases", "all"])
+    assert given is not None
+    assert (given.junit_cases, given.resolved_junit_cases) == ("all", "all")

@@ -1,23 +1,36 @@
 """A run's threshold gate as a JUnit XML test report, for CI systems to display.
 
-One test case per threshold bound: every ``min``/``max`` side of an aggregate
-bound (suite ``aggregate``), of every per-case bound after the default +
-override merge (suite ``cases``, one test case per case × metric × side), and
-the corpus-stability check (suite ``corpus``). A bound the gate reported as
-violated is a ``<failure>`` whose message is the violation's reason (the same
-text as the stdout line); a per-case bound whose metric the case did not
-compute is ``<skipped>`` with the gate's skip text; every other bound passed.
-A report-only run (no thresholds) is one empty suite saying so.
+Every ``min``/``max`` side of an aggregate bound is a test case (suite
+``aggregate``), and so is the corpus-stability check (suite ``corpus``). The
+per-case bounds (after the default + override merge, one check per case ×
+metric × side, suite ``cases``) are listed as ``junit_cases`` says: with
+``failing`` (the default, ``--junit-cases failing``) only the violated ones
+are test cases, with ``all`` every one is. A 20,000-case run with four
+per-case sides is 80,000 checks, and a report of all 80,010 test cases
+(8.7 MB, ``benchmarks/junit_scale.py``) is one no CI page shows usefully. A
+bound the gate reported as violated is a ``<failure>`` whose message is the
+violation's reason (the same text as the stdout line); a per-case bound whose
+metric the case did not compute is ``<skipped>`` with the gate's skip text
+(listed with ``all`` only); every other bound passed. A report-only run (no
+thresholds) is one empty suite saying so.
+
+The counts stay honest: every ``tests``/``failures``/``skipped`` attribute
+counts the test cases written, and the run's properties (on the first suite)
+say what was not written: ``taguru_eval.checks`` (every check of the gate),
+``taguru_eval.elided_passing_case_checks`` and
+``taguru_eval.elided_skipped_case_checks``, so that ``tests`` plus the two
+elided counts is ``checks``; the ``cases`` suite also says so in a
+``<system-out>`` line when it leaves checks out.
 
 The outcome of each bound is read from the :class:`~taguru_eval.gate.GateReport`
 (never re-judged here); the bounds come from the
 :class:`~taguru_eval.inputs.thresholds.Thresholds`, the actual values from the
 run's ``metrics`` and ``cases`` frames. The document is built column-wise
 (Polars string expressions), so its time follows the frames' size, not a
-Python loop per test case. It holds metric
-names, case ids, numbers and the gate's reasons — no corpus text, no URL, no
-token. It follows the JUnit format CI tools read (the Jenkins xUnit plugin's
-``junit-10`` schema: ``testsuites > testsuite > testcase > failure | skipped``).
+Python loop per test case. It holds metric names, case ids, numbers and the
+gate's reasons — no corpus text, no URL, no token. It follows the JUnit
+format CI tools read (the Jenkins xUnit plugin's ``junit-10`` schema:
+``testsuites > testsuite > testcase > failure | skipped``).
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ import polars as pl
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.gate import GateReport, case_values_from_cases_frame, skip_reason
 from taguru_eval.inputs.thresholds import Thresholds
+from taguru_eval.options import DEFAULT_JUNIT_CASES, JunitCases, junit_cases_of
 
 REPORT_NAME: Final = "taguru_eval"
 FAILURE_TYPE: Final = "threshold"
@@ -60,13 +74,17 @@ def junit_xml(
     context: str,
     generated_at: str,
     catalog: Catalog = CATALOG,
+    junit_cases: JunitCases = DEFAULT_JUNIT_CASES,
 ) -> str:
     """The JUnit XML document of one run's gate (UTF-8 text, ``\\n``-terminated).
 
     ``thresholds`` and ``report`` are both ``None`` for a report-only run.
     ``metrics``/``cases`` are the run's frames (:attr:`taguru_eval.api.Run.metrics`
     and ``.cases``); ``generated_at`` is the artifact's UTC timestamp.
+    ``junit_cases`` is ``--junit-cases``: ``"failing"`` lists a per-case bound
+    only when it is violated, ``"all"`` lists every one (module docstring).
     """
+    listed = junit_cases_of(junit_cases)
     properties = {"context": context, "run_id": run_id}
     if thresholds is None or report is None:
         suites = [_suite("report-only", _empty_rows(), generated_at, properties)]
@@ -75,11 +93,29 @@ def junit_xml(
     violations = _violations(report)
     aggregate = _aggregate_rows(thresholds, metrics, violations)
     case_ids = cases.sort("case_index").get_column("case_id").to_list()
-    per_case = _case_rows(thresholds, cases, case_ids, violations, catalog)
+    every_case = _case_rows(thresholds, cases, case_ids, violations, catalog, listed)
     corpus = _corpus_rows(report)
+    status = every_case.get_column("status")
+    passing, skipped_checks = int((status == PASSED).sum()), int((status == SKIPPED).sum())
+    per_case = every_case if listed == "all" else every_case.filter(pl.col("status") == FAILED)
+    elided_passing = passing if listed == "failing" else 0
+    elided_skipped = skipped_checks if listed == "failing" else 0
+    properties |= {
+        "taguru_eval.junit_cases": listed,
+        "taguru_eval.checks": str(aggregate.height + every_case.height + corpus.height),
+        "taguru_eval.elided_passing_case_checks": str(elided_passing),
+        "taguru_eval.elided_skipped_case_checks": str(elided_skipped),
+    }
+    note = None
+    if elided_passing or elided_skipped:
+        note = (
+            f"{elided_passing} passing and {elided_skipped} skipped per-case checks are not "
+            "listed (--junit-cases failing lists the violated ones; --junit-cases all lists "
+            "every one)"
+        )
     suites = [
         _suite("aggregate", aggregate, generated_at, properties),
-        _suite("cases", per_case, generated_at, {}),
+        _suite("cases", per_case, generated_at, {}, note),
         _suite("corpus", corpus, generated_at, {}),
     ]
     rows = pl.concat([aggregate, per_case, corpus])
@@ -171,6 +207,7 @@ def _case_rows(
     case_ids: list[str],
     violations: pl.DataFrame,
     catalog: Catalog,
+    listed: JunitCases,
 ) -> pl.DataFrame:
     values = case_values_from_cases_frame(cases, catalog).unique(["case_id", "metric"], keep="last")
     reasons = violations.filter(pl.col("scope") == "case").select(
@@ -200,9 +237,10 @@ def _case_rows(
         "case_id",
         "metric",
     )
-    # The gate's own skip text, for the (usually few) skipped bounds.
+    # The gate's own skip text, for the (usually few) skipped bounds — only
+    # when they are written: a Python call per skipped bound.
     skipped = rows.get_column("status").eq(SKIPPED).arg_true()
-    if skipped.len():
+    if skipped.len() and listed == "all":
         keys = rows.select("case_id", "metric")[skipped].iter_rows()
         texts = [skip_reason(case_id, metric) for case_id, metric in keys]
         rows = rows.with_columns(rows.get_column("message").scatter(skipped, texts))
@@ -293,7 +331,11 @@ def _testcases(rows: pl.DataFrame) -> str:
 
 
 def _suite(
-    name: str, rows: pl.DataFrame, generated_at: str, properties: dict[str, str]
+    name: str,
+    rows: pl.DataFrame,
+    generated_at: str,
+    properties: dict[str, str],
+    note: str | None = None,
 ) -> tuple[str, int, int, int]:
     failures = rows.filter(pl.col("status") == FAILED).height
     skipped = rows.filter(pl.col("status") == SKIPPED).height
@@ -307,13 +349,11 @@ def _suite(
         for key, value in properties.items()
     )
     props = f"    <properties>\n{listed}    </properties>\n" if properties else ""
-    note = (
-        "    <system-out>no --thresholds given: this run is report-only</system-out>\n"
-        if name == "report-only"
-        else ""
-    )
+    if name == "report-only":
+        note = "no --thresholds given: this run is report-only"
+    out = f"    <system-out>{_escape_text(note, attribute=False)}</system-out>\n" if note else ""
     return (
-        f"{head}{props}{_testcases(rows)}{note}  </testsuite>\n",
+        f"{head}{props}{_testcases(rows)}{out}  </testsuite>\n",
         rows.height,
         failures,
         skipped,

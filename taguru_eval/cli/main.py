@@ -52,6 +52,7 @@ SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "compare": lazy_main("taguru_eval.cli.compare"),
     "export": lazy_main("taguru_eval.cli.export"),
     "serve": lazy_main("taguru_eval.cli.serve"),
+    "wait": lazy_main("taguru_eval.cli.wait"),
     "demo": lazy_main("taguru_eval.cli.demo"),
     "report": lazy_main("taguru_eval.cli.report"),
     "ingest": lazy_main("taguru_eval.cli.ingest"),

@@ -29,9 +29,11 @@ from taguru_eval.options import (
     DEFAULT_CONCURRENCY,
     DEFAULT_OUT,
     AnswerMatch,
+    JunitCases,
     RefusalRule,
     RunOptions,
     answer_match_of,
+    junit_cases_of,
     not_a_count,
     refusal_rule_of,
 )
@@ -105,6 +107,7 @@ def write_reports(
             context=options.context,
             generated_at=str(result.doc.get("generated_at", "")),
             catalog=result.scores.catalog,
+            junit_cases=options.resolved_junit_cases,
         )
         write_report(options.junit, report)
     step_summary = env.get(STEP_SUMMARY_ENV) if options.step_summary else None
@@ -144,13 +147,14 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--must-refuse FILE] [--refusal-rule semantic|any]
                         [--answers FILE] [--answer-match normalized|tokens]
                         [--store DIR | --no-store] [--junit FILE]
+                        [--junit-cases failing|all]
                         [--summary FILE] [--summary-base RUN]
                         [--no-step-summary] [--quiet] [--resume]
        python -m taguru_eval run --eval FILE --context NAME [...]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
                         [--significance] [--fail-on-regression] [--alpha A]
        python -m taguru_eval export RUN --trec DIR [--eval FILE]
-       python -m taguru_eval serve|demo|report|ingest|import-golden|refusal-bands ...
+       python -m taguru_eval serve|wait|demo|report|ingest|import-golden|refusal-bands ...
        python -m taguru_eval --version
 
 Evaluate one taguru context against a labeled question set (eval.jsonl) and
@@ -192,8 +196,12 @@ run-mode flags:
                        tokens of the answer are a subset); only with --answers
   --store DIR          keep the run's tables under DIR (Parquet run store)
   --no-store           do not keep the run in the run store
-  --junit FILE         write the gate as a JUnit XML test report (one test
-                       case per threshold bound), atomically
+  --junit FILE         write the gate as a JUnit XML test report, atomically:
+                       a test case per aggregate bound, and per per-case
+                       bound as --junit-cases says
+  --junit-cases WHICH  failing (default): a per-case bound is a test case only
+                       when violated (the others are counted in the suite's
+                       properties); all: every per-case bound; only with --junit
   --summary FILE       write a Markdown summary (verdict, key metrics,
                        violations, worst cases), atomically
   --summary-base RUN   add the base value and delta of each key metric to the
@@ -212,6 +220,8 @@ subcommands:
   compare              compare two evaluation.json files into changes.jsonl
   export               export a run for IR tools (TREC run file and qrels)
   serve                serve a corpus folder with the reference server
+  wait                 wait until a server answers /health (URL or the ready
+                       file of 'serve --ready-file'), for CI scripts
   demo                 run the bundled demo end to end
   report               render charts and an HTML report from the run store
   ingest               import an existing evaluation.json into the run store
@@ -259,6 +269,7 @@ _VALUE_FLAGS: Final = {
     "--answer-match": "--answer-match needs a value",
     "--store": "--store needs a directory",
     "--junit": "--junit needs a file path",
+    "--junit-cases": "--junit-cases needs a value",
     "--summary": "--summary needs a file path",
     "--summary-base": "--summary-base needs a file or directory path",
 }
@@ -290,6 +301,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
     values: dict[str, str] = {}
     rule: RefusalRule | None = None
     match: AnswerMatch | None = None
+    junit_cases: JunitCases | None = None
     counts: dict[str, int] = {}
     switches: set[str] = set()
     index = 0
@@ -303,8 +315,10 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
             value = args[index + 1]
             if arg == "--refusal-rule":
                 rule = refusal_rule_of(value)
-            if arg == "--answer-match":
+            elif arg == "--answer-match":
                 match = answer_match_of(value)
+            elif arg == "--junit-cases":
+                junit_cases = junit_cases_of(value)
             values[arg] = value
             index += 2
         elif arg in _COUNT_FLAGS:
@@ -353,6 +367,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         store_dir=values.get("--store"),
         no_store="--no-store" in switches,
         junit=values.get("--junit"),
+        junit_cases=junit_cases,
         summary=values.get("--summary"),
         summary_base=values.get("--summary-base"),
         step_summary="--no-step-summary" not in switches,

@@ -9,7 +9,7 @@ from typing import Final
 
 from taguru_eval._base.extras import load_extra
 from taguru_eval._base.text import one_line, parse_decimal
-from taguru_eval.errors import EXIT_INPUT, EXIT_OK, EXIT_RUN_FAILED, InputError
+from taguru_eval.errors import EXIT_INPUT, EXIT_OK, EXIT_RUN_FAILED, InputError, RunError
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8248
@@ -26,14 +26,15 @@ class ServeOptions:
     read_token: str | None = None
     vector_lane: bool = False
     reranker: bool = False
+    ready_file: Path | None = None
 
 
-_FLAGS: Final = ("--host", "--port", "--token", "--read-token")
+_FLAGS: Final = ("--host", "--port", "--token", "--read-token", "--ready-file")
 _SWITCHES: Final = ("--vector-lane", "--reranker")
 PROGRAM: Final = "taguru_eval serve"
 USAGE: Final = (
     "usage: python -m taguru_eval serve DIR [--host 127.0.0.1] [--port 8248] "
-    "[--token T] [--read-token T] [--vector-lane] [--reranker]"
+    "[--token T] [--read-token T] [--vector-lane] [--reranker] [--ready-file PATH]"
 )
 HELP: Final = f"""{USAGE}
 
@@ -49,6 +50,10 @@ created over HTTP.
                      refserver-toy-hash-v1; a context folder can opt in alone
                      with "vector_lane": true in its context.json)
   --reranker         configure the toy evidence reranker (refserver-toy-rerank-v1)
+  --ready-file PATH  once the server answers, write PATH atomically: one JSON
+                     line {{"url": "http://host:port", "pid": N}}; removed on
+                     shutdown (wait for it with 'python -m taguru_eval wait
+                     --ready-file PATH')
 
 Without a token, the server is open, as taguru is. Without --vector-lane the
 vector lane reports "no embedding provider is configured", as taguru does
@@ -97,6 +102,9 @@ def parse_args(argv: list[str]) -> ServeOptions | None:
     host = values.get("--host", DEFAULT_HOST)
     if not host:
         raise InputError("--host must not be empty")
+    ready_file = values.get("--ready-file")
+    if ready_file == "":
+        raise InputError("--ready-file must not be empty")
     return ServeOptions(
         corpus_dir=Path(positional[0]),
         host=host,
@@ -105,11 +113,13 @@ def parse_args(argv: list[str]) -> ServeOptions | None:
         read_token=values.get("--read-token") or None,
         vector_lane="--vector-lane" in switches,
         reranker="--reranker" in switches,
+        ready_file=None if ready_file is None else Path(ready_file),
     )
 
 
 def main(argv: list[str]) -> int:
-    """Run ``serve``; 0 after a clean shutdown, 2 for a bad DIR or flag, 1 if binding fails."""
+    """Run ``serve``; 0 after a clean shutdown, 2 for a bad DIR or flag, 1 if binding
+    fails or the ready file cannot be written."""
     try:
         options = parse_args(argv)
     except InputError as error:
@@ -135,10 +145,14 @@ def main(argv: list[str]) -> int:
             announce=announce,
             vector_lane=options.vector_lane,
             reranker=options.reranker,
+            ready_file=options.ready_file,
         )
     except InputError as error:
         print(f"{PROGRAM}: {error}", file=sys.stderr)
         return EXIT_INPUT
+    except RunError as error:
+        print(f"{PROGRAM}: {error}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     except OSError as error:
         reason = error.strerror or str(error)
         print(

@@ -2,7 +2,9 @@
 
 :func:`serve_until_interrupted` loads a folder (see ``corpus.py`` for the
 layout), binds it (loopback by default) and serves until Ctrl-C; the command
-line (``python -m taguru_eval serve``) is a thin shell over it.
+line (``python -m taguru_eval serve``) is a thin shell over it. With a ready
+file (``--ready-file``) it writes ``{"url": …, "pid": …}`` there once uvicorn
+reports itself started and removes it on the way out (``_base/ready.py``).
 :func:`running_server` does the same on an ephemeral port in a background
 thread for tests, benchmarks and the demo.
 
@@ -15,6 +17,9 @@ past it uvicorn answers 503) and the listen backlog.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
+import os
 import socket
 import threading
 import time
@@ -28,7 +33,13 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from taguru_eval.errors import RunError
+from taguru_eval._base.ready import (
+    ReadyFile,
+    remove_ready_file,
+    remove_stale_ready_file,
+    write_ready_file,
+)
+from taguru_eval.errors import InputError, RunError, os_error_text
 from taguru_eval.refserver.app import create_app
 from taguru_eval.refserver.corpus import load_corpus_dir
 from taguru_eval.refserver.state import ServerState
@@ -140,6 +151,28 @@ def socket_url(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
+def client_url(sock: socket.socket) -> str:
+    """The URL a client on this machine reaches ``sock`` by: its address, except
+    that a wildcard bind (``0.0.0.0``, ``::``) is reached over loopback."""
+    host, port = sock.getsockname()[:2]
+    with contextlib.suppress(ValueError):
+        address = ipaddress.ip_address(host)
+        if address.is_unspecified:
+            host = "127.0.0.1" if address.version == 4 else "::1"
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def check_ready_file(path: Path) -> None:
+    """Refuse (``InputError``, exit 2) a ready-file path that could never be
+    written — its directory missing, or the path a directory — before anything
+    binds, rather than after the server is up."""
+    if not path.parent.is_dir():
+        raise InputError(f"--ready-file {path}: directory {path.parent} does not exist")
+    if path.is_dir():
+        raise InputError(f"--ready-file {path}: is a directory")
+
+
 def _uvicorn_server(
     state: ServerState, token: str | None, read_token: str | None, limits: ServeLimits
 ) -> uvicorn.Server:
@@ -168,38 +201,96 @@ def serve_until_interrupted(
     vector_lane: bool = False,
     reranker: bool = False,
     limits: ServeLimits = DEFAULT_LIMITS,
+    ready_file: Path | None = None,
 ) -> None:
     """Load ``corpus_dir`` and serve it on ``host:port`` until Ctrl-C.
 
     ``announce`` receives the URL line once uvicorn accepts connections. A bad
     corpus folder raises ``InputError``; a port that cannot be bound, ``OSError``.
     ``vector_lane`` and ``reranker`` turn on the toy vector lane and reranker.
+    ``ready_file``, when given, is written (:class:`ReadyFile`, atomically) at
+    the same moment and removed when serving ends, however it ends; one an
+    earlier server left is removed first. A ready file that cannot be written
+    stops the server with ``RunError``.
     """
+    if ready_file is not None:
+        check_ready_file(ready_file)
+        try:
+            remove_stale_ready_file(ready_file)
+        except OSError as exc:
+            raise InputError(f"--ready-file {ready_file}: {os_error_text(exc)}") from None
     state = ServerState(vector_lane=vector_lane, reranker=reranker)
     names = load_corpus_dir(state, corpus_dir)
     sock = bind_socket(host, port, limits.backlog)
     server = _uvicorn_server(state, token, read_token, limits)
     served = ", ".join(names) if names else "none yet"
+    ready = _Ready(ready_file, ReadyFile(client_url(sock), os.getpid())) if ready_file else None
     try:
         asyncio.run(
             _serve_announcing(
-                server, sock, f"listening on {socket_url(sock)} (contexts: {served})", announce
+                server,
+                sock,
+                f"listening on {socket_url(sock)} (contexts: {served})",
+                announce,
+                ready,
             )
         )
     except KeyboardInterrupt:
         pass
     finally:
+        if ready is not None:
+            ready.remove()
         sock.close()
 
 
+@dataclass
+class _Ready:
+    """A ready file to write once serving, and what was written (to remove it)."""
+
+    path: Path
+    content: ReadyFile
+    written: bytes | None = None
+
+    def write(self) -> None:
+        try:
+            self.written = write_ready_file(self.path, self.content)
+        except OSError as exc:
+            raise RunError(
+                f"cannot write the ready file {self.path}: {os_error_text(exc)}"
+            ) from None
+
+    def remove(self) -> None:
+        if self.written is not None:
+            remove_ready_file(self.path, self.written)
+
+
 async def _serve_announcing(
-    server: uvicorn.Server, sock: socket.socket, line: str, announce: Callable[[str], None]
+    server: uvicorn.Server,
+    sock: socket.socket,
+    line: str,
+    announce: Callable[[str], None],
+    ready: _Ready | None = None,
 ) -> None:
-    """Serve, printing ``line`` once uvicorn accepts connections."""
+    """Serve, writing the ready file and printing ``line`` once uvicorn accepts
+    connections.
+
+    ``Server.started`` is uvicorn's public flag, set at the end of its startup:
+    the listening socket is being served by then (``lifespan`` is off, so there
+    is no startup hook the app could still be waiting on), so a ``/health`` sent
+    after it is answered. A ready file that cannot be written stops the server
+    (and is raised once it has stopped).
+    """
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
     if server.started:
+        if ready is not None:
+            try:
+                ready.write()
+            except RunError:
+                server.should_exit = True
+                await task
+                raise
         announce(line)
     await task
 

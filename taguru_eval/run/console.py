@@ -1,15 +1,27 @@
 """Where run output goes (stdout, stderr) and the cases' progress display.
 
-Progress goes through tqdm (see the README's decisions): on a terminal a live
-bar with the rate and the time left; anywhere else (a CI log, a pipe, a
-notebook's stderr) nothing for the first :data:`LOG_INTERVAL_S` seconds, then
-one plain line at most every :data:`LOG_INTERVAL_S` seconds, so a log shows a
-long run moving without filling up. A run shorter than that prints nothing.
+On a terminal the display is tqdm's live bar with the rate and the time left.
+Anywhere else (a CI log, a pipe, a notebook's stderr) it is plain lines,
+written by :class:`_LogLines` on an injectable clock (see the README's
+Progress section):
+
+* the lines are due every :data:`LOG_INTERVAL_S` seconds after the first case
+  finished — ``start + 10 s``, ``start + 20 s``, … — and each is written by the
+  first case to finish at or after its due time; a due time that passes with
+  no case finished is skipped, never made up later, so the spacing stays even
+  and two lines never bunch;
+* no two lines show the same completed count;
+* a line's rate (and the time left from it) is the rate since the previous
+  line; the last line, once every case is done, is the whole run's average,
+  labelled so;
+* a run done before its first line is due prints nothing at all.
 """
 
 from __future__ import annotations
 
+import math
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
@@ -19,13 +31,11 @@ from tqdm import tqdm
 Progress = Callable[[int, int], None]
 """Called with (cases done, cases total) after each case finishes."""
 
+Clock = Callable[[], float]
+"""Seconds on a monotonic clock (``time.monotonic``; a test passes its own)."""
+
 LOG_INTERVAL_S: Final = 10.0
 """Seconds between two progress lines written to a non-terminal."""
-
-LOG_FORMAT: Final = (
-    "{n_fmt}/{total_fmt} case(s) ({percentage:.0f}%), {rate_fmt}, "
-    "elapsed {elapsed}, left {remaining}"
-)
 
 
 @dataclass
@@ -42,19 +52,84 @@ class Console:
         print(line, file=self.stderr, flush=True)
 
 
-class _Lines:
-    """A file for tqdm that turns its carriage-return redraws into whole lines
-    (indented by two spaces, tqdm's number padding squeezed out)."""
+def _rate_text(rate: float) -> str:
+    # Two decimals as tqdm printed them; a run slower than 0.01 case/s still
+    # shows a rate that is not 0.00.
+    return f"{rate:.2f}" if rate >= 0.01 or rate == 0 else f"{rate:.2g}"
 
-    def __init__(self, stream: TextIO) -> None:
+
+def _percent(done: int, total: int) -> int:
+    # Floored: 100% only once every case is done.
+    return math.floor(100 * done / total) if total > 0 else 100
+
+
+class _LogLines:
+    """The plain-line display for one run (see the module docstring).
+
+    ``started`` is the clock at the first call, ``first`` the count then: the
+    rates count the cases finished after it over the time since it, so the
+    replayed cases of a resumed run (already counted at the first call) never
+    inflate them.
+    """
+
+    def __init__(
+        self, stream: TextIO, interval: float, clock: Clock, done: int, total: int
+    ) -> None:
         self.stream = stream
+        self.interval = interval
+        self.clock = clock
+        self.started = clock()
+        self.first = done
+        self.due = self.started + interval
+        self.last_time = self.started
+        self.last_done = done
+        self.printed: int | None = None  # the completed count of the last line written
+        self.done = done
+        self.total = total
+        self.closed = False
 
-    def write(self, text: str) -> None:
-        words = text.replace("\r", "").split()
-        if words:
-            self.stream.write("  " + " ".join(words) + "\n")
+    def update(self, done: int, total: int) -> None:
+        if self.closed:
+            return
+        self.done, self.total = done, total
+        now = self.clock()
+        if done >= total:
+            self.finish(now)
+            return
+        if now < self.due or done == self.printed:
+            return
+        span = now - self.last_time
+        rate = (done - self.last_done) / span if span > 0 else 0.0
+        left = tqdm.format_interval((total - done) / rate) if rate > 0 else "?"
+        self._write(
+            f"{done}/{total} case(s) ({_percent(done, total)}%), {_rate_text(rate)} case/s, "
+            f"elapsed {tqdm.format_interval(now - self.started)}, left {left}"
+        )
+        self.last_time, self.last_done = now, done
+        # The next due time after now on the grid start + k * interval: due times
+        # that passed without a line are skipped, not written in a burst.
+        self.due += self.interval * (math.floor((now - self.due) / self.interval) + 1)
 
-    def flush(self) -> None:
+    def finish(self, now: float) -> None:
+        """The closing line (the whole run's average: ``done in`` once every case is
+        done, ``stopped after`` for a run that ends short of it), unless the run
+        was too short to show any line or its count is already on the last line."""
+        if self.closed:
+            return
+        self.closed = True
+        if now < self.started + self.interval or self.done == self.printed:
+            return
+        elapsed = now - self.started
+        average = (self.done - self.first) / elapsed if elapsed > 0 else 0.0
+        verb = "done in" if self.done >= self.total else "stopped after"
+        self._write(
+            f"{self.done}/{self.total} case(s) ({_percent(self.done, self.total)}%) "
+            f"{verb} {elapsed:.1f} s, average {_rate_text(average)} case/s over the whole run"
+        )
+
+    def _write(self, line: str) -> None:
+        self.printed = self.done
+        self.stream.write(f"  {line}\n")
         self.stream.flush()
 
 
@@ -65,11 +140,12 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 class CaseProgress:
-    """A :data:`Progress` drawn by tqdm on ``stream``.
+    """A :data:`Progress` on ``stream``: tqdm's bar on a terminal, plain lines elsewhere.
 
     ``terminal`` picks the display (default: whether ``stream`` is a
-    terminal); ``interval`` is the log display's spacing in seconds.
-    :meth:`close` ends the display (called by itself when the last case is done).
+    terminal); ``interval`` is the log display's spacing in seconds and
+    ``clock`` its clock (``time.monotonic``). :meth:`close` ends the display
+    (called by itself when the last case is done).
     """
 
     def __init__(
@@ -78,38 +154,37 @@ class CaseProgress:
         *,
         terminal: bool | None = None,
         interval: float = LOG_INTERVAL_S,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.stream = stream
         self.terminal = is_terminal(stream) if terminal is None else terminal
         self.interval = interval
+        self.clock = clock
         self._bar: Any = None
-
-    def _open(self, total: int) -> Any:
-        if self.terminal:
-            return tqdm(total=total, file=self.stream, unit="case", leave=True)
-        return tqdm(
-            total=total,
-            file=_Lines(self.stream),
-            bar_format=LOG_FORMAT,
-            unit=" case",
-            mininterval=self.interval,
-            delay=self.interval,
-            dynamic_ncols=False,
-            ascii=True,
-        )
+        self._log: _LogLines | None = None
 
     def __call__(self, done: int, total: int) -> None:
+        if not self.terminal:
+            if self._log is None:
+                self._log = _LogLines(self.stream, self.interval, self.clock, done, total)
+            self._log.update(done, total)
+            if done >= total:
+                self.close()
+            return
         if self._bar is None:
-            self._bar = self._open(total)
+            self._bar = tqdm(total=total, file=self.stream, unit="case", leave=True)
         self._bar.update(done - self._bar.n)
         if done >= total:
             self.close()
 
     def close(self) -> None:
-        """End the display (idempotent)."""
+        """End the display (idempotent); an unfinished run's log gets its closing line."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        if self._log is not None:
+            self._log.finish(self.clock())
+            self._log = None
 
 
 def case_progress(stream: TextIO, *, quiet: bool = False) -> CaseProgress | None:

@@ -92,8 +92,34 @@ def failing_run(served: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     return {"code": code, "out": out, "err": err, "work": work, "doc": doc, "url": served}
 
 
+@pytest.fixture(scope="module")
+def all_cases_run(served: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The same gated run with ``--junit-cases all``: every per-case bound listed."""
+    work = tmp_path_factory.mktemp("ci-reports-all")
+    thresholds = work / "thresholds.json"
+    thresholds.write_text(json.dumps(FAILING_THRESHOLDS), "utf-8")
+    argv = [*run_args(EVAL, "sake", served), "--no-store", "--quiet"]
+    argv += ["--out", str(work / "evaluation.json"), "--thresholds", str(thresholds)]
+    argv += ["--junit", str(work / "junit.xml"), "--junit-cases", "all"]
+    code, out, err = run_cli(argv, {})
+    doc = json.loads((work / "evaluation.json").read_text("utf-8"))
+    return {"code": code, "out": out, "err": err, "work": work, "doc": doc}
+
+
 def case_elements(root: ET.Element) -> list[ET.Element]:
     return list(root.iter("testcase"))
+
+
+def run_properties(root: ET.Element) -> dict[str | None, str | None]:
+    return {p.get("name"): p.get("value") for p in root.iter("property")}
+
+
+# Every case gets the two default bounds; known-miss-012 adds two mrr sides.
+AGGREGATE_SIDES = sum(len(bound) for bound in FAILING_THRESHOLDS["aggregate"].values())
+
+
+def case_sides(doc: dict[str, Any]) -> int:
+    return 2 * len(doc["cases"]) + 2
 
 
 def test_a_failing_gate_exits_3_and_writes_every_report(failing_run: dict[str, Any]) -> None:
@@ -103,26 +129,26 @@ def test_a_failing_gate_exits_3_and_writes_every_report(failing_run: dict[str, A
         assert (work / name).is_file()
 
 
-def test_junit_is_valid_against_the_schema(failing_run: dict[str, Any]) -> None:
-    SCHEMA.validate(str(failing_run["work"] / "junit.xml"))
-
-
-def test_junit_has_one_test_case_per_bound_and_the_gate_s_outcomes(
-    failing_run: dict[str, Any],
+def test_junit_is_valid_against_the_schema(
+    failing_run: dict[str, Any], all_cases_run: dict[str, Any]
 ) -> None:
-    root = ET.parse(failing_run["work"] / "junit.xml").getroot()
-    doc = failing_run["doc"]
-    cases = len(doc["cases"])
-    aggregate_sides = sum(len(bound) for bound in FAILING_THRESHOLDS["aggregate"].values())
-    # Every case gets the two default bounds; known-miss-012 adds two mrr sides.
-    case_sides = 2 * cases + 2
+    SCHEMA.validate(str(failing_run["work"] / "junit.xml"))
+    SCHEMA.validate(str(all_cases_run["work"] / "junit.xml"))
+
+
+def test_junit_cases_all_has_one_test_case_per_bound_and_the_gate_s_outcomes(
+    all_cases_run: dict[str, Any],
+) -> None:
+    assert all_cases_run["code"] == 3, all_cases_run["err"]
+    root = ET.parse(all_cases_run["work"] / "junit.xml").getroot()
+    doc = all_cases_run["doc"]
     suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
     assert {name: len(case_elements(s)) for name, s in suites.items()} == {
-        "taguru_eval.aggregate": aggregate_sides,
-        "taguru_eval.cases": case_sides,
+        "taguru_eval.aggregate": AGGREGATE_SIDES,
+        "taguru_eval.cases": case_sides(doc),
         "taguru_eval.corpus": 1,
     }
-    total = aggregate_sides + case_sides + 1
+    total = AGGREGATE_SIDES + case_sides(doc) + 1
     assert root.get("tests") == str(total)
     failures = [(case.get("name"), case.find("failure")) for case in case_elements(root)]
     failed = {name: element for name, element in failures if element is not None}
@@ -141,9 +167,115 @@ def test_junit_has_one_test_case_per_bound_and_the_gate_s_outcomes(
     skip_messages = sorted(element.get("message") for element in skipped if element is not None)
     assert skip_messages == sorted(doc["thresholds"]["skipped"])
     assert root.get("skipped") == str(len(skip_messages))
-    properties = {p.get("name"): p.get("value") for p in root.iter("property")}
+    properties = run_properties(root)
     assert properties["thresholds_sha256"] == doc["thresholds"]["sha256"]
     assert properties["context"] == "sake"
+    assert properties["taguru_eval.junit_cases"] == "all"
+    assert properties["taguru_eval.checks"] == str(total)
+    assert properties["taguru_eval.elided_passing_case_checks"] == "0"
+    assert properties["taguru_eval.elided_skipped_case_checks"] == "0"
+    assert suites["taguru_eval.cases"].find("system-out") is None
+
+
+def test_junit_lists_only_the_violated_per_case_bounds_by_default(
+    failing_run: dict[str, Any],
+) -> None:
+    root = ET.parse(failing_run["work"] / "junit.xml").getroot()
+    doc = failing_run["doc"]
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    violations = doc["thresholds"]["violations"]
+    case_violations = [v for v in violations if v["scope"] == "case"]
+    assert case_violations  # the fixture's gate breaks per-case bounds
+    listed = case_elements(suites["taguru_eval.cases"])
+    # Aggregate bounds are always test cases; a per-case bound only when violated.
+    assert len(case_elements(suites["taguru_eval.aggregate"])) == AGGREGATE_SIDES
+    assert len(case_elements(suites["taguru_eval.corpus"])) == 1
+    assert len(listed) == len(case_violations)
+    assert all(case.find("failure") is not None for case in listed)
+    assert sorted(case.get("name") for case in listed) == sorted(
+        f"{v['case_id']}: {v['metric']} {'>=' if v['bound'] == 'min' else '<='} {v['threshold']}"
+        for v in case_violations
+    )
+    # The headers count what is written; the properties count what is not.
+    written = len(case_elements(root))
+    assert root.get("tests") == str(written) == str(AGGREGATE_SIDES + len(case_violations) + 1)
+    assert root.get("failures") == str(len(violations))
+    assert root.get("skipped") == "0"
+    assert suites["taguru_eval.cases"].get("tests") == str(len(case_violations))
+    properties = run_properties(root)
+    checks = AGGREGATE_SIDES + case_sides(doc) + 1
+    elided_skipped = len(doc["thresholds"]["skipped"])
+    elided_passing = case_sides(doc) - len(case_violations) - elided_skipped
+    assert properties["taguru_eval.junit_cases"] == "failing"
+    assert properties["taguru_eval.checks"] == str(checks)
+    assert properties["taguru_eval.elided_passing_case_checks"] == str(elided_passing)
+    assert properties["taguru_eval.elided_skipped_case_checks"] == str(elided_skipped)
+    assert written + elided_passing + elided_skipped == checks
+    note = suites["taguru_eval.cases"].find("system-out")
+    assert note is not None
+    assert note.text == (
+        f"{elided_passing} passing and {elided_skipped} skipped per-case checks are not listed "
+        "(--junit-cases failing lists the violated ones; --junit-cases all lists every one)"
+    )
+
+
+def test_junit_at_scale_stays_small_by_default() -> None:
+    # A 20,000-case run, four per-case sides each (80,010 checks with the
+    # aggregate sides and the corpus): only the violated checks are written.
+    from taguru_eval.demo.synthetic import assignment, build_templates, repeat_tables
+    from taguru_eval.score.aggregate import aggregate
+    from taguru_eval.tables.schemas import RunTables, metrics_frame
+
+    assigned = assignment(20_000, 9)
+    frames = repeat_tables(build_templates(), assigned, "scale")
+    metrics = metrics_frame(
+        aggregate(frames["cases"], RunTables.from_frames("scale", frames)), "scale"
+    )
+    raw = {
+        "taguru_evaluate_thresholds": 1,
+        "aggregate": {"recall.recall_at_k": {"min": 0.8, "max": 1.0}},
+        "cases": {
+            "default": {
+                "recall.recall_at_k": {"min": 0.5},
+                "diversity.sources": {"min": 2},
+                "latency.passage_ms": {"min": 1, "max": 95},
+            }
+        },
+    }
+    thresholds = parse_thresholds(json.dumps(raw).encode(), "thresholds.json")
+    report = evaluate_gate(
+        thresholds,
+        metrics,
+        case_values_from_cases_frame(frames["cases"]),
+        stable=True,
+        case_ids=assigned.get_column("case_id").to_list(),
+    )
+    documents = {
+        listed: junit_xml(
+            thresholds,
+            report,
+            metrics,
+            frames["cases"],
+            run_id="scale",
+            context="synthetic",
+            generated_at="2026-12-04T09:00:00Z",
+            junit_cases=listed,
+        )
+        for listed in ("failing", "all")
+    }
+    roots = {listed: ET.fromstring(text) for listed, text in documents.items()}
+    counts = {listed: len(case_elements(root)) for listed, root in roots.items()}
+    violated = sum(1 for v in report.violations if v.scope == "case")
+    assert counts == {"failing": 2 + 1 + violated, "all": 80_003}
+    assert counts["failing"] <= 2_000
+    assert len(documents["failing"]) * 10 < len(documents["all"])
+    SCHEMA.validate(io.StringIO(documents["failing"]))
+    properties = run_properties(roots["failing"])
+    elided = sum(
+        int(properties[f"taguru_eval.elided_{kind}_case_checks"] or "")
+        for kind in ("passing", "skipped")
+    )
+    assert counts["failing"] + elided == int(properties["taguru_eval.checks"] or "") == 80_003
 
 
 def test_reports_carry_no_token_url_or_corpus_text(failing_run: dict[str, Any]) -> None:
@@ -238,6 +370,13 @@ def test_an_unwritable_junit_path_exits_1_naming_it(served: str, tmp_path: Path)
         (["--summary"], "--summary needs a file path"),
         (["--summary-base"], "--summary-base needs a file or directory path"),
         (["--quiet", "--quiet"], "--quiet given twice"),
+        (["--junit", "a.xml", "--junit-cases", "some"], "--junit-cases must be 'failing' or 'all'"),
+        (["--junit", "a.xml", "--junit-cases"], "--junit-cases needs a value"),
+        (["--junit-cases", "all"], "--junit-cases requires --junit"),
+        (
+            ["--junit", "a.xml", "--junit-cases", "all", "--junit-cases", "all"],
+            "--junit-cases given twice",
+        ),
         (["--no-step-summary", "--no-step-summary"], "--no-step-summary given twice"),
     ],
 )
@@ -349,6 +488,7 @@ def test_markdown_and_junit_escape_hostile_case_ids() -> None:
         run_id="run-2",
         context="demo",
         generated_at="2026-07-28T11:00:00Z",
+        junit_cases="all",  # every case's name, passing or not, goes through the escaping
     )
     SCHEMA.validate(io.StringIO(xml))
     names = [case.get("name") for case in ET.fromstring(xml).iter("testcase")]

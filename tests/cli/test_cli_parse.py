@@ -338,6 +338,7 @@ def test_subcommands_are_plain_functions() -> None:
         "compare",
         "export",
         "serve",
+        "wait",
         "demo",
         "report",
         "ingest",

@@ -1,13 +1,15 @@
-"""The cases' progress display (tqdm): a bar with rate and ETA on a terminal,
-bounded plain lines anywhere else, silence with ``--quiet``.
+"""The cases' progress display: tqdm's bar with rate and ETA on a terminal,
+evenly spaced plain lines anywhere else, silence with ``--quiet``.
 
-The log display is driven by a fake clock (tqdm reads ``tqdm.std.time``), so
-the bound on its line count is checked without sleeping.
+The log display takes its clock as an argument, so a fake clock drives it
+and its spacing, counts and closing line are checked without sleeping; the
+terminal bar is tqdm's, driven through ``tqdm.std.time``.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import re
 import subprocess
 import sys
@@ -24,6 +26,10 @@ from taguru_eval.run.console import LOG_INTERVAL_S, CaseProgress, case_progress
 
 LOG_LINE = re.compile(
     r"  (\d+)/(\d+) case\(s\) \(\d+%\), [0-9.]+\?? case/s, elapsed [0-9:]+, left [0-9:?]+"
+)
+FINAL_LINE = re.compile(
+    r"  (\d+)/(\d+) case\(s\) \((\d+)%\) (done in|stopped after) ([0-9.]+) s, "
+    r"average ([0-9.]+) case/s over the whole run"
 )
 
 
@@ -50,42 +56,129 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_a_log_gets_at_most_one_line_per_interval(clock: Clock) -> None:
+class Stamped(io.StringIO):
+    """A log stream that notes the clock's time of every line written to it."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.times: list[float] = []
+
+    def write(self, text: str) -> int:
+        self.times.extend(self.clock.now for _ in range(text.count("\n")))
+        return super().write(text)
+
+
+def feed(progress: CaseProgress, clock: Clock, steps: list[float], total: int) -> None:
+    """Finish case ``i + 1`` ``steps[i]`` seconds after case ``i``."""
+    for done, step in enumerate(steps, start=1):
+        clock.now += step
+        progress(done, total)
+
+
+def test_a_log_gets_at_most_one_line_per_interval() -> None:
+    clock = Clock()
     stream = io.StringIO()
-    progress = CaseProgress(stream)
+    progress = CaseProgress(stream, clock=clock)
     assert not progress.terminal
     total = 3_000
-    for done in range(1, total + 1):
-        clock.now += 0.25  # four cases a second: a 750 s run
-        progress(done, total)
+    feed(progress, clock, [0.25] * total, total)  # four cases a second: a 750 s run
     lines = stream.getvalue().splitlines()
-    elapsed = total * 0.25
+    elapsed = (total - 1) * 0.25  # from the first case finished to the last
     assert len(lines) <= elapsed / LOG_INTERVAL_S + 1
-    assert len(lines) >= elapsed / LOG_INTERVAL_S - 2
-    assert all(LOG_LINE.fullmatch(line) for line in lines), lines[:3]
-    assert LOG_LINE.fullmatch(lines[-1]).groups() == ("3000", "3000")  # type: ignore[union-attr]
+    assert len(lines) >= elapsed / LOG_INTERVAL_S - 1
+    assert all(LOG_LINE.fullmatch(line) for line in lines[:-1]), lines[:3]
+    final = FINAL_LINE.fullmatch(lines[-1])
+    assert final is not None, lines[-1]
+    assert final.groups() == ("3000", "3000", "100", "done in", "749.8", "4.00")
     assert "\r" not in stream.getvalue()
 
 
-def test_a_short_run_prints_nothing_to_a_log(clock: Clock) -> None:
+def test_log_lines_are_evenly_spaced_never_bunched_never_repeated() -> None:
+    clock = Clock()
+    stream = Stamped(clock)
+    progress = CaseProgress(stream, clock=clock)
+    # Bursts and stalls: 1 s apart, then a 37 s stall, 0.1 s apart, a 9.9 s
+    # stall, a case exactly on a due time, and a slow tail.
+    steps = [0.0] + [1.0] * 15 + [37.0] + [0.1] * 50 + [9.9] + [0.2] * 8 + [3.0] * 20
+    total = len(steps)
+    start = clock.now + steps[0]  # the first case finished: the display's start
+    feed(progress, clock, steps, total)
+    lines = stream.getvalue().splitlines()
+    *regular, final = lines
+    times = stream.times[: len(regular)]
+    # Each line is written at or after its due time start + 10 k, one line per
+    # k at most: the slots strictly increase and none is the first (0..10 s).
+    slots = [math.floor((t - start) / LOG_INTERVAL_S + 1e-9) for t in times]
+    assert slots == sorted(set(slots)), (slots, times)
+    assert slots[0] >= 1
+    # The 37 s stall passes four due times (20, 30, 40, 50 s): one line after it.
+    after_stall = start + 15 + 37
+    assert sum(1 for t in times if after_stall <= t < after_stall + 5) == 1
+    # Never two lines for the same completed count.
+    counts = [int(m.group(1)) for m in map(LOG_LINE.fullmatch, regular) if m]
+    assert len(counts) == len(regular)
+    assert counts == sorted(set(counts))
+    match = FINAL_LINE.fullmatch(final)
+    assert match is not None, final
+    whole = clock.now - start
+    assert match.group(1) == str(total) and match.group(4) == "done in"
+    assert match.group(5) == f"{whole:.1f}"
+    # The whole run's average: every case after the first, over the whole time.
+    assert match.group(6) == f"{(total - 1) / whole:.2f}"
+    assert int(match.group(1)) not in counts
+
+
+def test_a_count_already_shown_is_not_shown_again() -> None:
+    clock = Clock()
     stream = io.StringIO()
-    progress = CaseProgress(stream)
-    for done in range(1, 101):
-        clock.now += 0.05  # 5 s in all: under one interval
-        progress(done, 100)
+    progress = CaseProgress(stream, clock=clock)
+    progress(1, 100)
+    clock.now += 12
+    progress(2, 100)
+    clock.now += 12
+    progress(2, 100)  # the same count again, past the next due time
+    clock.now += 1
+    progress.close()  # and once more as the closing line: not written either
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("  2/100 case(s) (2%), ")
+
+
+def test_a_resumed_run_s_average_counts_only_the_cases_it_ran() -> None:
+    clock = Clock()
+    stream = io.StringIO()
+    progress = CaseProgress(stream, clock=clock)
+    # 1,500 cases replayed from the checkpoint arrive with the first call.
+    for done in range(1_501, 3_001):
+        progress(done, 3_000)
+        clock.now += 0.1
+    final = FINAL_LINE.fullmatch(stream.getvalue().splitlines()[-1])
+    assert final is not None
+    assert final.group(6) == "10.00"  # not 3,000 cases over 150 s
+
+
+def test_a_short_run_prints_nothing_to_a_log() -> None:
+    clock = Clock()
+    stream = io.StringIO()
+    progress = CaseProgress(stream, clock=clock)
+    feed(progress, clock, [0.05] * 100, 100)  # 5 s in all: under one interval
+    progress.close()
     assert stream.getvalue() == ""
 
 
-def test_an_unfinished_run_closes_its_display(clock: Clock) -> None:
+def test_an_unfinished_run_closes_its_display() -> None:
+    clock = Clock()
     stream = io.StringIO()
-    progress = CaseProgress(stream, interval=1.0)
-    for done in range(1, 11):
-        clock.now += 0.5
-        progress(done, 100)
+    progress = CaseProgress(stream, interval=1.0, clock=clock)
+    feed(progress, clock, [0.5] * 10, 100)
     progress.close()
     progress.close()  # idempotent
     lines = stream.getvalue().splitlines()
     assert lines[-1].startswith("  10/100 case(s) (10%)")
+    final = FINAL_LINE.fullmatch(lines[-1])
+    assert final is not None, lines[-1]
+    assert final.group(4, 5, 6) == ("stopped after", "4.5", "2.00")
+    assert len(lines) == len(set(line.split(" case(s)")[0] for line in lines))
 
 
 def test_a_terminal_gets_a_bar_with_rate_and_eta(clock: Clock) -> None:
