@@ -21,6 +21,7 @@ from support.run import run_args, write_eval, write_files
 import taguru_eval
 from taguru_eval.cli.main import main
 from taguru_eval.compare import compare
+from taguru_eval.demo.data import demo_data_dir
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.store_artifact import artifact_bytes, stored_artifact
 
@@ -355,3 +356,76 @@ def test_a_failed_first_lane_is_no_sample(work: Path, server: str) -> None:
     }
     hit = doc["metrics"]["answers.hit_at_k"]
     assert hit["n"] == 3  # the failed case is left out of the denominator, as recall does
+
+
+SEED_CSV = (
+    "question,expected\n"
+    '"How many days per week can employees work remotely?","up to three days per week"\n'
+    '"How many weeks of paid Parental Leave do parents receive?","20 weeks"\n'
+)
+
+
+@pytest.fixture(scope="module")
+def demo_server() -> Iterator[str]:
+    with running_server(demo_data_dir()) as url:
+        yield url
+
+
+def test_the_seed_csv_runs_as_it_is(
+    tmp_path: Path, demo_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The second seed's two-row golden CSV, its rows adapted to the handbook:
+    # no labels, no hand editing, import-golden then run.
+    (tmp_path / "seed.csv").write_text(SEED_CSV, encoding="utf-8")
+    assert main(["import-golden", str(tmp_path / "seed.csv")]) == 0
+    capsys.readouterr()
+    must_refuse = demo_data_dir() / "handbook" / "must_refuse.jsonl"
+    code, out, _ = _cli(
+        capsys,
+        run_args(
+            tmp_path / "seed.eval.jsonl",
+            "handbook",
+            demo_server,
+            "--answers",
+            str(tmp_path / "seed.answers.jsonl"),
+            "--must-refuse",
+            str(must_refuse),
+            "--refusal-rule",
+            "any",
+            "--out",
+            str(tmp_path / "seed.json"),
+            "--no-store",
+        ),
+    )
+    assert code == 0
+    assert "  answers over 2 of 2 listed case(s), match normalized: hit@k 1.000 (2/2)" in out
+    assert "  must-refuse over 4 case(s), rule any:" in out
+    doc = json.loads((tmp_path / "seed.json").read_text(encoding="utf-8"))
+    assert doc["metrics"]["answers.hit_at_k"]["n"] == 2
+
+
+def test_a_japanese_answer_is_found_in_the_sake_corpus(tmp_path: Path, demo_server: str) -> None:
+    sake = demo_data_dir() / "sake"
+    answers = _write_answers(
+        tmp_path / "sake.answers.jsonl",
+        [
+            {"case_id": "brand-origin-001", "answers": ["1897年に創業"]},
+            {"case_id": "rice-variety-003", "answers": ["山田錦と在来種を交配"]},
+        ],
+    )
+    for match, founded in (("normalized", 1), ("tokens", 0)):
+        taguru_eval.run(
+            sake / "eval.jsonl",
+            "sake",
+            url=demo_server,
+            out=tmp_path / f"{match}.json",
+            no_store=True,
+            env={},
+            answers=answers,
+            answer_match=match,
+        )
+        blocks = _answers_of(json.loads((tmp_path / f"{match}.json").read_text("utf-8")))
+        assert blocks["rice-variety-003"]["found"] == 1
+        # citenexus's pairs cannot see 1897年 inside は1897年 (digits join the kana
+        # run): the normalized rule, the default, can.
+        assert blocks["brand-origin-001"]["found"] == founded
