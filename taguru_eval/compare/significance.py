@@ -108,7 +108,7 @@ HEAVY_MAX_VALUES: Final = 256
 BATCH_ELEMENTS: Final = 1 << 22
 """Random draws materialised at once (about 32 MiB of float64)."""
 
-_MEASURED_SCHEMA: Final = {
+MEASURED_SCHEMA: Final = {
     "tag": pl.String,
     "metric": pl.String,
     "higher_is_better": pl.Boolean,
@@ -121,9 +121,10 @@ _MEASURED_SCHEMA: Final = {
     "ci_high": pl.Float64,
     "p_value": pl.Float64,
 }
+"""What one test measures from its pairs, before the family is judged (:func:`judge`)."""
 
 SIGNIFICANCE_SCHEMA: Final = {
-    **_MEASURED_SCHEMA,
+    **MEASURED_SCHEMA,
     "p_adjusted": pl.Float64,
     "mde": pl.Float64,
     "tolerance": pl.Float64,
@@ -389,7 +390,7 @@ def significance_of_cases(
     rows = [_test_metric(None, metric, paired, settings) for metric in compared]
     if tags is not None:
         rows.extend(_slice_rows(paired, tags, compared, settings))
-    measured = pl.DataFrame(rows, schema=_MEASURED_SCHEMA, orient="row")
+    measured = pl.DataFrame(rows, schema=MEASURED_SCHEMA, orient="row")
     frame = judge(measured, alpha, correction, given)
     return Significance(frame, resamples, seed, alpha, correction, by_tag=tags is not None)
 
