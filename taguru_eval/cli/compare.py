@@ -196,7 +196,11 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
             f"HEAD.json (got {len(positionals)})"
         )
     refuse_overlaps(
-        {"BASE": positionals[0], "HEAD": positionals[1]},
+        {
+            "BASE": positionals[0],
+            "HEAD": positionals[1],
+            "--tolerances": values.get("--tolerances"),
+        },
         {"--out": values.get("--out", DEFAULT_OUT)},
     )
     given = set(values) | set(found.repeated) | switches
@@ -315,7 +319,9 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
             seed=args.seed,
             alpha=args.alpha,
             correction=args.correction,
-            tolerances=tolerances,
+            # Checked against the catalog's compared metrics; a comparison classifies
+            # by exactly those, so nothing is dropped here in practice.
+            tolerances={m: t for m, t in tolerances.items() if m in comparison.compared},
             tags=tags,
         )
     extra = None if tested is None else {"significance": tested.header_block()}

@@ -441,6 +441,15 @@ def test_a_bad_tolerances_file_exits_2_naming_the_file_and_field(
     assert err.count("\n") == 1
 
 
+def test_the_tolerances_file_is_not_overwritten_by_out(tmp_path: Path) -> None:
+    file = str(tmp_path / "tol.json")
+    code, out, err = cli(
+        ["a.json", "b.json", "--significance", "--tolerances", file, "--out", file]
+    )
+    assert (code, out) == (2, "")
+    assert err == f"{PREFIX}--out '{file}' is the same file as --tolerances{USAGE_SUFFIX}\n"
+
+
 def test_a_missing_tolerances_file_exits_2(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
     code, _out, err = cli(["a.json", "b.json", "--significance", "--tolerances", str(missing)])
