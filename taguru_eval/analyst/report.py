@@ -11,7 +11,9 @@ with every row), misses, the lane cross-tab, the must-refuse population
 beside the answerable one (a run given --must-refuse), latency, per-tag slices; the
 metric drift of the run's context when the run sits in a run store with
 earlier runs; and, with a base, the compare view (only what moved, the cases
-that improved or regressed with the metrics that drove them, grouped).
+that improved or regressed with the metrics that drove them, grouped, and
+compare --significance's paired tests with their verdicts: regressed,
+improved, inconclusive, no significant change).
 
 A run (and its base) is an evaluation.json — ours or taguru's own — or a
 stored run directory. A stored run is read from its Parquet tables plus the
@@ -39,10 +41,11 @@ from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.layout import get_path
 from taguru_eval.artifact.read import read_artifact
 from taguru_eval.catalog import ANSWERS_BLOCK, ANSWERS_METRICS, CATALOG, scalar_expr
-from taguru_eval.compare import Comparison, compare
+from taguru_eval.compare import Comparison, compare, significance
 from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import Budget, read_view
 from taguru_eval.compare.parquet import read_side
+from taguru_eval.compare.significance import POWER
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.store import RunOrigin, read_origin, read_table, require_tables
 from taguru_eval.store_artifact import stored_artifact
@@ -621,6 +624,7 @@ def _reader_view(comparison: Comparison, head_tags: pl.DataFrame | None) -> str:
         "<h3>Improved cases</h3>",
         _case_lines(drivers, "improved"),
     ]
+    parts.append(significance_html(comparison, head_tags))
     if head_tags is not None:
         changes = slices.tag_slice_changes(comparison.cases, head_tags)
         parts.append("<h3>Slices by tag</h3>")
@@ -630,6 +634,40 @@ def _reader_view(comparison: Comparison, head_tags: pl.DataFrame | None) -> str:
             else '<p class="note">no tag slice moved</p>'
         )
     return "".join(parts)
+
+
+def significance_html(comparison: Comparison, head_tags: pl.DataFrame | None) -> str:
+    """``compare --significance`` at its defaults (``--by-tag`` when the run recorded
+    tags): every test with its verdict, the ones that need a look first."""
+    tested = significance(comparison, tags=head_tags)
+    frame = tested.frame.filter(pl.col("n") > 0)
+    if frame.height == 0:
+        return '<h3>Is the move more than noise?</h3><p class="note">no matched pair to test</p>'
+    rank = pl.col("verdict").replace_strict(
+        {"regressed": 0, "inconclusive": 1, "improved": 2}, default=3, return_dtype=pl.Int8
+    )
+    shown = frame.sort(rank, maintain_order=True).select(
+        pl.col("tag").fill_null(slices.ALL_CASES),
+        "metric",
+        "verdict",
+        "n",
+        pl.col("mean_delta").alias("Δ"),
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "p_adjusted",
+        "mde",
+        "tolerance",
+    )
+    counts = frame.get_column("verdict").value_counts(sort=True)
+    tally = ", ".join(f"{count} {verdict}" for verdict, count in counts.iter_rows())
+    caption = (
+        f"paired tests ({tested.resamples} resamples, seed {tested.seed}, alpha "
+        f"{tested.alpha:g}, {tested.correction} over {tested.family_size} tests, "
+        f"MDE at {POWER:.0%} power): {tally}; inconclusive = not significant, but a "
+        "regression beyond the tolerance is not ruled out"
+    )
+    return f"<h3>Is the move more than noise?</h3>{table_html(shown, caption=caption, limit=60)}"
 
 
 _STYLE: Final = """

@@ -19,40 +19,16 @@ import polars as pl
 from taguru_eval.catalog import CATALOG, COMPARISON_METRICS, Catalog
 from taguru_eval.compare.drivers import moved_metrics
 from taguru_eval.compare.model import base_column, head_column
+from taguru_eval.compare.tags import ALL_CASES, NO_TAG, case_tags, slice_rank, tag_membership
 
-ALL_CASES: Final = "(all cases)"
-NO_TAG: Final = "(no tag)"
 SLICE_METRICS: Final = COMPARISON_METRICS
 """The main metrics a slice shows: the nine per-case metrics compare classifies by."""
 
-
-def case_tags(case_lanes: pl.DataFrame) -> pl.DataFrame | None:
-    """``case_id``, ``tags`` of a run, or None when the run recorded no tags at all
-    (no ``tags`` column, or every value null: an imported evaluation.json)."""
-    if "tags" not in case_lanes.columns or case_lanes.get_column("tags").null_count() == len(
-        case_lanes
-    ):
-        return None
-    return case_lanes.select("case_id", pl.col("tags").cast(pl.List(pl.String)))
-
-
-def _membership(tags: pl.DataFrame) -> pl.DataFrame:
-    """``case_id``, ``tag``: one row per (case, tag), untagged cases under :data:`NO_TAG`,
-    every case once more under :data:`ALL_CASES`."""
-    tagged = tags.select(
-        "case_id",
-        pl.when(pl.col("tags").list.len() > 0)
-        .then(pl.col("tags"))
-        .otherwise(pl.lit([NO_TAG]))
-        .alias("tag"),
-    ).explode("tag")
-    every = tags.select("case_id", pl.lit(ALL_CASES).alias("tag"))
-    return pl.concat([every, tagged.unique(maintain_order=True)])
+__all__ = ["ALL_CASES", "NO_TAG", "SLICE_METRICS", "case_tags", "tag_slice_changes", "tag_slices"]
 
 
 def _slice_order(frame: pl.DataFrame) -> pl.DataFrame:
-    rank = pl.when(pl.col("tag") == ALL_CASES).then(0).when(pl.col("tag") == NO_TAG).then(2)
-    return frame.sort([rank.otherwise(1), pl.col("tag")])
+    return frame.sort([slice_rank(), pl.col("tag")])
 
 
 def tag_slices(
@@ -64,7 +40,7 @@ def tag_slices(
     """One row per tag: ``tag``, ``cases``, then one column per metric (named by the
     metric) holding its mean over the slice's cases that computed it."""
     columns = {metric: catalog.per_case[metric].column for metric in metrics}
-    joined = _membership(tags).join(
+    joined = tag_membership(tags).join(
         cases.select("case_id", *columns.values()), on="case_id", how="inner"
     )
     grouped = joined.group_by("tag").agg(
@@ -89,7 +65,7 @@ def tag_slice_changes(
     moved, regressions first. ``comparison_cases``: :attr:`Comparison.cases`;
     ``tags``: the case tags of the HEAD run (a case's slice is what the
     current eval set says)."""
-    membership = _membership(tags)
+    membership = tag_membership(tags)
     joined = membership.join(comparison_cases, on="case_id", how="inner")
     sizes = joined.group_by("tag").agg(pl.len().cast(pl.Int64).alias("cases"))
     long = pl.concat(

@@ -2,32 +2,43 @@
 
 Plus the project's opt-in significance flags: ``--significance`` adds the paired
 tests of :mod:`taguru_eval.compare.significance` after taguru's summary lines and
-as a ``significance`` header member of changes.jsonl; ``--fail-on-regression``
-(which implies it) exits 3 when a metric regressed significantly. Without them,
-stdout, changes.jsonl and the exit code are exactly taguru's.
+as a ``significance`` header member of changes.jsonl (``--by-tag`` adds every tag
+slice of HEAD, ``--correction`` adjusts the family's p-values, ``--tolerance`` /
+``--tolerances`` set the regression size that does not matter);
+``--fail-on-regression`` and ``--fail-on-inconclusive`` (which imply it) exit 3
+when a test regressed significantly or was inconclusive. Without them, stdout,
+changes.jsonl and the exit code are exactly taguru's.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final, TextIO
 
+import polars as pl
+
 from taguru_eval._base.text import one_line, parse_decimal
+from taguru_eval.catalog import CATALOG
 from taguru_eval.cli.flags import scan_flags
 from taguru_eval.compare import compare
+from taguru_eval.compare.multiplicity import CORRECTIONS, DEFAULT_CORRECTION, Correction
 from taguru_eval.compare.report import write_atomically
 from taguru_eval.compare.significance import (
     DEFAULT_ALPHA,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    DEFAULT_TOLERANCE,
     MAX_RESAMPLES,
     MAX_SEED,
     Significance,
     significance,
+    test_label,
 )
+from taguru_eval.compare.tags import stored_case_tags
 from taguru_eval.errors import (
     EXIT_GATE,
     EXIT_INPUT,
@@ -40,12 +51,15 @@ from taguru_eval.errors import (
     os_error_text,
 )
 from taguru_eval.inputs.outputs import refuse_overlaps
+from taguru_eval.inputs.tolerances import load_tolerances, tolerance_problem
 
 DEFAULT_OUT: Final = "changes.jsonl"
 
 HELP: Final = """\
 usage: python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
-           [--significance] [--fail-on-regression] [--alpha A]
+           [--significance] [--fail-on-regression] [--fail-on-inconclusive]
+           [--alpha A] [--correction holm|bh|none] [--by-tag]
+           [--tolerance METRIC=DELTA ...] [--tolerances FILE]
            [--resamples N] [--seed N]
 
 Compare two evaluation runs case by case (a full join on case_id) and write
@@ -68,12 +82,31 @@ arguments:
                  file is replaced atomically, its directory must exist
   --significance paired tests per compared metric over the cases matched on
                  both sides: mean difference, bootstrap confidence interval
-                 (1 - alpha) and sign-flip p-value; printed after the summary
-                 and added to the changes.jsonl header as "significance"
+                 (1 - alpha), sign-flip p-value, the p-value adjusted over
+                 every test of the compare, and the minimum detectable effect
+                 (MDE, 80% power); verdict regressed, improved, inconclusive
+                 (not significant, and the interval reaches further than the
+                 tolerance in the worse direction) or no significant change;
+                 printed after the summary and added to the changes.jsonl
+                 header as "significance"
   --fail-on-regression
-                 implies --significance; exit 3 when a metric regressed
-                 significantly (p < alpha in its worse direction)
+                 implies --significance; exit 3 when a test regressed
+                 significantly (adjusted p < alpha in its worse direction)
+  --fail-on-inconclusive
+                 implies --significance; exit 3 when a test is inconclusive
   --alpha A      significance level, 0 < A < 1 (default 0.05)
+  --correction C holm (default: family-wise error <= alpha), bh
+                 (Benjamini-Hochberg: false discovery rate <= alpha) or none
+  --by-tag       also test every tag slice of HEAD's cases (HEAD must be a
+                 stored run directory that recorded options.tags); the slices
+                 join the whole run's tests in one corrected family
+  --tolerance METRIC=DELTA
+                 the regression size of METRIC that does not matter (default
+                 0.01 for every metric); repeatable, one metric each; wins over
+                 --tolerances
+  --tolerances FILE
+                 tolerances from a file: {"taguru_eval_tolerances": 1,
+                 "tolerance": {"recall.recall_at_k": 0.02, ...}}
   --resamples N  bootstrap and sign-flip resamples, 1..1000000 (default 10000)
   --seed N       random seed, 0..2^64-1; the same seed gives the same result
                  (default 0)
@@ -86,8 +119,9 @@ exit codes:
   1  changes.jsonl could not be serialized or written
   2  usage error, unreadable input, malformed evaluation.json, or a
      taguru_evaluation stamp outside the supported range
-  3  --fail-on-regression and a metric regressed significantly
-     (changes.jsonl is written)
+  3  --fail-on-regression and a test regressed significantly, or
+     --fail-on-inconclusive and a test is inconclusive (changes.jsonl is
+     written)
 """
 
 
@@ -103,11 +137,17 @@ class CompareArgs:
     alpha: float = DEFAULT_ALPHA
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
+    fail_on_inconclusive: bool = False
+    correction: Correction = DEFAULT_CORRECTION
+    by_tag: bool = False
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    """``--tolerance`` values by metric (they win over the file's)."""
+    tolerances_file: str | None = None
 
     @property
     def tests(self) -> bool:
         """Whether the significance tests run (asked for, or implied)."""
-        return self.significance or self.fail_on_regression
+        return self.significance or self.fail_on_regression or self.fail_on_inconclusive
 
 
 # Value-taking flags: flag -> message when no value follows.
@@ -116,11 +156,29 @@ _VALUE_FLAGS: Final = {
     "--alpha": "--alpha needs a number between 0 and 1",
     "--resamples": "--resamples needs a positive integer",
     "--seed": "--seed needs a non-negative integer",
+    "--correction": f"--correction needs {', '.join(CORRECTIONS[:-1])} or {CORRECTIONS[-1]}",
+    "--tolerances": "--tolerances needs a file path",
 }
 
-_SWITCHES: Final = ("--significance", "--fail-on-regression")
+_TOLERANCE_FLAG: Final = "--tolerance"
+_TOLERANCE_NEEDS: Final = f"{_TOLERANCE_FLAG} needs METRIC=DELTA, e.g. recall.mrr=0.02"
+_REPEATABLE: Final = {_TOLERANCE_FLAG: _TOLERANCE_NEEDS}
 
-_TEST_SETTINGS: Final = ("--alpha", "--resamples", "--seed")
+_ENABLING: Final = ("--significance", "--fail-on-regression", "--fail-on-inconclusive")
+_SWITCHES: Final = (*_ENABLING, "--by-tag")
+
+_TEST_SETTINGS: Final = (
+    "--alpha",
+    "--resamples",
+    "--seed",
+    "--correction",
+    "--by-tag",
+    _TOLERANCE_FLAG,
+    "--tolerances",
+)
+
+_DELTA: Final = re.compile(r"\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A tolerance as written on the command line: a plain non-negative decimal."""
 
 
 def parse_args(argv: Sequence[str]) -> CompareArgs | None:
@@ -128,7 +186,7 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
 
     Raises :class:`UsageError` with the message body (no prefix or suffix).
     """
-    found = scan_flags(argv, _VALUE_FLAGS, _SWITCHES, "evaluate compare")
+    found = scan_flags(argv, _VALUE_FLAGS, _SWITCHES, "evaluate compare", repeatable=_REPEATABLE)
     if found is None:
         return None
     positionals, values, switches = found.positionals, found.values, found.switches
@@ -138,11 +196,16 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
             f"HEAD.json (got {len(positionals)})"
         )
     refuse_overlaps(
-        {"BASE": positionals[0], "HEAD": positionals[1]},
+        {
+            "BASE": positionals[0],
+            "HEAD": positionals[1],
+            "--tolerances": values.get("--tolerances"),
+        },
         {"--out": values.get("--out", DEFAULT_OUT)},
     )
-    settings = [flag for flag in _TEST_SETTINGS if flag in values]
-    if settings and not switches:
+    given = set(values) | set(found.repeated) | switches
+    settings = [flag for flag in _TEST_SETTINGS if flag in given]
+    if settings and not switches.intersection(_ENABLING):
         raise UsageError(f"{settings[0]} requires --significance or --fail-on-regression")
     return CompareArgs(
         positionals[0],
@@ -155,7 +218,46 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
             "--resamples", values.get("--resamples"), DEFAULT_RESAMPLES, 1, MAX_RESAMPLES
         ),
         seed=_count("--seed", values.get("--seed"), DEFAULT_SEED, 0, MAX_SEED),
+        fail_on_inconclusive="--fail-on-inconclusive" in switches,
+        correction=_correction(values.get("--correction")),
+        by_tag="--by-tag" in switches,
+        tolerances=_tolerances(found.repeated.get(_TOLERANCE_FLAG, [])),
+        tolerances_file=values.get("--tolerances"),
     )
+
+
+def _correction(text: str | None) -> Correction:
+    if text is None:
+        return DEFAULT_CORRECTION
+    for correction in CORRECTIONS:
+        if text == correction:
+            return correction
+    raise UsageError(f"{_VALUE_FLAGS['--correction']} (got '{text}')")
+
+
+def _tolerances(texts: Sequence[str]) -> dict[str, float]:
+    """``--tolerance METRIC=DELTA`` values by metric; each metric once."""
+    compared = CATALOG.compared
+    tolerances: dict[str, float] = {}
+    for text in texts:
+        metric, equals, delta = text.partition("=")
+        if not equals:
+            raise UsageError(f"{_TOLERANCE_NEEDS} (got '{text}')")
+        if metric not in compared:
+            raise UsageError(
+                f"{_TOLERANCE_FLAG}: unknown metric '{metric}' "
+                f"(compare tests {', '.join(compared)})"
+            )
+        if metric in tolerances:
+            raise UsageError(f"{_TOLERANCE_FLAG} {metric} given twice")
+        value = float(delta) if _DELTA.fullmatch(delta) else math.nan
+        if tolerance_problem(value) is not None:
+            raise UsageError(
+                f"{_TOLERANCE_FLAG} {text}: the delta must be a finite number >= 0 "
+                "(a regression's size, e.g. 0.02)"
+            )
+        tolerances[metric] = value
+    return tolerances
 
 
 def _alpha(text: str | None) -> float:
@@ -196,7 +298,9 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         out_stream.write(HELP)
         return EXIT_OK
     try:
+        tolerances = _all_tolerances(args)
         comparison = compare(args.base, args.head)
+        tags = stored_case_tags(args.head, "HEAD") if args.by_tag else None
     except InputError as exc:
         err_stream.write(f"{PREFIX}{exc.message}\n")
         return EXIT_INPUT
@@ -210,7 +314,15 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     tested: Significance | None = None
     if args.tests:
         tested = significance(
-            comparison, resamples=args.resamples, seed=args.seed, alpha=args.alpha
+            comparison,
+            resamples=args.resamples,
+            seed=args.seed,
+            alpha=args.alpha,
+            correction=args.correction,
+            # Checked against the catalog's compared metrics; a comparison classifies
+            # by exactly those, so nothing is dropped here in practice.
+            tolerances={m: t for m, t in tolerances.items() if m in comparison.compared},
+            tags=tags,
         )
     extra = None if tested is None else {"significance": tested.header_block()}
     try:
@@ -226,12 +338,53 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     out_stream.write(comparison.summary(args.out))
     if tested is None:
         return EXIT_OK
-    out_stream.write("".join(f"{line}\n" for line in tested.lines()))
-    regressed = tested.regressed().get_column("metric").to_list()
+    out_stream.write("".join(f"{one_line(line)}\n" for line in tested.lines()))
+    return _gate(args, tested, err_stream)
+
+
+def _all_tolerances(args: CompareArgs) -> dict[str, float]:
+    """The file's tolerances, then the flags' over them (a flag names one metric
+    on purpose; the file is the team's standing choice)."""
+    from_file = (
+        {}
+        if args.tolerances_file is None
+        else load_tolerances(args.tolerances_file, CATALOG.compared)
+    )
+    return {**from_file, **args.tolerances}
+
+
+def _gate(args: CompareArgs, tested: Significance, err_stream: TextIO) -> int:
+    """Exit 3 when a --fail-on-… flag's condition holds, saying which tests met it."""
+    noun = "test(s)" if tested.by_tag else "metric(s)"
+    level = (
+        f"alpha {args.alpha:g}"
+        if args.correction == "none"
+        else f"{args.correction}-adjusted p, alpha {args.alpha:g}"
+    )
+    failed = False
+    regressed = _labels(tested.regressed())
     if args.fail_on_regression and regressed:
         err_stream.write(
-            f"{PREFIX}{len(regressed)} metric(s) regressed significantly "
-            f"(alpha {args.alpha:g}): {', '.join(regressed)}\n"
+            one_line(
+                f"{PREFIX}{len(regressed)} {noun} regressed significantly ({level}): "
+                f"{', '.join(regressed)}"
+            )
+            + "\n"
         )
-        return EXIT_GATE
-    return EXIT_OK
+        failed = True
+    inconclusive = _labels(tested.inconclusive())
+    if args.fail_on_inconclusive and inconclusive:
+        err_stream.write(
+            one_line(
+                f"{PREFIX}{len(inconclusive)} {noun} inconclusive ({level}; a regression "
+                f"beyond the tolerance is not ruled out, default {DEFAULT_TOLERANCE:g}): "
+                f"{', '.join(inconclusive)}"
+            )
+            + "\n"
+        )
+        failed = True
+    return EXIT_GATE if failed else EXIT_OK
+
+
+def _labels(tests: pl.DataFrame) -> list[str]:
+    return [test_label(row) for row in tests.iter_rows(named=True)]

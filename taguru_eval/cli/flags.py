@@ -98,6 +98,8 @@ class Flags:
     positionals: list[str] = field(default_factory=list)
     values: dict[str, str] = field(default_factory=dict)
     switches: set[str] = field(default_factory=set)
+    repeated: dict[str, list[str]] = field(default_factory=dict)
+    """The values of each repeatable flag, in command-line order."""
 
 
 def scan_flags(
@@ -105,16 +107,26 @@ def scan_flags(
     value_flags: Mapping[str, str],
     switches: Sequence[str],
     command: str,
+    *,
+    repeatable: Mapping[str, str] | None = None,
 ) -> Flags | None:
     """Scan ``argv``; ``None`` means help. ``value_flags`` maps a flag to its
-    missing-value message; ``command`` names the command in the unknown-flag
-    message. Raises :class:`UsageError`."""
+    missing-value message; ``repeatable`` does the same for value flags that may
+    be given more than once (collected in :attr:`Flags.repeated`); ``command``
+    names the command in the unknown-flag message. Raises :class:`UsageError`."""
     found = Flags()
+    many = repeatable or {}
     index = 0
     while index < len(argv):
         arg = argv[index]
         if arg in ("--help", "-h"):
             return None
+        if arg in many:
+            if index + 1 >= len(argv):
+                raise UsageError(many[arg])
+            found.repeated.setdefault(arg, []).append(argv[index + 1])
+            index += 2
+            continue
         if arg in value_flags:
             # taguru looks for the value first: a trailing flag needs its value
             # even when an earlier one was given.
