@@ -25,6 +25,37 @@ from taguru_eval._base.normalize import normalize_entry
 from taguru_eval.options import AnswerMatch
 from taguru_eval.tables.shapes import AnswerCheck
 
+Matcher = Callable[[str], set[int]]
+"""The indexes of a case's answers that one hit's text holds."""
+
+
+def _substrings(answers: Sequence[str]) -> Matcher:
+    needles = [normalize_entry(answer) for answer in answers]
+
+    def found(text: str) -> set[int]:
+        haystack = normalize_entry(text)
+        # An answer that folds to nothing is refused by the loader; "" would match anything.
+        return {index for index, needle in enumerate(needles) if needle and needle in haystack}
+
+    return found
+
+
+def _token_subsets(answers: Sequence[str]) -> Matcher:
+    needles = [content_tokens(answer) for answer in answers]
+
+    def found(text: str) -> set[int]:
+        haystack = content_tokens(text)
+        # citenexus passes an empty token set vacuously; here it is never found.
+        return {index for index, needle in enumerate(needles) if needle and needle <= haystack}
+
+    return found
+
+
+_MATCHERS: dict[str, Callable[[Sequence[str]], Matcher]] = {
+    "normalized": _substrings,
+    "tokens": _token_subsets,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class AnswerJudge:
@@ -32,51 +63,24 @@ class AnswerJudge:
 
     answers: tuple[str, ...]
     match: AnswerMatch
-    _needles: tuple[object, ...] = field(init=False, repr=False)
+    _found: Matcher = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        fold = _FOLD[self.match]
-        object.__setattr__(self, "_needles", tuple(fold(answer) for answer in self.answers))
+        object.__setattr__(self, "_found", _MATCHERS[self.match](self.answers))
 
     def check(self, texts: Sequence[str | None]) -> list[AnswerCheck]:
         """One verdict per answer over the window's texts in rank order
         (``None``: a hit without text of its own)."""
-        fold, contains = _FOLD[self.match], _CONTAINS[self.match]
-        first: list[int | None] = [None] * len(self._needles)
-        missing = set(range(len(self._needles)))
+        first: dict[int, int] = {}
         for rank, text in enumerate(texts, start=1):
-            if not missing:
+            if len(first) == len(self.answers):
                 break
-            if text is None:
-                continue
-            haystack = fold(text)
-            for index in sorted(missing):
-                if contains(self._needles[index], haystack):
-                    first[index] = rank
-                    missing.discard(index)
+            if text is not None:
+                for index in self._found(text):
+                    first.setdefault(index, rank)
         return [
-            AnswerCheck(answer_index=index, found=rank is not None, rank=rank, match=self.match)
-            for index, rank in enumerate(first)
+            AnswerCheck(
+                answer_index=index, found=index in first, rank=first.get(index), match=self.match
+            )
+            for index in range(len(self.answers))
         ]
-
-
-def _substring(needle: object, haystack: object) -> bool:
-    assert isinstance(needle, str) and isinstance(haystack, str)
-    # An answer that folds to nothing is refused by the loader; "" would match anything.
-    return bool(needle) and needle in haystack
-
-
-def _subset(needle: object, haystack: object) -> bool:
-    assert isinstance(needle, frozenset) and isinstance(haystack, frozenset)
-    # citenexus passes an empty token set vacuously; here it never counts as found.
-    return bool(needle) and needle <= haystack
-
-
-_FOLD: dict[str, Callable[[str], object]] = {
-    "normalized": normalize_entry,
-    "tokens": content_tokens,
-}
-_CONTAINS: dict[str, Callable[[object, object], bool]] = {
-    "normalized": _substring,
-    "tokens": _subset,
-}
