@@ -52,10 +52,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def readme_duckdb_sql() -> str:
-    """The DuckDB one-liner of the README's run-store section."""
-    readme = (PROJECT_ROOT / "README.md").read_text("utf-8")
+    """The DuckDB one-liner of the run-store page (docs/store.md)."""
+    readme = (PROJECT_ROOT / "docs" / "store.md").read_text("utf-8")
     match = re.search(r"```sql\n(SELECT \* FROM read_parquet\('runs/[^\n]*)\n```", readme)
-    assert match, "README: no DuckDB one-liner"
+    assert match, "docs/store.md: no DuckDB one-liner"
     return match.group(1)
 
 
