@@ -3,7 +3,7 @@
 A 3-run store (two contexts, one of them named so that it must be
 percent-encoded, one named like a number) is read table by table — every table
 of :data:`TABLES` — with DuckDB's ``read_parquet(..., hive_partitioning =
-true)`` exactly as the README documents it, and with
+true)`` exactly as docs/store.md documents it, and with
 :func:`taguru_eval.store.dataset`; both must return the same rows as
 :func:`taguru_eval.store.scan_runs`.
 """
