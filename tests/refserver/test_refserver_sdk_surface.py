@@ -9,7 +9,7 @@ client and decoder, with plausible arguments against a populated context;
 the outcome is ``decoded``, ``local`` (the method sends no request:
 ``Taguru.context``, ``Taguru.close``) or the error it raised. Methods whose
 routes this server leaves out on purpose are listed in ``LEFT_OUT`` with the
-reason (README "SDK coverage" repeats the list); they must still fail, so the
+reason (docs/refserver.md "Clients" repeats the list); they must still fail, so the
 list cannot go stale silently.
 
 Run with ``-s`` to see the table of outcomes.
@@ -45,7 +45,7 @@ GROUP = "breweries"
 # Far above any directory this test builds: a listing walk that never stops
 # is cut here and then fails its termination check instead of hanging.
 WALK_BOUND = 1000
-DECODED_BEFORE = 31  # the same driver against the server before issue 29 (README "SDK coverage")
+DECODED_BEFORE = 31  # the same driver before issue 29 (docs/refserver.md "Clients")
 
 SYNC_CLASSES: tuple[type, ...] = (Taguru, Contexts, Groups, Context)
 
@@ -341,7 +341,7 @@ def test_every_method_not_left_out_decodes(outcomes: dict[str, str]) -> None:
 
 
 def test_methods_left_out_still_fail(outcomes: dict[str, str]) -> None:
-    # One that starts decoding belongs out of LEFT_OUT (and out of the README list).
+    # One that starts decoding belongs out of LEFT_OUT (and out of docs/refserver.md's list).
     assert [m for m in LEFT_OUT if outcomes[m] in ("decoded", "local")] == []
 
 

@@ -2,8 +2,8 @@
 
 Notebooks, dashboards and BI tools read ``runs/context=<ctx>/run=<id>/<table>.parquet``
 directly, so a renamed column or a changed type breaks them silently. Any change
-to a stored schema must be deliberate: update this list, the README's "BI
-export" section, and say so in the changelog.
+to a stored schema must be deliberate: update this list, the table reference of
+docs/store.md, and say so in the changelog.
 """
 
 from __future__ import annotations
