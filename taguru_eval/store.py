@@ -12,7 +12,7 @@ suffix, so run ids sort in time order. A run directory appears all at once: it
 is written under ``<store>/.staging/`` and renamed into place, so a crash or
 Ctrl-C never leaves a half-written run where :func:`scan_runs` looks.
 
-The layout is a contract for query engines (README "The run store"): one
+The layout is a contract for query engines (docs/store.md): one
 table's files across every run are the glob :func:`table_glob` names, with
 ``context`` and ``run`` as hive partition columns. Tables are written with
 zstd compression and the artifact as ``evaluation.json.zst``

@@ -1,6 +1,6 @@
 """Where a stored run keeps its evaluation.json, and how to read it back.
 
-The one place that knows the run store's artifact layouts (README "The run
+The one place that knows the run store's artifact layouts (docs/store.md "The run
 store")::
 
     <run dir>/evaluation.json.zst   this layout: the written bytes, zstd-compressed

@@ -400,7 +400,7 @@ def base_url_from_addr(addr: str) -> str:
     Refuses a port-0 address (the real port cannot be known from here) and a
     full URL: taguru would build ``http://http://…``, whose host is ``http``
     and whose ``user:password@`` would slip past the credentials check into
-    the request path (a deliberate deviation from taguru, see README).
+    the request path (a deliberate deviation from taguru, see docs/decisions.md).
     """
     if "://" in addr:
         raise InputError(

@@ -2,7 +2,7 @@
 
 On a terminal the display is tqdm's live bar with the rate and the time left.
 Anywhere else (a CI log, a pipe, a notebook's stderr) it is plain lines,
-written by :class:`_LogLines` on an injectable clock (see the README's
+written by :class:`_LogLines` on an injectable clock (see docs/command-line.md's
 Progress section):
 
 * the lines are due every :data:`LOG_INTERVAL_S` seconds after the first case
