@@ -1,6 +1,6 @@
 """Search calls per second the reference server sustains on loopback.
 
-Starts ``python -m taguru_eval.refserver.serve DIR --port 0`` in a child
+Starts ``python -m taguru_eval serve DIR --port 0`` in a child
 process (so client and server do not share a GIL), then sends
 ``POST /contexts/{ctx}/sources/search`` with the queries of every context's
 ``eval.jsonl`` round-robin from ``--concurrency`` keep-alive connections for
@@ -78,7 +78,7 @@ def main() -> int:
     args = parser.parse_args()
     pairs = workload(args.data)
     server = subprocess.Popen(
-        [sys.executable, "-m", "taguru_eval.refserver.serve", str(args.data), "--port", "0"],
+        [sys.executable, "-m", "taguru_eval", "serve", str(args.data), "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
