@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import gc
 import io
+import json
 import os
 import pickle
 import statistics
@@ -96,6 +97,26 @@ def record_demo(directory: Path) -> Path:
         execute(prepared, console=console, transport=Recording(make_transport(8)))
     path = directory / "answers.pickle"
     path.write_bytes(pickle.dumps(answers))
+    return path
+
+
+ANSWERS_ENV = "TAGURU_EVAL_BENCH_ANSWERS"
+"""Set by the parent for the child of an ``--answers`` run: the answers file it passes."""
+
+
+def write_answers(eval_path: Path, path: Path) -> Path:
+    """Two answers per case: its first declared quote (text the corpus holds; else its
+    query's first word) and one no paragraph holds, so every window is searched whole."""
+    lines = [json.dumps({"taguru_eval_answers": 1, "name": "benchmark"})]
+    with eval_path.open(encoding="utf-8") as cases:
+        next(cases)
+        for line in cases:
+            case = json.loads(line)
+            quotes = [c["quote"] for c in case.get("expected_citations", []) if c.get("quote")]
+            first = quotes[0] if quotes else case["query"].split()[0]
+            entry = {"case_id": case["case_id"], "answers": [first, "an answer held nowhere"]}
+            lines.append(json.dumps(entry, ensure_ascii=False))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
@@ -175,6 +196,7 @@ def child(eval_path: Path, url: str, concurrency: int, work: Path, tree: Path) -
             collecting["full"] += info["generation"] == 2
 
     gc.callbacks.append(collection)
+    answers = os.environ.get(ANSWERS_ENV)
     options = RunOptions(
         eval_path=str(eval_path),
         context=DEMO_CONTEXT,
@@ -183,6 +205,7 @@ def child(eval_path: Path, url: str, concurrency: int, work: Path, tree: Path) -
         concurrency=concurrency,
         store_dir=str(work / "runs"),
         quiet=True,
+        **({"answers": answers} if answers else {}),
     )
     console = Console(stdout=io.StringIO(), stderr=io.StringIO())
     cpu = time.process_time()
@@ -215,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--tree", type=Path, default=ROOT)
     parser.add_argument(
+        "--answers",
+        action="store_true",
+        help="each repeat runs twice, without and with --answers (two per case), A B A B",
+    )
+    parser.add_argument(
         "--child", nargs=4, metavar=("EVAL", "URL", "C", "WORK"), help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
@@ -238,9 +266,17 @@ def main(argv: list[str] | None = None) -> int:
             f"(load average {loads})"
         )
         ratios = []
-        for repeat in range(args.repeats):
+        walls: dict[str, list[float]] = {"without": [], "with --answers": []}
+        answers_file = write_answers(eval_path, work / "answers.jsonl") if args.answers else None
+        variants = list(walls) if args.answers else ["without"]
+        for repeat, variant in [(r, v) for r in range(args.repeats) for v in variants]:
+            if args.answers:
+                print(f"  [{variant}]")
+            os.environ.pop(ANSWERS_ENV, None)
+            if variant != "without" and answers_file is not None:
+                os.environ[ANSWERS_ENV] = str(answers_file)
             with Stub(args.delay_ms / 1000, {}, exact=answers) as stub:
-                run_dir = work / f"run{repeat}"
+                run_dir = work / f"run{repeat}-{variants.index(variant)}"
                 run_dir.mkdir()
                 arguments = [str(eval_path), stub.url, str(args.concurrency), str(run_dir)]
                 arguments += ["--tree", str(args.tree)]
@@ -253,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             network = stats["last"] - stats["first"]
             ratio = result["wall"] / network
             ratios.append(ratio)
+            walls[variant].append(result["wall"])
             stages = result["seconds"]
             batches = stages.pop("batches")
             staged = stages.pop("staged", 0.0)
@@ -275,6 +312,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{result['artifact_bytes'] / 1e6:,.0f} MB; requests by route {not_found}"
             )
             sys.stdout.flush()
+        if args.answers and all(walls.values()):
+            without, answered = (statistics.median(values) for values in walls.values())
+            print(
+                f"median client wall: {without:.2f} s without, {answered:.2f} s with --answers "
+                f"({answered / without:.3f}x)"
+            )
         if ratios:
             ratio = statistics.median(ratios)
             ok = ratio <= RATIO_TARGET

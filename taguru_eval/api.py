@@ -29,7 +29,7 @@ import httpx
 import polars as pl
 
 from taguru_eval.analyst import display, slices
-from taguru_eval.analyst.export import qrels_dict, run_dict
+from taguru_eval.analyst.export import WILDCARDS_DROP, qrels_mapping, run_mapping, trec_frames
 from taguru_eval.artifact.read import read_artifact, tables_from_artifact
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
@@ -262,15 +262,17 @@ def _load_stored(directory: Path) -> Run:
 
 
 def to_ir_measures(
-    run: Run, eval_path: str | os.PathLike[str]
+    run: Run, eval_path: str | os.PathLike[str], *, wildcards: str = WILDCARDS_DROP
 ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
-    """``(qrels, run)`` as ``{case_id: {source#paragraph: value}}`` mappings.
+    """``(qrels, run)`` as ``{case_id: {docno: value}}`` mappings.
 
     The same data as ``python -m taguru_eval export --trec`` writes
     (:mod:`taguru_eval.analyst.export`): the qrels from ``eval_path``'s
     expected sources (graded relevance; an entry without paragraphs has
-    none), the run from ``run``'s hits with the rank order as the score. Both
-    ir_measures (``ir_measures.calc_aggregate(measures, qrels, run)``) and
-    ranx (``ranx.Qrels(qrels)``, ``ranx.Run(run)``) take these mappings.
+    none), the run from ``run``'s hits with the rank order as the score;
+    ``wildcards="taguru"`` gives ``--wildcards taguru``'s expectation documents
+    instead. Both ir_measures (``ir_measures.calc_aggregate(measures, qrels,
+    run)``) and ranx (``ranx.Qrels(qrels)``, ``ranx.Run(run)``) take these mappings.
     """
-    return qrels_dict(load_eval(os.fspath(eval_path)).expected), run_dict(run.tables.hits)
+    frames = trec_frames(load_eval(os.fspath(eval_path)).expected, run.tables, wildcards)
+    return qrels_mapping(frames.qrels), run_mapping(frames.run)

@@ -1,9 +1,10 @@
 """Optional extras: the one place a feature's optional dependencies are imported by name.
 
 The core install (polars, pyarrow, httpx, altair) evaluates, gates, compares
-and stores runs. The reference server, the HTML report's inlined Vega bundle
-and the notebooks need extras; a command that needs a missing one fails with
-one line naming the extra to install, never with an import traceback.
+and stores runs. The reference server, the HTML report's inlined Vega bundle,
+the ``measures`` command (ir_measures) and the notebooks need extras; a
+command that needs a missing one fails with one line naming the extra to
+install, never with an import traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Final
 EXTRAS: Final[dict[str, tuple[str, ...]]] = {
     "server": ("starlette", "uvicorn"),
     "report": ("vl_convert",),
+    # The extra installs ranx too (to read an export back); no command imports it.
+    "ir": ("ir_measures",),
 }
 """Extra name (``pip install 'taguru_eval[<extra>]'``) -> the modules it provides."""
 

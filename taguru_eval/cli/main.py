@@ -51,6 +51,7 @@ from taguru_eval.errors import (
 SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "compare": lazy_main("taguru_eval.cli.compare"),
     "export": lazy_main("taguru_eval.cli.export"),
+    "measures": lazy_main("taguru_eval.cli.measures"),
     "serve": lazy_main("taguru_eval.cli.serve"),
     "wait": lazy_main("taguru_eval.cli.wait"),
     "demo": lazy_main("taguru_eval.cli.demo"),

@@ -154,6 +154,9 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
                         [--significance] [--fail-on-regression] [--alpha A]
        python -m taguru_eval export RUN --trec DIR [--eval FILE]
+                        [--wildcards drop|taguru]
+       python -m taguru_eval measures RUN MEASURE... [--eval FILE]
+                        [--wildcards taguru|drop] [--per-case FILE]
        python -m taguru_eval serve|wait|demo|report|ingest|import-golden|refusal-bands ...
        python -m taguru_eval --version
 
@@ -219,6 +222,8 @@ subcommands:
   run                  run mode under its own name (same flags as above)
   compare              compare two evaluation.json files into changes.jsonl
   export               export a run for IR tools (TREC run file and qrels)
+  measures             compute ir_measures measures (AP, P@5, nDCG@10, ...) over
+                       a run ('ir' extra)
   serve                serve a corpus folder with the reference server
   wait                 wait until a server answers /health (URL or the ready
                        file of 'serve --ready-file'), for CI scripts

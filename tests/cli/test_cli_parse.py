@@ -337,6 +337,7 @@ def test_subcommands_are_plain_functions() -> None:
     assert set(SUBCOMMANDS) == {
         "compare",
         "export",
+        "measures",
         "serve",
         "wait",
         "demo",

@@ -39,6 +39,9 @@ CHARTS_AND_JUPYTER = (
 )
 """What run, compare, export and import-golden must not import."""
 
+IR_TOOLS = ("ir_measures", "ranx", "pytrec_eval", "numba")
+"""What only the measures command imports (ir_measures; the others never)."""
+
 _CHILD = """
 import json, sys
 out = sys.argv[1]
@@ -142,6 +145,7 @@ def test_a_run_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> N
     work, child = finished_run
     assert (work / "evaluation.json").is_file()
     assert child.loaded(CHARTS_AND_JUPYTER) == []
+    assert child.loaded(IR_TOOLS) == []
 
 
 def test_compare_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> None:
@@ -151,6 +155,7 @@ def test_compare_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) ->
     assert child.code == 0, child.stderr
     assert (work / "changes.jsonl").is_file()
     assert child.loaded(CHARTS_AND_JUPYTER) == []
+    assert child.loaded(IR_TOOLS) == []
 
 
 def test_export_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> None:
@@ -161,6 +166,22 @@ def test_export_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> 
     )
     assert child.code == 0, child.stderr
     assert (work / "trec" / "run.trec").is_file()
+    assert child.loaded(CHARTS_AND_JUPYTER) == []
+    assert child.loaded(IR_TOOLS) == []
+
+
+def test_measures_loads_ir_measures_and_no_chart_nor_jupyter(
+    finished_run: tuple[Path, Child],
+) -> None:
+    work, _ = finished_run
+    child = run_child(
+        ["measures", "evaluation.json", "nDCG@5", "--eval", str(DATA / "sake/eval.jsonl")], work
+    )
+    assert child.code == 0, child.stderr
+    # ir_measures computes nDCG through pytrec_eval; ranx (and numba) stay out.
+    loaded = {name.split(".")[0] for name in child.loaded(IR_TOOLS)}
+    assert "ir_measures" in loaded
+    assert child.loaded(("ranx", "numba")) == []
     assert child.loaded(CHARTS_AND_JUPYTER) == []
 
 
@@ -173,11 +194,14 @@ def test_import_golden_loads_no_chart_nor_jupyter(tmp_path: Path) -> None:
     assert child.loaded(CHARTS_AND_JUPYTER) == []
 
 
-@pytest.mark.parametrize("word", ["compare", "export", "import-golden", "report", "ingest"])
+@pytest.mark.parametrize(
+    "word", ["compare", "export", "measures", "import-golden", "report", "ingest"]
+)
 def test_subcommand_help_loads_no_chart_nor_jupyter_outside_report_and_ingest(
     word: str, tmp_path: Path
 ) -> None:
     child = run_child([word, "--help"], tmp_path)
     assert child.code == 0, child.stderr
+    assert child.loaded(IR_TOOLS) == []
     if word not in ("report", "ingest"):
         assert child.loaded(CHARTS_AND_JUPYTER) == []
