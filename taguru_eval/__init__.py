@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from taguru_eval._base.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from taguru_eval.api import Run, load_run, run, scan_runs, to_ir_measures
+    from taguru_eval.api import Run, load_run, measures, run, scan_runs, to_ir_measures
     from taguru_eval.compare import Comparison, compare
     from taguru_eval.compare.significance import Significance, significance
     from taguru_eval.contract import VERSION as __version__
@@ -37,6 +37,7 @@ __all__ = [
     "__version__",
     "compare",
     "load_run",
+    "measures",
     "run",
     "scan_runs",
     "significance",
@@ -52,6 +53,7 @@ __getattr__ = lazy_names(
     {
         "Run": _api,
         "load_run": _api,
+        "measures": _api,
         "run": _api,
         "scan_runs": _api,
         "to_ir_measures": _api,

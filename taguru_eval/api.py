@@ -261,6 +261,23 @@ def _load_stored(directory: Path) -> Run:
     )
 
 
+def measures(
+    run: Run | str | os.PathLike[str],
+    *names: str,
+    eval_path: str | os.PathLike[str] | None = None,
+    wildcards: str = "taguru",
+) -> pl.DataFrame:
+    """``case_id, measure, value``: ir_measures' ``names`` (``AP``, ``P@5``, ``nDCG@5``, …)
+    for every judged case of ``run`` (a :class:`Run`, a stored run directory or an
+    evaluation.json), computed by ir_measures itself on the files ``export --trec``
+    writes (:func:`taguru_eval.analyst.measures.measures`; the ``ir`` extra).
+    ``analyst.measures.aggregate`` of it is ``measures``' printed table."""
+    from taguru_eval.analyst.measures import measures as measures_of
+
+    loaded = run if isinstance(run, Run) else load_run(run)
+    return measures_of(loaded.doc, loaded.tables, *names, eval_path=eval_path, wildcards=wildcards)
+
+
 def to_ir_measures(
     run: Run, eval_path: str | os.PathLike[str], *, wildcards: str = WILDCARDS_DROP
 ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:

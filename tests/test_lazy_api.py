@@ -26,6 +26,7 @@ PUBLIC = [
     "__version__",
     "compare",
     "load_run",
+    "measures",
     "run",
     "scan_runs",
     "significance",

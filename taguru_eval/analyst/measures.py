@@ -16,7 +16,7 @@ and a missing install is one line naming the extra.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import polars as pl
@@ -29,9 +29,9 @@ from taguru_eval.analyst.export import (
     run_mapping,
     trec_frames,
 )
-from taguru_eval.api import Run, load_run
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import load_eval
+from taguru_eval.tables.schemas import RunTables
 
 PER_CASE_SCHEMA: Final = {"case_id": pl.String, "measure": pl.String, "value": pl.Float64}
 """The per-case frame: one row per case × measure."""
@@ -97,15 +97,16 @@ def _unsupported(ir_measures: Any, measure: Any) -> str:
 
 
 def measures(
-    run: Run | str | os.PathLike[str],
+    doc: Mapping[str, Any],
+    tables: RunTables,
     *names: str,
     eval_path: str | os.PathLike[str] | None = None,
     wildcards: str = WILDCARDS_TAGURU,
 ) -> pl.DataFrame:
     """``case_id, measure, value``: each of ``names`` for every judged case, by ir_measures.
 
-    ``run`` is a :class:`~taguru_eval.api.Run` or what :func:`~taguru_eval.api.load_run`
-    reads (a stored run directory, an evaluation.json); the qrels come from
+    ``doc`` and ``tables`` are a loaded run's artifact and lane tables
+    (:func:`taguru_eval.measures` takes a run or its path); the qrels come from
     ``eval_path``, else the eval.jsonl the run recorded. ``measure`` is
     ir_measures' own spelling of the measure. Rows are in case order (the eval
     set's), then in the order ``names`` gives. Raises :class:`InputError` for a
@@ -114,9 +115,8 @@ def measures(
     if not names:
         raise InputError("no measure given: name at least one (AP, P@5, nDCG@10, …)")
     parsed = parse_measures(names)
-    loaded = run if isinstance(run, Run) else load_run(run)
-    expected = load_eval(eval_source(loaded.doc, eval_path)).expected
-    frames = trec_frames(expected, loaded.tables, wildcards)
+    expected = load_eval(eval_source(doc, eval_path)).expected
+    frames = trec_frames(expected, tables, wildcards)
     qrels, ranked = qrels_mapping(frames.qrels), run_mapping(frames.run)
     ir_measures = _ir_measures()
     try:

@@ -1,7 +1,7 @@
 """``python -m taguru_eval measures RUN MEASURE… [--eval FILE] [--wildcards MODE]
 [--per-case FILE.parquet]``: ir_measures' measures over a run.
 
-A thin shell over :func:`taguru_eval.analyst.measures.measures`: the per-case
+A thin shell over :func:`taguru_eval.measures`: the per-case
 frame it returns is written with ``--per-case``, and
 :func:`~taguru_eval.analyst.measures.aggregate` of it is the printed table.
 """
@@ -16,7 +16,8 @@ from typing import Final, TextIO
 
 from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval.analyst.export import WILDCARDS_TAGURU
-from taguru_eval.analyst.measures import aggregate, measures, parse_measures
+from taguru_eval.analyst.measures import aggregate, parse_measures
+from taguru_eval.api import measures
 from taguru_eval.cli.export import parse_wildcards
 from taguru_eval.cli.flags import run_subcommand, scan_flags
 from taguru_eval.errors import EXIT_OK, RunError, UsageError, os_error_text

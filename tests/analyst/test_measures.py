@@ -23,7 +23,8 @@ import pytest
 from support.paths import DATA
 
 import taguru_eval
-from taguru_eval.analyst.measures import aggregate, measures
+from taguru_eval.analyst.measures import aggregate
+from taguru_eval.api import measures
 from taguru_eval.cli import main as cli_main
 from taguru_eval.cli.measures import main
 from taguru_eval.refserver.serve import running_server
