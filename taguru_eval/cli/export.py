@@ -167,7 +167,9 @@ def export(args: ExportArgs, out: TextIO, err: TextIO) -> int:
         if wildcards:
             err.write(
                 f"{PREFIX}export: {wildcards} expected source(s) name no paragraph "
-                "('any paragraph of this source'): no qrels line for them\n"
+                "('any paragraph of this source'): no qrels line for them, so recall, MRR "
+                "and nDCG read from these files differ from taguru's on the cases that expect "
+                "one (--wildcards taguru writes them)\n"
             )
         shown = f"{lines} hit(s)"
         judged = "judged passage(s)"
