@@ -78,7 +78,8 @@ def test_report_is_self_contained(full_report: Path) -> None:
     assert not re.search(r"<link[^>]*\bhref=", page)
     assert not re.search(r"<(img|iframe)[^>]*\bsrc=[\"']?https?:", page)
     assert "window.vegaEmbed=" in page  # the inlined bundle defines the embedder itself
-    assert page.count("<script") == 4  # bundle, specs, embed options, embed call
+    # Vega's bundle, specs, embed options, embed call; DataTables' source, options, loader.
+    assert page.count("<script") == 7
 
 
 def test_report_embeds_every_chart_spec_with_its_data(full_report: Path) -> None:
