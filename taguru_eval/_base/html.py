@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 TEMPLATES: Final = "analyst/templates"
 """Where the templates live inside the ``taguru_eval`` package (package data)."""
 
-ID_COLUMNS: Final = frozenset({"case_id", "run", "label", "examples"})
+ID_COLUMNS: Final = frozenset({"case_id", "run", "label", "examples", "eval_set"})
 """Columns holding identifiers: one line each, cut with an ellipsis, whole in a tooltip."""
 
 PAGE_ROWS: Final = 10
@@ -82,13 +82,21 @@ def table_data(
     more: str | None = None,
     source: Mapping[str, str] | None = None,
     interactive: bool = False,
+    tooltips: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A frame as the ``table`` macro lays it out: at most ``limit`` rows, the rest
     counted below it (``more`` replaces the default "… and N more row(s)" note;
     ``source`` — ``{"href": …, "name": …}`` or ``{"text": …}`` — says where every
     row is). ``interactive`` asks the page to make it sortable and filterable
     (DataTables, when the report has it) if it lists more than :data:`PAGE_ROWS`
-    rows; the table is complete without it."""
+    rows; the table is complete without it. ``tooltips`` maps a column to the column
+    whose value is its cell's tooltip (shown there, not as a column of its own: a run's
+    label in the table, its full id under the pointer)."""
+    for shown, tip in (tooltips or {}).items():
+        frame = frame.with_columns(
+            pl.struct(pl.col(shown).cast(pl.String).alias("text"), pl.col(tip).alias("title"))
+            .alias(shown)
+        ).drop(tip)
     columns = [
         {"name": name, "numeric": _numeric(dtype), "id": name in ID_COLUMNS}
         for name, dtype in frame.schema.items()

@@ -72,6 +72,8 @@ LISTED_CASES: Final = 50
 """Improved / regressed cases the compare section lists, each with its drivers."""
 DRIFT_RUNS: Final = 200
 """Runs the drift section indexes (the newest; the chart shows one point per run)."""
+DRIFT_COLUMNS: Final = 3
+"""Drift panels per row."""
 
 _REPORT_TABLES: Final = (
     "cases",
@@ -335,7 +337,7 @@ def _parquet_source(run: ReportRun, out: str | Path | None, table: str) -> dict[
     return {"href": Path(href).as_posix(), "name": TABLE[table].file_name}
 
 
-MOST_MISSED: Final = 20
+MOST_MISSED: Final = 100
 """Missed items the misses section counts over the cases (most cases first)."""
 
 
@@ -403,6 +405,7 @@ def cases_section(
             f"{misses.get_column('case_id').n_unique()} case(s))",
             limit=MOST_MISSED,
             more=f"… and {max(most_missed.height - MOST_MISSED, 0)} more missed item(s)",
+            interactive=True,
         )
         if misses.height
         else None,
@@ -468,9 +471,13 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
     history = drift.metric_history(store, context, every_run).filter(
         pl.col("run").is_in(runs.get_column("run").implode())
     )
-    chart = page.chart("drift", charts.drift_chart(history, runs=runs, bounds=bounds))
+    # Three panels a row fill the 1,248 px column (two left a third of it empty).
+    chart = page.chart(
+        "drift", charts.drift_chart(history, runs=runs, bounds=bounds, columns=DRIFT_COLUMNS)
+    )
     index = runs.select(
-        # The label is the run's time (to the minute) and short id; the run id has both.
+        # The label (time to the minute, short id) names the run as the chart does;
+        # the full run id is its tooltip.
         "label",
         "run",
         pl.col("setup_changed").list.join(", ").replace("", None).alias("changed"),
@@ -490,10 +497,11 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
         drift_chart=chart,
         index=table_data(
             index,
-            caption="newest first; changed: what differs from the run before "
-            "(eval set, mode, budget, thresholds sha256)",
+            caption="newest first (a label's tooltip is the run id); changed: what differs "
+            "from the run before (eval set, mode, budget, thresholds sha256)",
             limit=50,
             interactive=True,
+            tooltips={"label": "run"},
         ),
     )
 
