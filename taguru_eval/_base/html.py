@@ -65,11 +65,6 @@ def render(template: str, /, **context: object) -> str:
     return environment().get_template(template).render(**context)
 
 
-def macro(template: str, name: str) -> Any:
-    """A macro of ``template`` as a callable (its output is already escaped markup)."""
-    return getattr(environment().get_template(template).module, name)
-
-
 def _numeric(dtype: pl.DataType) -> bool:
     return dtype.is_numeric() and dtype != pl.Boolean
 
@@ -94,8 +89,9 @@ def table_data(
     label in the table, its full id under the pointer)."""
     for shown, tip in (tooltips or {}).items():
         frame = frame.with_columns(
-            pl.struct(pl.col(shown).cast(pl.String).alias("text"), pl.col(tip).alias("title"))
-            .alias(shown)
+            pl.struct(
+                pl.col(shown).cast(pl.String).alias("text"), pl.col(tip).alias("title")
+            ).alias(shown)
         ).drop(tip)
     columns = [
         {"name": name, "numeric": _numeric(dtype), "id": name in ID_COLUMNS}
@@ -116,20 +112,3 @@ def table_data(
 def pairs_data(pairs: Sequence[tuple[str, object]]) -> list[dict[str, object]]:
     """Key/value rows for the ``pairs`` macro."""
     return [{"key": key, "value": value} for key, value in pairs]
-
-
-def table_html(
-    frame: pl.DataFrame,
-    *,
-    caption: str | None = None,
-    limit: int = 500,
-    more: str | None = None,
-) -> str:
-    """A frame as an HTML table (see :func:`table_data`)."""
-    data = table_data(frame, caption=caption, limit=limit, more=more)
-    return str(macro("_tables.html.j2", "table")(data))
-
-
-def pairs_html(pairs: Sequence[tuple[str, object]]) -> str:
-    """Key/value rows (``<th>`` key, ``<td>`` value)."""
-    return str(macro("_tables.html.j2", "pairs")(pairs_data(pairs)))

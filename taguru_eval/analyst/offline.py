@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import html
 import json
 import os
 import uuid
@@ -35,6 +34,7 @@ from typing import Any, Final
 
 from taguru_eval._base.extras import MissingExtra, extra_file, load_extra
 from taguru_eval._base.files import write_bytes_atomic
+from taguru_eval._base.html import render as render_template
 from taguru_eval.errors import RunError
 
 RENDERER: Final = "taguru_offline"
@@ -151,15 +151,15 @@ def json_for_script(value: object) -> str:
 
 def chart_fragment(spec: dict[str, Any]) -> str:
     """One chart as an HTML fragment carrying the libraries, the spec and the embed call."""
-    element = f"taguru-chart-{uuid.uuid4().hex[:12]}"
-    call = (
-        f"vegaEmbed(document.getElementById({json.dumps(element)}), "
-        f"{json_for_script(embeddable(spec))}, {json.dumps(EMBED_OPTIONS)})"
-        '.catch(function (error) { console.error("chart failed: " + error); });'
-    )
-    return (
-        f'<div class="taguru-chart" id="{html.escape(element)}"></div>\n'
-        f"<script>{javascript_bundle()}</script>\n<script>{call}</script>"
+    from markupsafe import Markup
+
+    return render_template(
+        "chart_fragment.html.j2",
+        element=f"taguru-chart-{uuid.uuid4().hex[:12]}",
+        # Inert inside their script elements: "</script" escaped, no "<" in the JSON.
+        bundle=Markup(javascript_bundle()),
+        spec=Markup(json_for_script(embeddable(spec))),
+        options=Markup(json_for_script(EMBED_OPTIONS)),
     )
 
 
