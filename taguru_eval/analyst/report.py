@@ -407,7 +407,8 @@ def cases_section(
             more=f"… and {max(most_missed.height - MOST_MISSED, 0)} more missed item(s)",
             interactive=True,
         )
-        if misses.height
+        # Counting per item says something only when an item is missed more than once.
+        if most_missed.height < misses.height
         else None,
         misses=table_data(
             misses,
