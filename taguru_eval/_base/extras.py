@@ -9,7 +9,8 @@ install, never with an import traceback.
 
 from __future__ import annotations
 
-from importlib import import_module
+from importlib import import_module, metadata
+from pathlib import Path
 from types import ModuleType
 from typing import Final
 
@@ -20,6 +21,12 @@ EXTRAS: Final[dict[str, tuple[str, ...]]] = {
     "ir": ("ir_measures",),
 }
 """Extra name (``pip install 'taguru_eval[<extra>]'``) -> the modules it provides."""
+
+EXTRA_FILES: Final[dict[str, tuple[str, ...]]] = {
+    "report": ("itables",),
+}
+"""Extra name -> the distributions it installs for their data files only (read, never
+imported: ``import itables`` takes 0.4 s, pandas included, for a file's path)."""
 
 
 class MissingExtra(ImportError):
@@ -44,3 +51,21 @@ def load_extra(extra: str, module: str | None = None) -> ModuleType:
         except ModuleNotFoundError as exc:
             raise MissingExtra(extra, exc.name or name) from None
     return loaded[module or EXTRAS[extra][0]]
+
+
+def extra_file(extra: str, distribution: str, path: str) -> Path:
+    """The file ``path`` (e.g. ``itables/html/dt_bundle.js``) that ``distribution`` of
+    ``extra`` installed, found from its installed metadata without importing it.
+    Raises :class:`MissingExtra` when the distribution or the file is not there."""
+    if distribution not in EXTRA_FILES[extra]:
+        raise ValueError(f"{distribution!r} is not a file distribution of the {extra!r} extra")
+    try:
+        files = metadata.distribution(distribution).files or []
+    except metadata.PackageNotFoundError:
+        raise MissingExtra(extra, distribution) from None
+    for entry in files:
+        if entry.as_posix() == path:
+            located = Path(str(entry.locate()))
+            if located.is_file():
+                return located
+    raise MissingExtra(extra, path)

@@ -305,3 +305,88 @@ def axis_domain(
     if low >= 0 > floor:
         floor = 0.0
     return (floor, high + pad)
+
+
+FAILURE_CHECKS: Final[tuple[tuple[str, tuple[str, ...], str], ...]] = (
+    ("recall@k<1", ("recall_at_k",), "lt1"),
+    ("mrr<1", ("mrr",), "lt1"),
+    ("citations<1", ("citations_recall", "citations_locator_validity"), "lt1"),
+    ("coverage<1", ("coverage_concepts", "coverage_labels", "coverage_associations"), "lt1"),
+    ("answers=0", ("answers_found",), "zero"),
+)
+"""A case's failure signature: the name of each check that fails, from its ``cases``
+columns (any of them; a null value — the case did not declare it — never fails)."""
+
+LANE_OK: Final = frozenset({"passage: searched", "evidence: assembled"})
+"""Lane outcomes that are no failure of their own."""
+
+SIGNATURE_EXAMPLES: Final = 3
+
+
+def failing_checks(columns: Sequence[str]) -> pl.Expr:
+    """``fails``: the :data:`FAILURE_CHECKS` a case fails, for a frame with ``columns``
+    (a check whose columns the run does not have — no ``--answers`` — is left out)."""
+    names = set(columns)
+    flags = []
+    for name, check_columns, kind in FAILURE_CHECKS:
+        present = [column for column in check_columns if column in names]
+        if not present:
+            continue
+        failed = [pl.col(c) == 0 if kind == "zero" else pl.col(c) < 1 for c in present]
+        flags.append(pl.when(pl.any_horizontal(failed)).then(pl.lit(name)))
+    if not flags:
+        return pl.lit([], dtype=pl.List(pl.String)).alias("fails")
+    return pl.concat_list(flags).list.drop_nulls().alias("fails")
+
+
+def lane_outcome(cases: pl.DataFrame, lanes: pl.DataFrame | None = None) -> pl.DataFrame:
+    """``case_index``, ``lane``: the evidence lane's outcome where the case ran one
+    (``evidence: assembled``), else the passage lane's (``passage: searched``)."""
+    frame = cases.select("case_index", "passage_outcome")
+    if lanes is not None and "evidence_outcome" in lanes.columns:
+        frame = frame.join(
+            lanes.select("case_index", "evidence_outcome"), on="case_index", how="left"
+        )
+    else:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("evidence_outcome"))
+    return frame.select(
+        "case_index",
+        pl.when(pl.col("evidence_outcome").is_not_null())
+        .then(pl.format("evidence: {}", "evidence_outcome"))
+        .otherwise(pl.format("passage: {}", pl.col("passage_outcome").fill_null("none")))
+        .alias("lane"),
+    )
+
+
+def failure_signatures(
+    cases: pl.DataFrame,
+    lanes: pl.DataFrame | None = None,
+    scores: pl.DataFrame | None = None,
+    *,
+    examples: int = SIGNATURE_EXAMPLES,
+) -> pl.DataFrame:
+    """The failing cases grouped by signature: ``fails`` (the checks that fail, joined),
+    ``lane`` (:func:`lane_outcome`), ``cases``, ``share`` (of every case), ``examples``
+    (the ``examples`` worst case ids: lowest ``scores.score``, then case order), most
+    cases first. A case that fails no check on a lane that did its work is in no group.
+    One row per signature, so a 100,000-case run's worst cases are a dozen rows."""
+    frame = cases.select("case_index", "case_id", failing_checks(cases.columns)).join(
+        lane_outcome(cases, lanes), on="case_index", how="left"
+    )
+    ranked = (
+        frame.join(scores.select("case_id", "score"), on="case_id", how="left")
+        if scores is not None
+        else frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("score"))
+    )
+    failing = ranked.filter((pl.col("fails").list.len() > 0) | ~pl.col("lane").is_in(LANE_OK))
+    return (
+        failing.with_columns(pl.col("fails").list.join(", ").replace("", "—").alias("fails"))
+        .group_by("fails", "lane")
+        .agg(
+            pl.len().alias("cases"),
+            pl.col("case_id").sort_by("score", "case_index", nulls_last=True).head(examples),
+        )
+        .with_columns((pl.col("cases") / max(cases.height, 1)).alias("share"))
+        .sort(["cases", "fails", "lane"], descending=[True, False, False])
+        .select("fails", "lane", "cases", "share", pl.col("case_id").alias("examples"))
+    )

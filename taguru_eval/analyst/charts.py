@@ -32,6 +32,7 @@ IMPROVED_COLOR: Final = "#2e7d32"
 REGRESSED_COLOR: Final = "#c62828"
 NEUTRAL_COLOR: Final = "#9e9e9e"
 REVISION_COLOR: Final = "#ef6c00"
+SETUP_COLOR: Final = "#00838f"
 BOUND_COLOR: Final = "#6a1b9a"
 HIGHER_COLOR: Final = "#1976d2"
 LOWER_COLOR: Final = "#ef6c00"
@@ -116,8 +117,10 @@ def drift_panel(
 
     ``history``: ``run``, ``label``?, ``run_order``, ``metric``, ``scalar``, ``n``
     (drift.metric_history): one point per run. ``runs``: run index (``run``,
-    ``label``, ``revision``, ``revision_changed``) — a dashed vertical rule marks
-    each run that started from a new corpus revision. ``bounds``: ``metric``,
+    ``label``, ``revision``, ``revision_changed``, ``setup_changed``?) — a dashed
+    vertical rule marks each run that started from a new corpus revision, a solid
+    teal one each run whose eval set, mode, budget or thresholds file differs from
+    the previous run's (its metrics are not comparable). ``bounds``: ``metric``,
     ``bound``, ``threshold`` — a horizontal rule per bound. The y axis is the
     metric's own domain ([0, 1] for a ratio) or the padded data: a flat series
     is never drawn on a lone rounded tick.
@@ -176,6 +179,23 @@ def drift_panel(
                 tooltip=[f"{run_field}:N", alt.Tooltip("revision:N", title="new revision")],
             )
         )
+        if "setup_changed" in runs.columns:
+            setups = _data(
+                runs.filter(pl.col("setup_changed").list.len() > 0).select(
+                    "run",
+                    *(["label"] if run_field == "label" else []),
+                    pl.col("setup_changed").list.join(", ").alias("changed"),
+                ),
+                "drift",
+            )
+            layers.append(
+                alt.Chart(setups)
+                .mark_rule(color=SETUP_COLOR, strokeWidth=2)
+                .encode(
+                    x=_run_axis(axis_runs, run_field),
+                    tooltip=[f"{run_field}:N", alt.Tooltip("changed:N", title="changed")],
+                )
+            )
     if own.height:
         layers.append(
             alt.Chart(own)

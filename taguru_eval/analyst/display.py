@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from taguru_eval._base.html import pairs_html, table_html
+from taguru_eval._base.html import pairs_data, render, table_data
 from taguru_eval.analyst.aggregate import arrow_of
 from taguru_eval.analyst.drift import DRIFT_METRICS, case_count
 from taguru_eval.catalog import scalar_expr
@@ -75,7 +75,10 @@ def run_html(run_id: str, doc: Mapping[str, Any], metrics: pl.DataFrame) -> str:
         ("mode", inputs.get("mode")),
         ("gate", gate_verdict(doc)),
     ]
-    table = table_html(
-        key_metrics(metrics), caption="key metrics (mean or value; ↑ higher is better)"
+    return render(
+        "display_run.html.j2",
+        items=pairs_data(pairs),
+        metrics=table_data(
+            key_metrics(metrics), caption="key metrics (mean or value; ↑ higher is better)"
+        ),
     )
-    return f'<div class="taguru-run">{pairs_html(pairs)}{table}</div>'

@@ -25,6 +25,8 @@ import polars as pl
 
 from taguru_eval.artifact.read import parse_artifact, read_artifact
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
+from taguru_eval.compare.classify import budget_text
+from taguru_eval.compare.load import Budget
 from taguru_eval.compare.parquet import read_head
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.thresholds import AGGREGATE_BOUNDS_SCHEMA, Thresholds, load_run_thresholds
@@ -61,6 +63,9 @@ RUN_INDEX_SCHEMA: Final = pl.Schema(
         "generated_at": pl.String(),
         "mode": pl.String(),
         "cases": pl.Int64(),
+        "eval_set": pl.String(),
+        "eval_sha256": pl.String(),
+        "budget": pl.String(),
         "revision": pl.String(),
         "revision_after": pl.String(),
         "stable": pl.Boolean(),
@@ -68,8 +73,22 @@ RUN_INDEX_SCHEMA: Final = pl.Schema(
         "thresholds_passed": pl.Boolean(),
         "violations": pl.Int64(),
         "sha256": pl.String(),
+        "setup_changed": pl.List(pl.String()),
     }
 )
+"""``sha256`` is the thresholds file's (the gate block's); ``eval_set`` names the eval
+set (``name (N cases)``) and ``eval_sha256`` is its digest where the run recorded one;
+``setup_changed`` lists what differs from the previous run (:data:`SETUP_FIELDS`)."""
+
+SETUP_FIELDS: Final[tuple[tuple[str, pl.Expr], ...]] = (
+    # A digest identifies an eval set when the run recorded one; else its name and size.
+    ("eval set", pl.coalesce("eval_sha256", "eval_set")),
+    ("mode", pl.col("mode")),
+    ("budget", pl.col("budget")),
+    ("thresholds", pl.col("sha256")),
+)
+"""What makes two runs' metrics comparable: a change of any between consecutive runs
+is marked in the drift view (a no-thresholds run after a gated one is a change too)."""
 
 _REVISION_KEYS: Final = ("graph", "passages", "config")
 
@@ -129,13 +148,20 @@ def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str
     violations = gate.get("violations") if gate is not None else None
     stable = corpus.get("stable")
     generated_at = str(document.get("generated_at", "")) or None
+    evalset = inputs.get("eval")
+    evalset = evalset if isinstance(evalset, Mapping) else {}
+    digest = evalset.get("sha256")
+    cases = case_count(document)
     return {
         "context": context,
         "run": run,
         "label": run_label(run, generated_at),
         "generated_at": generated_at,
         "mode": inputs.get("mode") if isinstance(inputs.get("mode"), str) else None,
-        "cases": case_count(document),
+        "cases": cases,
+        "eval_set": f"{evalset.get('name') or evalset.get('path') or '?'} ({cases} cases)",
+        "eval_sha256": digest if isinstance(digest, str) else None,
+        "budget": budget_text(budget_of(inputs)),
         "revision": revision_text(corpus.get("revision_before")),
         "revision_after": revision_text(corpus.get("revision_after")),
         "stable": stable if isinstance(stable, bool) else None,
@@ -143,6 +169,17 @@ def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str
         "violations": len(violations) if isinstance(violations, list) else 0,
         "sha256": gate.get("sha256") if gate is not None else None,
     }
+
+
+def budget_of(inputs: Mapping[str, Any]) -> Budget | None:
+    """``inputs.budget`` as compare reads it: the three limits, or None."""
+    budget = inputs.get("budget")
+    if not isinstance(budget, Mapping):
+        return None
+    items, size, tokens = (budget.get(key) for key in ("max_items", "max_bytes", "max_tokens"))
+    if not (isinstance(items, int) and isinstance(size, int) and isinstance(tokens, int)):
+        return None
+    return items, size, tokens
 
 
 def case_count(document: Mapping[str, Any]) -> int | None:
@@ -194,7 +231,8 @@ def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
 
     ``revision`` is the corpus revision the run started from;
     ``revision_changed`` is true when it differs from the previous run's (the
-    corpus was written between the two runs) — the first run is never a change.
+    corpus was written between the two runs) — the first run is never a change;
+    ``setup_changed`` likewise names what of :data:`SETUP_FIELDS` differs.
     A damaged run — its evaluation.json, its ``run.json`` or the footer of its
     ``cases`` or ``metrics`` table cannot be read — is left out with a
     :class:`~taguru_eval.errors.DamagedRunWarning` naming the file, and so out
@@ -212,7 +250,8 @@ def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
             warn_damaged(error)
             continue
         rows.append(run_summary(context, run, head))
-    columns = [name for name in RUN_INDEX_SCHEMA.names() if name != "revision_changed"]
+    derived = {"revision_changed", "setup_changed"}
+    columns = [name for name in RUN_INDEX_SCHEMA.names() if name not in derived]
     frame = pl.DataFrame(
         rows, schema={name: RUN_INDEX_SCHEMA[name] for name in columns}, orient="row"
     )
@@ -221,9 +260,24 @@ def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
         .with_columns(
             (pl.col("revision") != pl.col("revision").shift(1))
             .fill_null(False)
-            .alias("revision_changed")
+            .alias("revision_changed"),
+            setup_changes(),
         )
         .select(RUN_INDEX_SCHEMA.names())
+    )
+
+
+def setup_changes() -> pl.Expr:
+    """``setup_changed``: the names of :data:`SETUP_FIELDS` whose value differs from the
+    previous row's (null against a value differs; the first row changes nothing)."""
+    later = pl.int_range(pl.len()) > 0
+    return (
+        pl.concat_list(
+            pl.when(later & value.ne_missing(value.shift(1))).then(pl.lit(name))
+            for name, value in SETUP_FIELDS
+        )
+        .list.drop_nulls()
+        .alias("setup_changed")
     )
 
 

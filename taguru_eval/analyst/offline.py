@@ -11,7 +11,10 @@ Vega, Vega-Lite and Vega-Embed come from the ``vl-convert-python`` wheel (the
   libraries from a CDN);
 * :func:`embeddable` is the spec as embedded: without its ``$schema``
   identifier (Vega-Embed is told the mode instead), so no output holds a URL
-  outside the vendored library code.
+  outside the vendored library code;
+* :func:`datatables_bundle` is DataTables (with jQuery) as the ``itables``
+  wheel (the ``report`` extra) ships it, for the report's sortable,
+  filterable tables; None when that wheel is not installed.
 
 Altair's row limit stays in force: the renderer sees specs after Altair's
 data transformers, and the chart builders aggregate first (:mod:`.aggregate`).
@@ -21,16 +24,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import html
 import json
 import os
 import uuid
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
-from taguru_eval._base.extras import MissingExtra, load_extra
+from taguru_eval._base.extras import MissingExtra, extra_file, load_extra
 from taguru_eval._base.files import write_bytes_atomic
+from taguru_eval._base.html import render as render_template
 from taguru_eval.errors import RunError
 
 RENDERER: Final = "taguru_offline"
@@ -62,7 +66,7 @@ def javascript_bundle() -> str:
     written is simply not used.
     """
     try:
-        vl_convert = load_extra("report")
+        vl_convert = load_extra("report", "vl_convert")
     except MissingExtra:
         raise RunError(
             "offline charts need the vl-convert-python package "
@@ -91,27 +95,71 @@ def javascript_bundle() -> str:
     return bundle
 
 
+@dataclass(frozen=True)
+class DataTablesBundle:
+    """DataTables as the report inlines it (see :func:`datatables_bundle`)."""
+
+    source: str
+    """The ES module's text as a JSON string, safe inside ``<script type="application/json">``."""
+    css: str
+    """Its stylesheet (images are ``data:`` URLs already)."""
+    version: str
+    """The itables release the files come from."""
+
+
+DATATABLES_FILE: Final = "itables/html/dt_bundle.js"
+"""DataTables, jQuery and their extensions as one ES module, in the itables wheel."""
+
+
+@functools.cache
+def datatables_bundle() -> DataTablesBundle | None:
+    """DataTables from the ``itables`` wheel, or None when it is not installed.
+
+    The bundle is an ES module holding ``<!--`` and ``<script`` inside its
+    own code, which would end or derail an inline ``<script>``; as a JSON string
+    with every ``<`` escaped it is inert text that the page imports from a Blob
+    URL (itables' own offline mode does the same from base64, a third larger).
+    """
+    try:
+        script = extra_file("report", "itables", DATATABLES_FILE)
+        css = script.with_suffix(".css").read_text(encoding="utf-8")
+        source = script.read_text(encoding="utf-8")
+    except (MissingExtra, OSError):
+        return None
+    try:
+        version = metadata.version("itables")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return DataTablesBundle(
+        source=json.dumps(source, ensure_ascii=False).replace("<", "\\u003c"),
+        css=css.replace("</", "<\\/"),
+        version=version,
+    )
+
+
 def embeddable(spec: dict[str, Any]) -> dict[str, Any]:
     """The spec as embedded: everything but the ``$schema`` identifier URL."""
     return {key: value for key, value in spec.items() if key != "$schema"}
 
 
 def json_for_script(value: object) -> str:
-    """JSON safe inside an inline ``<script>`` ("</" cannot appear; "<\\/" is the same string)."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
+    """JSON safe inside an inline ``<script>``: no ``<`` at all (``\\u003c`` is the same
+    string), so neither ``</script`` nor ``<!--`` from a case id or answer text can end
+    or derail the element."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False).replace("<", "\\u003c")
 
 
 def chart_fragment(spec: dict[str, Any]) -> str:
     """One chart as an HTML fragment carrying the libraries, the spec and the embed call."""
-    element = f"taguru-chart-{uuid.uuid4().hex[:12]}"
-    call = (
-        f"vegaEmbed(document.getElementById({json.dumps(element)}), "
-        f"{json_for_script(embeddable(spec))}, {json.dumps(EMBED_OPTIONS)})"
-        '.catch(function (error) { console.error("chart failed: " + error); });'
-    )
-    return (
-        f'<div class="taguru-chart" id="{html.escape(element)}"></div>\n'
-        f"<script>{javascript_bundle()}</script>\n<script>{call}</script>"
+    from markupsafe import Markup
+
+    return render_template(
+        "chart_fragment.html.j2",
+        element=f"taguru-chart-{uuid.uuid4().hex[:12]}",
+        # Inert inside their script elements: "</script" escaped, no "<" in the JSON.
+        bundle=Markup(javascript_bundle()),
+        spec=Markup(json_for_script(embeddable(spec))),
+        options=Markup(json_for_script(EMBED_OPTIONS)),
     )
 
 

@@ -21,21 +21,30 @@ head of its evaluation.json (everything before ``cases``), so a
 100,000-case run reports in seconds; a bare evaluation.json is rebuilt into
 tables from the artifact itself, so any evaluation.json can be reported on.
 Every chart is aggregated before it is embedded (:mod:`.aggregate`): the
-page's size follows the number of bins, metrics and runs, not of cases."""
+page's size follows the number of bins, metrics and runs, not of cases. The
+worst cases are grouped by failure signature (which checks fail, the lane's
+outcome), a dozen rows at any size, and the long tables are capped and made
+sortable and filterable by DataTables (inlined from the ``itables`` wheel;
+plain tables with one note when it is not installed).
+
+The page is laid out by the Jinja2 templates in ``templates/`` (autoescaped):
+each section function here builds plain data — frames as rows
+(:func:`taguru_eval._base.html.table_data`), key/value pairs, chart
+placeholders — and renders its section's template."""
 
 from __future__ import annotations
 
-import html
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 import polars as pl
+from markupsafe import Markup
 
-from taguru_eval._base.html import pairs_html, table_html
+from taguru_eval._base.html import PAGE_ROWS, pairs_data, render, table_data
 from taguru_eval.analyst import aggregate, charts, drift, must_refuse, offline, slices
 from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.layout import get_path
@@ -43,7 +52,7 @@ from taguru_eval.artifact.read import read_artifact
 from taguru_eval.catalog import ANSWERS_BLOCK, ANSWERS_METRICS, CATALOG, scalar_expr
 from taguru_eval.compare import Comparison, compare, significance
 from taguru_eval.compare.classify import budget_text
-from taguru_eval.compare.load import Budget, read_view
+from taguru_eval.compare.load import read_view
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.significance import POWER
 from taguru_eval.inputs.thresholds import Thresholds
@@ -66,6 +75,8 @@ LISTED_CASES: Final = 50
 """Improved / regressed cases the compare section lists, each with its drivers."""
 DRIFT_RUNS: Final = 200
 """Runs the drift section indexes (the newest; the chart shows one point per run)."""
+DRIFT_COLUMNS: Final = 3
+"""Drift panels per row."""
 
 _REPORT_TABLES: Final = (
     "cases",
@@ -82,19 +93,17 @@ _REPORT_TABLES: Final = (
 
 @dataclass
 class _Page:
-    """The report being assembled: HTML sections plus the chart specs they embed."""
+    """The report being assembled: rendered sections plus the chart specs they embed."""
 
     sections: list[str] = field(default_factory=list)
     specs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
-    def chart(self, name: str, chart: charts.ChartLike) -> str:
-        """Register a chart; returns the placeholder element the script fills in."""
+    def chart(self, name: str, chart: charts.ChartLike) -> dict[str, object]:
+        """Register a chart; returns what the ``chart`` macro lays out as the
+        placeholder element the embed script fills in."""
         index = len(self.specs)
         self.specs.append((name, offline.embeddable(chart.to_dict())))
-        return (
-            f'<div class="chart" id="chart-{index}" data-chart="{html.escape(name)}"'
-            f' data-marks="pending"></div>'
-        )
+        return {"index": index, "name": name}
 
 
 def load_document(source: str | Path) -> dict[str, Any]:
@@ -246,7 +255,7 @@ def summary_section(
         ("eval set", f"{evalset.get('name') or ''} ({evalset.get('path')})"),
         ("cases", evalset.get("cases")),
         ("mode", inputs.get("mode")),
-        ("budget", budget_text(_budget_of(inputs))),
+        ("budget", budget_text(drift.budget_of(inputs))),
         ("rerank", inputs.get("rerank")),
         ("server", inputs.get("url")),
         ("corpus revision before", _revision(corpus.get("revision_before"))),
@@ -256,71 +265,41 @@ def summary_section(
         ("embedding provider", provider),
         ("stored", origin.description if origin is not None else "not in a run store"),
     ]
-    return f'<section id="summary"><h2>Run summary</h2>{pairs_html(pairs)}</section>'
+    return render("sections/summary.html.j2", items=pairs_data(pairs))
 
 
-def _budget_of(inputs: Mapping[str, Any]) -> Budget | None:
-    """``inputs.budget`` as compare reads it: the three limits, or None."""
-    budget = inputs.get("budget")
-    if not isinstance(budget, Mapping):
-        return None
-    items, size, tokens = (budget.get(key) for key in ("max_items", "max_bytes", "max_tokens"))
-    if not (isinstance(items, int) and isinstance(size, int) and isinstance(tokens, int)):
-        return None
-    return items, size, tokens
+_VIOLATION_SCHEMA: Final = {
+    "scope": pl.String,
+    "case_id": pl.String,
+    "metric": pl.String,
+    "bound": pl.String,
+    "threshold": pl.Float64,
+    "actual": pl.Float64,
+    "reason": pl.String,
+}
 
 
 def gate_section(document: Mapping[str, Any]) -> str:
     """The thresholds verdict as recorded in the artifact (GATE_AND_COMPARE.md §5.5)."""
     gate = document.get("thresholds")
     if not isinstance(gate, Mapping):
-        verdict = (
-            '<p class="verdict none">report-only: no thresholds file was given for this run</p>'
-        )
-        return f'<section id="gate"><h2>Gate</h2>{verdict}</section>'
-    sha = str(gate.get("sha256") or "")
-    violations = gate.get("violations") or []
-    skipped = gate.get("skipped") or []
-    if gate.get("passed"):
-        verdict = f'<p class="verdict pass">PASS (sha256 {html.escape(sha[:12])}…)</p>'
-    else:
-        verdict = (
-            f'<p class="verdict fail">FAIL — {len(violations)} violation(s)'
-            f" (sha256 {html.escape(sha[:12])}…)</p>"
-        )
-    parts = [verdict]
-    if violations:
-        frame = pl.DataFrame(
-            [
-                {
-                    "scope": v.get("scope"),
-                    "case_id": v.get("case_id"),
-                    "metric": v.get("metric"),
-                    "bound": v.get("bound"),
-                    "threshold": v.get("threshold"),
-                    "actual": v.get("actual"),
-                    "reason": v.get("reason"),
-                }
-                for v in violations
-                if isinstance(v, Mapping)
-            ],
-            schema={
-                "scope": pl.String,
-                "case_id": pl.String,
-                "metric": pl.String,
-                "bound": pl.String,
-                "threshold": pl.Float64,
-                "actual": pl.Float64,
-                "reason": pl.String,
-            },
-            strict=False,
-        )
-        parts.append(table_html(frame, caption="violations"))
-    if skipped:
-        parts.append(
-            f'<p class="note">{len(skipped)} case-scoped threshold(s) skipped as not applicable</p>'
-        )
-    return f'<section id="gate"><h2>Gate</h2>{"".join(parts)}</section>'
+        return render("sections/gate.html.j2", gate=None)
+    violations = [v for v in gate.get("violations") or [] if isinstance(v, Mapping)]
+    frame = pl.DataFrame(
+        [{key: v.get(key) for key in _VIOLATION_SCHEMA} for v in violations],
+        schema=_VIOLATION_SCHEMA,
+        strict=False,
+    )
+    facts = {
+        "passed": bool(gate.get("passed")),
+        "sha": str(gate.get("sha256") or "")[:12],
+        "violation_count": len(gate.get("violations") or []),
+        "violations": table_data(frame, caption="violations", interactive=True)
+        if frame.height
+        else None,
+        "skipped": len(gate.get("skipped") or []),
+    }
+    return render("sections/gate.html.j2", gate=facts)
 
 
 def metrics_section(
@@ -340,31 +319,29 @@ def metrics_section(
     shown = metrics.filter(pl.col("metric").is_in(ratio_valued))
     chart = page.chart("metrics", charts.metrics_chart(shown, bounds))
     directions = aggregate.direction_frame(metrics.get_column("metric").to_list())
-    table = table_html(
+    table = table_data(
         metrics.join(directions.select("metric", "direction"), on="metric", how="left")
         .select("metric", "direction", "statistic", "n", "scalar", "p50", "p90", "max")
         .sort("metric"),
         caption="scalar = mean (distribution) or value (ratio); direction from the catalog",
     )
-    return f'<section id="metrics"><h2>Aggregate metrics</h2>{chart}{table}</section>'
+    return render("sections/metrics.html.j2", metrics_chart=chart, metrics=table)
 
 
-def _parquet_link(run: ReportRun, out: str | Path | None, table: str) -> str:
-    """A link to a stored run's Parquet file (relative to the report when its path is
-    known), or a note that a bare evaluation.json has no such file."""
+def _parquet_source(run: ReportRun, out: str | Path | None, table: str) -> dict[str, str]:
+    """Where every row of ``table`` is: a stored run's Parquet file (its path relative
+    to the report when that is known), or the bare evaluation.json (no such file)."""
     if run.directory is None:
-        return (
-            "every row is in the run's evaluation.json; "
-            "<code>python -m taguru_eval ingest</code> stores it as Parquet"
-        )
+        return {"text": "document"}
     target = run.directory / TABLE[table].file_name
     href = str(target.resolve())
     if out is not None:
         href = os.path.relpath(target.resolve(), Path(out).resolve().parent)
-    return (
-        f'every row is in <a href="{html.escape(Path(href).as_posix())}">'
-        f"{html.escape(TABLE[table].file_name)}</a>"
-    )
+    return {"href": Path(href).as_posix(), "name": TABLE[table].file_name}
+
+
+MOST_MISSED: Final = 100
+"""Missed items the misses section counts over the cases (most cases first)."""
 
 
 def cases_section(
@@ -373,75 +350,113 @@ def cases_section(
     run: ReportRun | None = None,
     out: str | Path | None = None,
 ) -> str:
-    """Per-case metrics (histograms, the worst cases, a capped table), misses, cross-tab."""
+    """Per-case metrics (histograms, the worst cases, their failure signatures, a
+    capped sortable table), misses (counted per item, then listed), the cross-tab."""
     cases = tables["cases"]
     chart = page.chart("case_metrics", charts.case_metrics_chart(cases, _CASE_CHART_METRICS))
-    columns = ["case_id", "passage_outcome", *_CASE_METRIC_COLUMNS.values()]
     scores = aggregate.case_scores(cases, _CASE_CHART_METRICS)
+    signatures = aggregate.failure_signatures(cases, tables.get("case_lanes"), scores)
+    failing = signatures.get_column("cases").sum()
     ordered = (
         cases.join(scores, on="case_id", how="left")
         .sort(["score", "case_index"], nulls_last=True)
-        .select(columns)
+        .select(
+            "case_id",
+            aggregate.failing_checks(cases.columns).list.join(", ").alias("fails"),
+            "passage_outcome",
+            *_CASE_METRIC_COLUMNS.values(),
+        )
     )
-    link = _parquet_link(run, out, "cases") if run is not None else ""
-    more = (
-        f"showing the {CASE_ROWS} worst of {cases.height} cases (mean of the per-case ratios); "
-        f"{link}"
+    source = _parquet_source(run, out, "cases") if run is not None else None
+    per_case = table_data(
+        ordered,
+        caption=f"the {min(CASE_ROWS, cases.height)} worst of {cases.height} cases "
+        "(lowest mean of the per-case ratios first); sort or filter by any column",
+        limit=CASE_ROWS,
+        more=f"showing the {CASE_ROWS} worst of {cases.height} cases (mean of the per-case ratios)",
+        source=source,
+        interactive=True,
     )
-    table = table_html(ordered, limit=CASE_ROWS, more=more)
+    signature_table = (
+        table_data(
+            signatures,
+            caption=f"{failing} of {cases.height} cases fail a check or their lane, in "
+            f"{signatures.height} signature(s): the checks that fail and the lane's outcome, "
+            "most cases first; examples are the worst cases of each",
+            interactive=True,
+        )
+        if signatures.height
+        else None
+    )
     misses = drift.misses(cases)
-    missed = (
-        table_html(
+    most_missed = (
+        misses.group_by("missed")
+        .agg(
+            pl.col("case_id").n_unique().alias("cases"),
+            pl.col("case_id").unique(maintain_order=True).head(3).alias("examples"),
+        )
+        .sort(["cases", "missed"], descending=[True, False])
+    )
+    return render(
+        "sections/cases.html.j2",
+        cases_chart=chart,
+        signatures=signature_table,
+        per_case=per_case,
+        most_missed=table_data(
+            most_missed,
+            caption=f"the items missed most often ({most_missed.height} distinct over "
+            f"{misses.get_column('case_id').n_unique()} case(s))",
+            limit=MOST_MISSED,
+            more=f"… and {max(most_missed.height - MOST_MISSED, 0)} more missed item(s)",
+            interactive=True,
+        )
+        # Counting per item says something only when an item is missed more than once.
+        if most_missed.height < misses.height
+        else None,
+        misses=table_data(
             misses,
             caption="missed items (at most 3 per case; the rest counted)",
             limit=CASE_ROWS,
-            more=f"… and {max(misses.height - CASE_ROWS, 0)} more missed item(s); {link}",
-        )
-        if misses.height
-        else '<p class="note">no case missed anything</p>'
+            more=f"… and {max(misses.height - CASE_ROWS, 0)} more missed item(s)",
+            source=source,
+            interactive=True,
+        ),
+        crosstab=_optional_table(drift.lane_crosstab(cases), "lane cross-tab (cases)"),
     )
-    cross = drift.lane_crosstab(cases)
-    cross_html = (
-        table_html(cross, caption="lane cross-tab (cases)")
-        if cross.height
-        else '<p class="note">no case is in the lane cross-tab population</p>'
-    )
-    return (
-        f'<section id="cases"><h2>Cases</h2>{chart}{table}</section>'
-        f'<section id="misses"><h2>Misses</h2>{missed}{cross_html}</section>'
-    )
+
+
+def _optional_table(frame: pl.DataFrame, caption: str, **options: Any) -> dict[str, Any] | None:
+    """:func:`table_data` of ``frame``, or None when it has no row (the template says so)."""
+    return table_data(frame, caption=caption, **options) if frame.height else None
 
 
 def latency_section(page: _Page, tables: Mapping[str, pl.DataFrame]) -> str:
     """Latency per lane (summary chart) plus the numbers."""
     samples = drift.latency_samples(tables)
     if not samples.height:
-        return '<section id="latency"><h2>Latency</h2><p class="note">no latencies</p></section>'
+        return render("sections/latency.html.j2", latency=None)
     chart = page.chart("latency", charts.latency_chart(samples))
-    numbers = aggregate.latency_summary(samples)
-    return f'<section id="latency"><h2>Latency</h2>{chart}{table_html(numbers)}</section>'
-
-
-_NO_TAGS: Final = (
-    '<p class="note">this run did not record its cases\' tags (an evaluation.json '
-    "does not carry <code>options.tags</code>; a run made by taguru_eval keeps them in "
-    "<code>case_lanes.tags</code>)</p>"
-)
+    numbers = table_data(aggregate.latency_summary(samples))
+    return render("sections/latency.html.j2", latency_chart=chart, latency=numbers)
 
 
 def slices_section(tables: Mapping[str, pl.DataFrame]) -> str:
     """The main metrics per ``options.tags`` tag."""
     tags = slices.case_tags(tables["case_lanes"]) if "case_lanes" in tables else None
-    if tags is None:
-        body = _NO_TAGS
-    else:
-        frame = slices.tag_slices(tables["cases"], tags)
-        body = table_html(frame, caption="mean per tag over the cases that computed the metric")
-    return f'<section id="slices"><h2>Slices by tag</h2>{body}</section>'
+    frame = (
+        table_data(
+            slices.tag_slices(tables["cases"], tags),
+            caption="mean per tag over the cases that computed the metric",
+        )
+        if tags is not None
+        else None
+    )
+    return render("sections/slices.html.j2", slices=frame)
 
 
 def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: pl.DataFrame) -> str:
-    """The context's metric drift over the stored runs up to (and including) this one."""
+    """The context's metric drift over the stored runs up to (and including) this one,
+    each change of eval set, mode, budget or thresholds file between runs marked."""
     every_run = drift.run_index(store, context)
     runs = every_run
     if run_id in runs.get_column("run").to_list():
@@ -450,25 +465,48 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
     runs = runs.tail(DRIFT_RUNS)
     if runs.height < 2:
         return ""
+    # The oldest run shown is compared with no one: a change into it is off the chart.
+    runs = runs.with_columns(
+        pl.when(pl.int_range(pl.len()) > 0)
+        .then(pl.col("setup_changed"))
+        .otherwise(pl.lit([], dtype=pl.List(pl.String)))
+        .alias("setup_changed")
+    )
     history = drift.metric_history(store, context, every_run).filter(
         pl.col("run").is_in(runs.get_column("run").implode())
     )
-    chart = page.chart("drift", charts.drift_chart(history, runs=runs, bounds=bounds))
-    index = table_html(
-        runs.select(
-            "label", "run", "generated_at", "revision", "stable", "thresholds_passed", "violations"
-        ).reverse(),
-        caption="newest first",
-        limit=50,
+    # Three panels a row fill the 1,248 px column (two left a third of it empty).
+    chart = page.chart(
+        "drift", charts.drift_chart(history, runs=runs, bounds=bounds, columns=DRIFT_COLUMNS)
     )
-    note = (
-        '<p class="note">one point per run; dashed orange rule: the run started from a new '
-        "corpus revision; purple rule: a thresholds bound; ↑/↓: higher/lower is better; a "
-        "ratio is drawn on [0, 1]</p>"
-    )
-    return (
-        f'<section id="drift"><h2>Drift over {runs.height} stored runs</h2>'
-        f"{note}{chart}{index}</section>"
+    index = runs.select(
+        # The label (time to the minute, short id) names the run as the chart does;
+        # the full run id is its tooltip.
+        "label",
+        "run",
+        pl.col("setup_changed").list.join(", ").replace("", None).alias("changed"),
+        "eval_set",
+        "mode",
+        "budget",
+        pl.col("sha256").str.head(12).alias("thresholds"),
+        "revision",
+        "stable",
+        "thresholds_passed",
+        "violations",
+    ).reverse()
+    return render(
+        "sections/drift.html.j2",
+        runs=runs.height,
+        setup_changes=int((runs.get_column("setup_changed").list.len() > 0).sum()),
+        drift_chart=chart,
+        index=table_data(
+            index,
+            caption="newest first (a label's tooltip is the run id); changed: what differs "
+            "from the run before (eval set, mode, budget, thresholds sha256)",
+            limit=50,
+            interactive=True,
+            tooltips={"label": "run"},
+        ),
     )
 
 
@@ -487,15 +525,16 @@ def must_refuse_section(
     trade_off = must_refuse.trade_off_frame(tables["metrics"])
     chart = page.chart("must_refuse", must_refuse.trade_off_chart(trade_off))
     refusals = tables["refusal_cases"]
-    warnings = "".join(f"<li>{html.escape(w)}</li>" for w in facts.warnings)
-    warning_html = f'<ul class="warnings">{warnings}</ul>' if warnings else ""
-    return (
-        '<section id="must-refuse"><h2>Must-refuse questions</h2>'
-        f"{pairs_html(facts.pairs())}{warning_html}{chart}"
-        f"{table_html(trade_off, caption='the trade-off pair: never pooled')}"
-        f"{table_html(must_refuse.verdict_counts(refusals), caption='verdicts by kind')}"
-        f"{table_html(must_refuse.verdict_rows(refusals), caption='must-refuse cases')}"
-        "</section>"
+    return render(
+        "sections/must_refuse.html.j2",
+        facts=pairs_data(facts.pairs()),
+        notes=list(facts.warnings),
+        trade_off_chart=chart,
+        trade_off=table_data(trade_off, caption="the trade-off pair: never pooled"),
+        verdicts=table_data(must_refuse.verdict_counts(refusals), caption="verdicts by kind"),
+        refusals=table_data(
+            must_refuse.verdict_rows(refusals), caption="must-refuse cases", interactive=True
+        ),
     )
 
 
@@ -531,37 +570,61 @@ def answers_section(document: Mapping[str, Any], tables: Mapping[str, pl.DataFra
         ("judged (first lane completed)", judged.height),
         ("not judged (first lane failed)", listed.height - judged.height),
     ]
-    return (
-        '<section id="answers"><h2>Answer evidence</h2>'
-        f"{pairs_html(pairs)}"
-        f"{table_html(figures, caption='answers.* over the judged cases')}"
-        f"{table_html(depth, caption='rank of the first answer-bearing hit (null: none)')}"
-        + table_html(
+    return render(
+        "sections/answers.html.j2",
+        facts=pairs_data(pairs),
+        figures=table_data(figures, caption="answers.* over the judged cases"),
+        depth=table_data(depth, caption="rank of the first answer-bearing hit (null: none)"),
+        misses=table_data(
             misses,
             caption="listed cases with no answer in their window",
             limit=ANSWER_MISSES_SHOWN,
             more="more cases: the cases table's answers_found column",
-        )
-        + "</section>"
+            interactive=True,
+        ),
     )
 
 
-def _case_lines(drivers: pl.DataFrame, kind: str) -> str:
+def _case_lines(drivers: pl.DataFrame, kind: str) -> dict[str, Any] | None:
     """The first :data:`LISTED_CASES` cases of ``kind`` with their drivers, and the count."""
     rows = drivers.filter(pl.col("kind") == kind)
     if rows.height == 0:
-        return f'<p class="note">no {kind} case</p>'
+        return None
     shown = rows.select(
         "case_id",
         pl.col("drivers").list.join(", ").alias("driven by"),
         pl.col("driver_deltas").alias("Δ"),
         pl.col("against").list.join(", ").alias("moved the other way"),
     )
-    return table_html(
+    return table_data(
         shown,
         caption=f"{rows.height} {kind} case(s), case_id order",
         limit=LISTED_CASES,
         more=f"… and {rows.height - LISTED_CASES} more {kind} case(s)",
+        interactive=True,
+    )
+
+
+LISTED_WARNINGS: Final = 10
+"""Compare warnings listed one by one; past this many they are counted per message."""
+
+
+def warning_groups(warnings: Sequence[str]) -> pl.DataFrame:
+    """``warning`` (the case id taken out), ``cases``, ``examples``: compare's warnings
+    counted per message, most first. Two 100,000-case runs can disagree on which
+    metrics thousands of cases computed, one warning per case and metric."""
+    frame = pl.DataFrame({"text": list(warnings)}, schema={"text": pl.String})
+    parts = frame.with_columns(
+        pl.col("text").str.extract(r"^case '([^']*)': ", 1).alias("case_id"),
+        pl.col("text").str.replace(r"^case '[^']*': ", "case …: ").alias("warning"),
+    )
+    return (
+        parts.group_by("warning")
+        .agg(
+            pl.len().alias("warnings"),
+            pl.col("case_id").drop_nulls().unique(maintain_order=True).head(3).alias("examples"),
+        )
+        .sort(["warnings", "warning"], descending=[True, False])
     )
 
 
@@ -576,9 +639,6 @@ def compare_section(
     counts = dict(comparison.counts)
     long = charts.compare_long(comparison.cases)
     chart = page.chart("compare", charts.compare_chart(long, counts))
-    warnings = "".join(f"<li>{html.escape(w)}</li>" for w in comparison.warnings)
-    warning_html = f'<ul class="warnings">{warnings}</ul>' if warnings else ""
-    pairs = [(kind, counts.get(kind, 0)) for kind in charts.COMPARE_KINDS]
     sides = pl.DataFrame(
         {
             "side": ["BASE", "RUN"],
@@ -586,63 +646,67 @@ def compare_section(
             "budget": [budget_text(comparison.base.budget), budget_text(comparison.head.budget)],
         }
     )
-    return (
-        f'<section id="compare"><h2>Compare with {html.escape(str(base))}</h2>'
-        f"{table_html(sides, caption='mode and budget of each side')}"
-        f"{pairs_html(pairs)}{warning_html}{chart}"
-        f"{_reader_view(comparison, head_tags)}</section>"
-    )
-
-
-def _reader_view(comparison: Comparison, head_tags: pl.DataFrame | None) -> str:
     moved = comparison.moved_metrics()
-    moved_html = (
-        table_html(
-            moved.select("metric", "base", "head", "delta", "direction"),
-            caption=f"the {moved.height} aggregate metric(s) that moved "
-            f"(of {comparison.metrics.height})",
-        )
-        if moved.height
-        else '<p class="note">no aggregate metric moved</p>'
-    )
-    drivers = comparison.case_drivers()
     groups = comparison.driver_groups()
-    groups_html = (
-        table_html(
-            groups.select("kind", "drivers", "cases", "improved_elsewhere", "against", "examples"),
-            caption="changed cases grouped by the metric(s) that drove them",
-            limit=LISTED_CASES,
-        )
-        if groups.height
-        else ""
+    drivers = comparison.case_drivers()
+    slice_changes = (
+        slices.tag_slice_changes(comparison.cases, head_tags) if head_tags is not None else None
     )
-    parts = [
-        moved_html,
-        groups_html,
-        "<h3>Regressed cases</h3>",
-        _case_lines(drivers, "regressed"),
-        "<h3>Improved cases</h3>",
-        _case_lines(drivers, "improved"),
-    ]
-    parts.append(significance_html(comparison, head_tags))
-    if head_tags is not None:
-        changes = slices.tag_slice_changes(comparison.cases, head_tags)
-        parts.append("<h3>Slices by tag</h3>")
-        parts.append(
-            table_html(changes, caption="per-tag means that moved, regressions first", limit=60)
-            if changes.height
-            else '<p class="note">no tag slice moved</p>'
-        )
-    return "".join(parts)
+    return render(
+        "sections/compare.html.j2",
+        base=str(base),
+        sides=table_data(sides, caption="mode and budget of each side"),
+        counts=pairs_data([(kind, counts.get(kind, 0)) for kind in charts.COMPARE_KINDS]),
+        notes=list(comparison.warnings) if len(comparison.warnings) <= LISTED_WARNINGS else [],
+        warning_groups=None
+        if len(comparison.warnings) <= LISTED_WARNINGS
+        else table_data(
+            warning_groups(comparison.warnings),
+            caption=f"{len(comparison.warnings)} warnings, counted per message "
+            "(the case id taken out; examples are its first cases)",
+            interactive=True,
+        ),
+        compare_chart=chart,
+        moved=_optional_table(
+            moved.select("metric", "base", "head", "delta", "direction"),
+            f"the {moved.height} aggregate metric(s) that moved (of {comparison.metrics.height})",
+        ),
+        groups=_optional_table(
+            groups.select("kind", "drivers", "cases", "improved_elsewhere", "against", "examples"),
+            "changed cases grouped by the metric(s) that drove them",
+            limit=LISTED_CASES,
+            interactive=True,
+        ),
+        kinds=[
+            {
+                "name": kind,
+                "title": f"{kind.capitalize()} cases",
+                "table": _case_lines(drivers, kind),
+            }
+            for kind in ("regressed", "improved")
+        ],
+        tests=significance_data(comparison, head_tags),
+        slices=None
+        if slice_changes is None
+        else _optional_table(
+            slice_changes,
+            "per-tag means that moved, regressions first",
+            limit=60,
+            interactive=True,
+        ),
+    )
 
 
-def significance_html(comparison: Comparison, head_tags: pl.DataFrame | None) -> str:
+def significance_data(
+    comparison: Comparison, head_tags: pl.DataFrame | None
+) -> dict[str, Any] | None:
     """``compare --significance`` at its defaults (``--by-tag`` when the run recorded
-    tags): every test with its verdict, the ones that need a look first."""
+    tags): every test with its verdict, the ones that need a look first; ``None``
+    when no metric has a matched pair to test."""
     tested = significance(comparison, tags=head_tags)
     frame = tested.frame.filter(pl.col("n") > 0)
     if frame.height == 0:
-        return '<h3>Is the move more than noise?</h3><p class="note">no matched pair to test</p>'
+        return None
     rank = pl.col("verdict").replace_strict(
         {"regressed": 0, "inconclusive": 1, "improved": 2}, default=3, return_dtype=pl.Int8
     )
@@ -667,65 +731,38 @@ def significance_html(comparison: Comparison, head_tags: pl.DataFrame | None) ->
         f"MDE at {POWER:.0%} power): {tally}; inconclusive = not significant, but a "
         "regression beyond the tolerance is not ruled out"
     )
-    return f"<h3>Is the move more than noise?</h3>{table_html(shown, caption=caption, limit=60)}"
+    return table_data(shown, caption=caption, limit=60, interactive=True)
 
 
-_STYLE: Final = """
-body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 1200px; }
-h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; border-bottom: 1px solid #ddd; }
-h3 { font-size: 1rem; margin-top: 1.2rem; }
-table { border-collapse: collapse; margin: .75rem 0; font-size: .85rem; }
-th, td { border: 1px solid #ddd; padding: .2rem .5rem; text-align: left; vertical-align: top; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; } td.null { color: #999; }
-caption { text-align: left; font-style: italic; color: #555; }
-.scroll { overflow-x: auto; max-width: 100%; }
-.verdict { font-weight: bold; font-size: 1.1rem; } .pass { color: #2e7d32; }
-.fail { color: #c62828; } .none { color: #555; } .note { color: #555; font-size: .85rem; }
-.chart { margin: 1rem 0; overflow-x: auto; }
-"""
+TABLE_OPTIONS: Final = {
+    # Our row order (worst first, newest first) until a header is clicked.
+    "order": [],
+    "pageLength": PAGE_ROWS,
+    "lengthMenu": [10, 25, 50, 100, 200, 500],
+    "autoWidth": False,
+}
+"""DataTables' options for every interactive table: sort, search and pages of 10."""
 
 
-# Runs after the inlined bundle defined window.vegaEmbed; records how many
-# marks each chart drew so a headless browser (and a reader) can check it.
-_EMBED_SCRIPT: Final = """
-(function () {
-  var specs = JSON.parse(document.getElementById("taguru-specs").textContent);
-  var options = JSON.parse(document.getElementById("taguru-embed-options").textContent);
-  var done = 0;
-  specs.forEach(function (entry, index) {
-    var element = document.getElementById("chart-" + index);
-    vegaEmbed(element, entry.spec, options).then(function () {
-      var marks = element.querySelectorAll("g.role-mark > path, g.role-mark > rect, " +
-        "g.role-mark > line, g.role-mark > g > path, g.role-mark > g > rect, " +
-        "g.role-mark > g > line").length;
-      element.setAttribute("data-marks", String(marks));
-    }).catch(function (error) {
-      element.setAttribute("data-marks", "error");
-      element.textContent = "chart failed: " + error;
-    }).finally(function () {
-      done += 1;
-      if (done === specs.length) { document.body.setAttribute("data-charts", "done"); }
-    });
-  });
-  if (specs.length === 0) { document.body.setAttribute("data-charts", "done"); }
-})();
-"""
-
-
-def render_page(title: str, page: _Page) -> str:
-    """The whole HTML document."""
+def render_page(title: str, page: _Page, toc: Sequence[tuple[str, str]] = ()) -> str:
+    """The whole HTML document: ``page``'s sections, its charts' specs, the inlined
+    Vega bundle and (when installed) DataTables. ``toc``: (anchor, title) links."""
     specs = [{"name": name, "spec": spec} for name, spec in page.specs]
-    json_for_script = offline.json_for_script
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n"
-        f"<script>{offline.javascript_bundle()}</script>\n</head>\n<body>\n"
-        f"<h1>{html.escape(title)}</h1>\n"
-        + "\n".join(page.sections)
-        + f'\n<script type="application/json" id="taguru-specs">{json_for_script(specs)}</script>'
-        + '\n<script type="application/json" id="taguru-embed-options">'
-        + f"{json_for_script(offline.EMBED_OPTIONS)}</script>"
-        + f"\n<script>{_EMBED_SCRIPT}</script>\n</body>\n</html>\n"
+    bundle = offline.datatables_bundle()
+    datatables = (
+        None if bundle is None else {"source": Markup(bundle.source), "css": Markup(bundle.css)}
+    )
+    return render(
+        "report.html.j2",
+        title=title,
+        toc=[{"id": anchor, "title": name} for anchor, name in toc],
+        sections=[Markup(section) for section in page.sections],
+        # Each is inert inside its element: no "<" (json_for_script), "</script" escaped.
+        vega_bundle=Markup(offline.javascript_bundle()),
+        specs=Markup(offline.json_for_script(specs)),
+        embed_options=Markup(offline.json_for_script(offline.EMBED_OPTIONS)),
+        datatables=datatables,
+        table_options=Markup(offline.json_for_script(TABLE_OPTIONS)),
     )
 
 
@@ -747,21 +784,25 @@ def build_report(
     bounds = drift.bounds_frame(run_thresholds(thresholds, loaded) if thresholds else None)
     context = loaded.context
     page = _Page()
-    page.sections.append(summary_section(document, loaded.label, loaded.origin))
-    page.sections.append(gate_section(document))
-    page.sections.append(metrics_section(page, document, tables, bounds))
-    page.sections.append(cases_section(page, tables, loaded, out))
-    for section in (must_refuse_section(page, document, tables), answers_section(document, tables)):
+    toc: list[tuple[str, str]] = []
+
+    def add(section: str, *entries: tuple[str, str]) -> None:
         if section:
             page.sections.append(section)
-    page.sections.append(latency_section(page, tables))
-    page.sections.append(slices_section(tables))
+            toc.extend(entries)
+
+    add(summary_section(document, loaded.label, loaded.origin), ("summary", "Summary"))
+    add(gate_section(document), ("gate", "Gate"))
+    add(metrics_section(page, document, tables, bounds), ("metrics", "Metrics"))
+    add(cases_section(page, tables, loaded, out), ("cases", "Cases"), ("misses", "Misses"))
+    add(must_refuse_section(page, document, tables), ("must-refuse", "Must-refuse"))
+    add(answers_section(document, tables), ("answers", "Answers"))
+    add(latency_section(page, tables), ("latency", "Latency"))
+    add(slices_section(tables), ("slices", "Slices"))
     history_store = Path(store) if store is not None else store_of(run)
     if history_store is not None and context:
-        section = drift_section(page, history_store, context, loaded.label, bounds)
-        if section:
-            page.sections.append(section)
+        add(drift_section(page, history_store, context, loaded.label, bounds), ("drift", "Drift"))
     if base is not None:
         head_tags = slices.case_tags(tables["case_lanes"]) if "case_lanes" in tables else None
-        page.sections.append(compare_section(page, base, loaded.compare_side(), head_tags))
-    return render_page(f"taguru_eval report — {context} — {loaded.label}", page)
+        add(compare_section(page, base, loaded.compare_side(), head_tags), ("compare", "Compare"))
+    return render_page(f"taguru_eval report — {context} — {loaded.label}", page, toc)

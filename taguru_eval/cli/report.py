@@ -18,14 +18,15 @@ usage: python -m taguru_eval report RUN [--base RUN] [-o FILE]
                                    [--thresholds FILE] [--store DIR]
 
 Render one run as a self-contained HTML report (works offline: the chart
-libraries are inlined): run summary, gate verdict, aggregate and per-case
-metrics (histograms, the worst cases, a capped table linking the Parquet file
-with every row), misses, lane cross-tab, latency, per-tag slices; with --base,
-the compare view (the metrics that moved, improved and regressed cases with
-the metrics that drove them); when RUN is a stored run
-(runs/context=<ctx>/run=<id>/), the metric drift of its context over the
-stored runs up to it. Charts are aggregated first, so a 100,000-case run
-gives a page of a few megabytes.
+and table libraries are inlined): run summary, gate verdict, aggregate and
+per-case metrics (histograms, the worst cases grouped by failure signature, a
+capped sortable table linking the Parquet file with every row), misses, lane
+cross-tab, latency, per-tag slices; with --base, the compare view (the
+metrics that moved, improved and regressed cases with the metrics that drove
+them); when RUN is a stored run (runs/context=<ctx>/run=<id>/), the metric
+drift of its context over the stored runs up to it, each change of eval set,
+mode, budget or thresholds file marked. Charts are aggregated first, so a
+100,000-case run gives a page of about 2 MB.
 
 arguments:
   RUN                an evaluation.json (taguru_eval's or taguru's own) or a

@@ -13,7 +13,7 @@ from typing import Final
 
 import polars as pl
 
-from taguru_eval._base.html import pairs_html, table_html
+from taguru_eval._base.html import pairs_data, render, table_data
 from taguru_eval.compare.load import RunView
 
 SHOWN_METRICS: Final = 8
@@ -59,22 +59,21 @@ def comparison_html(
         ("gate (head)", verdict_text(head.gate_passed)),
     ]
     shown_moved = moved.select("metric", "base", "head", "delta", "direction")
-    parts = [
-        pairs_html(pairs),
-        table_html(
+    return render(
+        "display_comparison.html.j2",
+        items=pairs_data(pairs),
+        moved=table_data(
             shown_moved,
             caption=f"aggregate metrics that moved ({moved.height})",
             limit=SHOWN_METRICS,
         )
         if moved.height
-        else '<p class="note">no aggregate metric moved</p>',
-    ]
-    if groups.height:
-        parts.append(
-            table_html(
-                groups.select("kind", "drivers", "cases", "against", "examples"),
-                caption="improved and regressed cases by the metrics that drove them",
-                limit=SHOWN_GROUPS,
-            )
+        else None,
+        groups=table_data(
+            groups.select("kind", "drivers", "cases", "against", "examples"),
+            caption="improved and regressed cases by the metrics that drove them",
+            limit=SHOWN_GROUPS,
         )
-    return f'<div class="taguru-comparison">{"".join(parts)}</div>'
+        if groups.height
+        else None,
+    )

@@ -70,7 +70,11 @@ def test_report_at_scale_is_small_offline_and_says_what_it_computed(
 ) -> None:
     page = scale_report.read_text(encoding="utf-8")
     bundle = offline.javascript_bundle()
-    assert external_urls(page, bundle) == []
+    datatables = offline.datatables_bundle()
+    assert datatables is not None, "the report extra ships itables"
+    # Both vendored libraries are set aside: their licence comments name their homes.
+    own = page.replace(datatables.source, "").replace(datatables.css, "")
+    assert external_urls(own, bundle) == []
     specs = _specs(page)
     rows = _rows(specs)
     assert list(rows) == ["metrics", "case_metrics", "latency", "drift", "compare"]
@@ -78,10 +82,17 @@ def test_report_at_scale_is_small_offline_and_says_what_it_computed(
     assert all(count < aggregate.ROW_LIMIT for count in rows.values())
     assert rows["case_metrics"] <= 8 * aggregate.BINS + 8 * aggregate.WORST_CASES
     assert rows["drift"] <= RUNS * len(drift.DRIFT_METRICS) + 2 * RUNS
-    assert len(page.encode("utf-8")) - len(bundle.encode("utf-8")) < 1_500_000
+    assert len(own.encode("utf-8")) - len(bundle.encode("utf-8")) < 1_500_000
     head, base = synthetic.stored_run(history, RUNS - 1), synthetic.stored_run(history, RUNS - 2)
-    # The per-case table is capped and links the Parquet file that has every row.
+    # The worst cases are grouped by failure signature: a dozen rows, not 200.
+    tables = read_tables(head)
+    signatures = aggregate.failure_signatures(tables["cases"], tables["case_lanes"])
+    assert 0 < signatures.height <= 40
+    failing = int(signatures.get_column("cases").sum())
+    assert f"{failing} of {CASES} cases fail a check or their lane, in {signatures.height}" in page
+    # The per-case table is capped, sortable, and links the Parquet file with every row.
     assert f"showing the 200 worst of {CASES} cases" in page
+    assert page.count('class="datatable" data-datatable="on"') >= 2  # per-case, misses
     link = re.search(r'<a href="([^"]+)">cases\.parquet</a>', page)
     assert link is not None
     assert (scale_report.parent / link.group(1)).resolve() == (head / "cases.parquet").resolve()
@@ -103,7 +114,6 @@ def test_report_at_scale_is_small_offline_and_says_what_it_computed(
     assert f"{regressed} regressed case(s), case_id order" in page
     assert f"… and {regressed - 50} more regressed case(s)" in page
     # Slices: one row per tag, the all-cases row equal to the run's own aggregate.
-    tables = read_tables(head)
     tags = slices.case_tags(tables["case_lanes"])
     assert tags is not None
     frame = slices.tag_slices(tables["cases"], tags)
@@ -148,6 +158,9 @@ def test_report_at_scale_draws_every_chart_offline(scale_report: Path, tmp_path:
     assert set(drawn) == {"metrics", "case_metrics", "latency", "drift", "compare"}
     for name, marks in drawn.items():
         assert marks.isdigit() and int(marks) > 0, f"chart {name} drew no marks ({marks})"
+    # DataTables, imported from the page itself with every request refused, paged them.
+    assert 'data-tables="done"' in dom
+    assert "Showing 1 to 10 of 200 entries" in dom
 
 
 def _offline(name: str, notebook: Any) -> None:

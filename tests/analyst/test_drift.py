@@ -108,3 +108,45 @@ def test_read_thresholds_checks_override_case_ids_only_against_given_ones(tmp_pa
     assert drift.read_thresholds(path).case_overrides == {"zz": {}}
     with pytest.raises(InputError, match=r"cases\.overrides: unknown case_id 'zz'"):
         drift.read_thresholds(path, ["alpha-001"])
+
+
+def test_run_index_names_what_changed_between_consecutive_runs(tmp_path: Path) -> None:
+    documents = history_documents(5)
+    # Run 1 keeps everything; run 2 is another eval set (same name, other size);
+    # run 3 another budget (and so mode); run 4 is gated by a thresholds file.
+    documents[2]["inputs"]["eval"]["cases"] = 5
+    documents[3]["inputs"]["eval"]["cases"] = 5
+    documents[3]["inputs"]["mode"] = "assembly"
+    documents[3]["inputs"]["budget"] = {"max_items": 4, "max_bytes": 4096, "max_tokens": 100}
+    documents[4]["inputs"] = {**documents[3]["inputs"]}
+    documents[4]["thresholds"] = {"sha256": "cd" * 32, "passed": True, "violations": []}
+    runs = tmp_path / "runs"
+    for index, document in enumerate(documents):
+        ingest.ingest(write_document(tmp_path / f"e{index}.json", document), runs)
+    index = drift.run_index(runs, "demo")
+    assert index.schema == drift.RUN_INDEX_SCHEMA
+    assert index.get_column("setup_changed").to_list() == [
+        [],
+        [],
+        ["eval set"],
+        ["mode", "budget"],
+        ["thresholds"],
+    ]
+    assert index.get_column("eval_set").to_list()[1:3] == [
+        "demo set (4 cases)",
+        "demo set (5 cases)",
+    ]
+    assert index.get_column("budget")[3] == "max_items=4 max_bytes=4096 max_tokens=100"
+    # A recorded digest, where there is one, is the eval set's identity.
+    frame = pl.DataFrame(
+        {
+            "eval_set": ["a (4 cases)", "a (4 cases)", "a (4 cases)"],
+            "eval_sha256": ["1" * 64, "2" * 64, "2" * 64],
+            "mode": ["baseline"] * 3,
+            "budget": ["none"] * 3,
+            "sha256": [None, None, None],
+        },
+        schema_overrides={"sha256": pl.String},
+    )
+    changed = frame.select(drift.setup_changes()).get_column("setup_changed").to_list()
+    assert changed == [[], ["eval set"], []]

@@ -10,13 +10,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from support.documents import evaluation_document, history_documents, write_document
 from support.layouts import to_old_layout
 from support.paths import PROJECT_ROOT
 
 import taguru_eval
-from taguru_eval.analyst import ingest, report
+from taguru_eval.analyst import aggregate, ingest, report
 from taguru_eval.cli import report as report_cli
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -78,7 +79,8 @@ def test_report_is_self_contained(full_report: Path) -> None:
     assert not re.search(r"<link[^>]*\bhref=", page)
     assert not re.search(r"<(img|iframe)[^>]*\bsrc=[\"']?https?:", page)
     assert "window.vegaEmbed=" in page  # the inlined bundle defines the embedder itself
-    assert page.count("<script") == 4  # bundle, specs, embed options, embed call
+    # Vega's bundle, specs, embed options, embed call; DataTables' source, options, loader.
+    assert page.count("<script") == 7
 
 
 def test_report_embeds_every_chart_spec_with_its_data(full_report: Path) -> None:
@@ -191,6 +193,11 @@ def test_every_chart_draws_marks_in_headless_chromium(full_report: Path, tmp_pat
     assert set(drawn) == {"metrics", "case_metrics", "latency", "drift", "compare"}
     for name, marks in drawn.items():
         assert marks.isdigit() and int(marks) > 0, f"chart {name} drew no marks ({marks})"
+    # DataTables was imported from the page itself and took over the marked tables.
+    assert 'data-tables="done"' in dom
+    assert dom.count('class="datatable dataTable') == page_file.read_text("utf-8").count(
+        'class="datatable" data-datatable="on"'
+    )
     screenshot = tmp_path / "report.png"
     subprocess.run(
         [*base, "--window-size=1280,4000", f"--screenshot={screenshot}", page_file.as_uri()],
@@ -322,3 +329,103 @@ def test_a_missing_stamp_is_said_to_be_missing(
     assert capsys.readouterr().err == (
         f"taguru: evaluate: {shown}: not an evaluation.json: missing integer 'taguru_evaluation'\n"
     )
+
+
+def _cells(page: str) -> list[str]:
+    return [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td[^>]*>.*?</td>", page, re.S)]
+
+
+def test_worst_cases_are_grouped_by_failure_signature(tmp_path: Path) -> None:
+    cases = pl.DataFrame(
+        {
+            "case_index": [0, 1, 2, 3, 4, 5],
+            "case_id": ["a", "b", "c", "d", "e", "f"],
+            "passage_outcome": ["searched", "searched", "searched", "failed", "searched", None],
+            "recall_at_k": [0.5, 0.0, 1.0, None, 1.0, None],
+            "mrr": [0.5, 0.0, 1.0, None, 1.0, None],
+            "citations_recall": [None, None, 0.5, None, 1.0, None],
+            "coverage_concepts": [1.0, 1.0, None, 0.0, None, None],
+        },
+        schema_overrides={"passage_outcome": pl.String},
+    )
+    groups = aggregate.failure_signatures(cases)
+    assert groups.select("fails", "lane", "cases", "examples").rows() == [
+        ("recall@k<1, mrr<1", "passage: searched", 2, ["a", "b"]),
+        ("citations<1", "passage: searched", 1, ["c"]),
+        ("coverage<1", "passage: failed", 1, ["d"]),
+        ("—", "passage: none", 1, ["f"]),
+    ]
+    assert groups.get_column("cases").sum() == 5  # "e" fails nothing on a lane that ran
+    # The worst case of a group is its first example.
+    scores = pl.DataFrame({"case_id": ["a", "b"], "score": [0.5, 0.0]})
+    assert aggregate.failure_signatures(cases, scores=scores).row(0, named=True)["examples"] == [
+        "b",
+        "a",
+    ]
+    # The evidence lane's outcome, where a case ran one, is the lane of the signature.
+    lanes = cases.select("case_index", pl.lit("failed").alias("evidence_outcome"))
+    assert set(aggregate.failure_signatures(cases, lanes).get_column("lane")) == {
+        "evidence: failed"
+    }
+
+
+def test_the_report_lists_signatures_and_a_sortable_capped_case_table(tmp_path: Path) -> None:
+    path = write_document(tmp_path / "evaluation.json", evaluation_document())
+    page = report.build_report(path)
+    assert "<h3>Failure signatures</h3>" in page
+    assert re.search(r"\d+ of 4 cases fail a check or their lane, in \d+ signature\(s\)", page)
+    cells = _cells(page)
+    assert "alpha-001" in cells and "1.0000" in cells
+    # A numeric cell carries the number DataTables sorts by; a null sorts first.
+    assert re.search(r'<td class="num" data-order="[0-9.]+">[0-9.]+</td>', page)
+    assert '<td class="null" data-order="">—</td>' in page
+    # Long ids stay on one line (cut with an ellipsis) with the whole id as the tooltip.
+    assert '<span class="id" title="alpha-001">alpha-001</span>' in page
+    assert "case_<wbr>id" in page  # headers may wrap after "_"
+    # Nothing from a case can end a script element or open a comment in one.
+    for script in re.findall(r"<script[^>]*>(.*?)</script>", page, re.S)[1:]:
+        assert "<!--" not in script and "<script" not in script.lower()
+
+
+def test_a_report_without_itables_keeps_plain_tables_and_says_so_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taguru_eval.analyst import offline
+
+    monkeypatch.setattr(offline, "datatables_bundle", lambda: None)
+    path = write_document(tmp_path / "evaluation.json", evaluation_document())
+    page = report.build_report(path)
+    assert page.count("sorting and filtering them needs the itables package") == 1
+    assert "taguru-datatables-source" not in page
+    assert page.count("<script") == 4  # Vega's bundle, specs, embed options, embed call
+    assert "<h3>Per-case metrics, worst first</h3>" in page and "alpha-001" in page
+
+
+def test_the_templates_scripts_cannot_derail_their_element() -> None:
+    templates = Path(report.__file__).parent / "templates"
+    for script in templates.glob("*.js"):
+        text = script.read_text(encoding="utf-8").lower()
+        assert "<!--" not in text and "<script" not in text and "</script" not in text, script
+
+
+def test_drift_marks_each_change_of_eval_set_mode_budget_or_thresholds(tmp_path: Path) -> None:
+    documents = history_documents(3)
+    documents[1]["inputs"]["eval"]["cases"] = 5
+    documents[2]["inputs"]["eval"]["cases"] = 5
+    documents[2]["inputs"]["budget"] = {"max_items": 4, "max_bytes": 4096, "max_tokens": 100}
+    runs = tmp_path / "runs"
+    stored = [
+        ingest.ingest(write_document(tmp_path / f"e{i}.json", d), runs).path
+        for i, d in enumerate(documents)
+    ]
+    page = report.build_report(stored[-1])
+    assert "<strong>2 setup change(s)</strong>" in page
+    cells = _cells(page)
+    assert "budget" in cells and "eval set" in cells
+    spec = next(entry["spec"] for entry in _specs(page) if entry["name"] == "drift")
+    rules = [
+        rows
+        for rows in spec["datasets"].values()
+        if rows and "changed" in rows[0] and "revision" not in rows[0]
+    ]
+    assert rules and sorted(row["changed"] for row in rules[0]) == ["budget", "eval set"]
