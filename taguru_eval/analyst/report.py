@@ -202,7 +202,8 @@ def run_thresholds(path: str | Path, loaded: ReportRun) -> Thresholds:
     eval set would take it, with the same message: a ``cases.overrides`` case
     id the run does not have is refused, not silently dropped. Its catalog
     has the abstention metrics only when the run was given ``--must-refuse``,
-    the answers metrics only with ``--answers``.
+    the answers metrics only with ``--answers``, the stability metric only with
+    ``--repeat``.
     """
     cases = loaded.tables.get("cases")
     case_ids = [] if cases is None else cases.get_column("case_id").to_list()
@@ -213,7 +214,13 @@ def run_thresholds(path: str | Path, loaded: ReportRun) -> Thresholds:
         case_ids,
         must_refuse=isinstance(given.get("must_refuse"), Mapping),
         answers=isinstance(given.get("answers"), Mapping),
+        repeat=_repeated(given.get("repeat")),
     )
+
+
+def _repeated(value: object) -> bool:
+    """``inputs.repeat`` says the run sent its cases more than once (``--repeat``)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 1
 
 
 def store_of(run: str | Path) -> Path | None:

@@ -350,11 +350,14 @@ def _case_block_problem(doc: Mapping[str, Any]) -> JsonShapeError | None:
 
 def artifact_catalog(doc: Mapping[str, Any]) -> Catalog:
     """The catalog an artifact was measured with: the 31, plus the must-refuse
-    metrics when it has an ``abstention`` block and the answers metrics when
-    ``inputs.answers`` says it was given ``--answers``."""
+    metrics when it has an ``abstention`` block, the answers metrics when
+    ``inputs.answers`` says it was given ``--answers`` and the stability metric
+    when ``inputs.repeat`` says its cases were sent more than once."""
+    repeat = get_path(doc, "inputs", "repeat")
     return catalog_for(
         must_refuse="abstention" in doc,
         answers=isinstance(get_path(doc, "inputs", "answers"), Mapping),
+        stability=isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 1,
     )
 
 

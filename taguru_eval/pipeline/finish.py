@@ -54,6 +54,7 @@ from taguru_eval.run.runner import NetworkPhase
 from taguru_eval.score.aggregate import Scores, score_run
 from taguru_eval.store import RunOrigin, StagedRun, new_run_id
 from taguru_eval.summary import must_refuse_lines, must_refuse_stderr_lines, summary_lines
+from taguru_eval.tables.flatten import with_repeated_calls
 from taguru_eval.tables.schemas import RunTables
 
 REPORT_ONLY_LINE = f"{PREFIX}{REPORT_ONLY_NOTICE}"
@@ -101,6 +102,7 @@ def run_context(
         thresholds=None if gate is None else gate.block,
         warnings=prepared.warnings,
         resumed=phase.sessions if phase.sessions > 1 else None,
+        repeat=phase.repeat,
     )
 
 
@@ -205,6 +207,9 @@ def finish_run(
     options = prepared.options
     run_id = new_run_id(phase.finished_at)
     tables = phase.rows.finish(run_id, phase.refusal_outputs)
+    # run --repeat: the other repetitions' tables are scored for stability only;
+    # the run keeps nothing of them but their calls.
+    repeated = [rows.finish(run_id) for rows in phase.repeated]
     must_refuse = prepared.must_refuse is not None
     scores = score_run(
         prepared.eval_set,
@@ -214,7 +219,9 @@ def finish_run(
         # The evidence probe judges passage items only where vectors are ready.
         vectors_ready=vector_facts(phase).passage_vectors == "ready" if options.assembly else None,
         answers_declared=None if prepared.answers is None else prepared.answers.declared,
+        repetitions=repeated,
     )
+    tables = with_repeated_calls(tables, repeated)
     report: GateReport | None = None
     if prepared.thresholds is not None:
         report = evaluate_gate(
