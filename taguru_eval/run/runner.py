@@ -9,7 +9,7 @@ every repetition lies inside the same bracket. Nothing here scores."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -139,13 +139,17 @@ class NetworkPhase:
     cases_elapsed_s: float  # wall time of the cases alone (monotonic clock)
     refusal_outputs: list[RefusalOutput] = field(default_factory=list)
     sessions: int = 1  # more than one: resumed (``inputs.resumed``)
-    # run --repeat N: the rows of repetitions 1..N-1 (``rows`` is the first's)
+    repeat: int = 1  # how many times every eval case was sent (``--repeat``)
+    # The rows of repetitions 1..N-1 (``rows`` is the first's); the finishing
+    # stages take them one by one (:meth:`take_repeated`).
     repeated: list[TableRows] = field(default_factory=list)
 
-    @property
-    def repeat(self) -> int:
-        """How many times every eval case was sent (``--repeat``)."""
-        return 1 + len(self.repeated)
+    def take_repeated(self) -> Iterator[TableRows]:
+        """Each later repetition's rows, let go as they are taken: a repetition's
+        tables are scored for stability and then dropped, so at most one of them
+        is held at a time beside the first's."""
+        while self.repeated:
+            yield self.repeated.pop(0)
 
     @property
     def stable(self) -> bool:
@@ -242,5 +246,6 @@ async def network_phase(
         cases_elapsed_s=cases_elapsed,
         refusal_outputs=refusal_outputs,
         sessions=1 if session is None else session.sessions,
+        repeat=options.repeat,
         repeated=repeated,
     )

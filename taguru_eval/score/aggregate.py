@@ -5,7 +5,7 @@ from the catalog."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,7 +235,7 @@ def score_run(
     refusal_rule: RefusalRule | None = None,
     vectors_ready: bool | None = None,
     answers_declared: Mapping[str, int] | None = None,
-    repetitions: Sequence[RunTables] = (),
+    repetitions: Iterable[RunTables] | None = None,
 ) -> Scores:
     """Score a run: the per-case frame plus every aggregate metric of the catalog.
 
@@ -246,23 +246,28 @@ def score_run(
     the embeddings status showed ready passage vectors (ABSTENTION.md §3.5).
     ``answers_declared`` (a run given ``--answers``: each listed case's number
     of answers) adds the answers columns and the ``answers.*`` metrics.
-    ``repetitions`` (``run --repeat N``: the tables of repetitions 2..N; ``tables``
-    is the first's) adds the stability columns of ``cases`` and
-    ``stability.unstable_rate``; every other value is the first repetition's.
+    ``repetitions`` (``run --repeat N``: the tables of repetitions 2..N, taken one
+    at a time; ``tables`` is the first's) adds the stability columns of ``cases``
+    and ``stability.unstable_rate``; every other value is the first repetition's.
     """
     catalog = catalog_for(
         must_refuse=refusal_rule is not None,
         answers=answers_declared is not None,
-        stability=bool(repetitions),
+        stability=repetitions is not None,
     )
     eval_tables = tables.of_population(POPULATION_EVAL)
     cases = case_metrics(eval_set, eval_tables, catalog, answers_declared)
     measured: dict[str, Mapping[str, Any]] = {}
-    if repetitions:
-        again = [
-            case_metrics(eval_set, other.of_population(POPULATION_EVAL), catalog, answers_declared)
-            for other in repetitions
-        ]
+    if repetitions is not None:
+        # Each repetition's tables are let go once its per-case frame is made.
+        again = []
+        for other in repetitions:
+            again.append(
+                case_metrics(
+                    eval_set, other.of_population(POPULATION_EVAL), catalog, answers_declared
+                )
+            )
+            del other
         cases = conform(
             with_stability(cases, stability(cases, again, catalog)), cases_polars(catalog)
         )

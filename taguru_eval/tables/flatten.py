@@ -393,18 +393,18 @@ def _in_case_order(
     }
 
 
-def with_repeated_calls(tables: RunTables, repeated: Sequence[RunTables]) -> RunTables:
+def with_repeated_calls(tables: RunTables, repeated: Sequence[pl.DataFrame]) -> RunTables:
     """``tables`` whose ``calls`` also hold the calls of the cases' other repetitions
-    (``run --repeat``; each of ``repeated`` is one repetition's tables): every eval
-    case's calls, repetition by repetition, in case order, then the must-refuse
-    probes' as before. Nothing else of ``repeated`` is kept: a case's metrics are
-    its first repetition's."""
+    (``run --repeat``; each of ``repeated`` is one repetition's ``calls``): every
+    eval case's calls, repetition by repetition, in case order, then the
+    must-refuse probes' as before. Nothing else of the other repetitions is kept:
+    a case's metrics are its first repetition's."""
     if not repeated:
         return tables
     calls = tables.calls
     probe = pl.col("population") == POPULATION_MUST_REFUSE
     eval_calls = pl.concat(
-        [calls.filter(~probe), *(other.calls.filter(~probe) for other in repeated)],
+        [calls.filter(~probe), *(other.filter(~probe) for other in repeated)],
         how="vertical",
     ).sort(["case_index", "repeat", "seq"], maintain_order=True)
     return replace(tables, calls=pl.concat([eval_calls, calls.filter(probe)], how="vertical"))
