@@ -758,8 +758,14 @@ STABILITY_METRICS: Final[Mapping[str, MetricDefinition]] = {
 }
 """The metric a run with --repeat N (N > 1) adds: one run-scope share."""
 
-STABILITY_PREFIX: Final = "stability."
-"""The metric-name prefix that only exists with --repeat."""
+
+def repetitions_of(value: object) -> int | None:
+    """``inputs.repeat`` as an artifact records it: the number of times its cases
+    were sent when above 1 (the run measured :data:`STABILITY_METRICS`), else None
+    (absent, 1, or not an integer)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+        return value
+    return None
 
 
 def catalog_for(*, must_refuse: bool, answers: bool, stability: bool = False) -> Catalog:

@@ -29,8 +29,8 @@ from typing import Any
 
 import polars as pl
 
-from taguru_eval.artifact.read import artifact_catalog, parse_artifact, tables_from_artifact
-from taguru_eval.catalog import CATALOG, STABILITY_METRICS, Catalog
+from taguru_eval.artifact.read import parse_artifact, tables_from_artifact
+from taguru_eval.catalog import CATALOG, STABILITY_METRICS, Catalog, repetitions_of
 from taguru_eval.compare.load import read_view
 from taguru_eval.errors import InputError
 from taguru_eval.options import DEFAULT_STORE_DIR
@@ -136,9 +136,9 @@ def _stored_catalog(document: Mapping[str, Any]) -> Catalog:
     """The catalog whose ``cases`` columns the imported run keeps: the 31, plus the
     stability columns of a ``run --repeat`` artifact, which compare reads back
     from a stored run as it reads them from the file."""
-    if STABILITY_METRICS.keys() <= artifact_catalog(document).keys():
-        return CATALOG.with_metrics(STABILITY_METRICS)
-    return CATALOG
+    inputs = document.get("inputs")
+    repeat = inputs.get("repeat") if isinstance(inputs, Mapping) else None
+    return CATALOG if repetitions_of(repeat) is None else CATALOG.with_metrics(STABILITY_METRICS)
 
 
 def _stored_copy(store_dir: str | Path, context: str, data: bytes) -> Path | None:

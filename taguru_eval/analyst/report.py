@@ -40,7 +40,13 @@ from taguru_eval.analyst import aggregate, charts, drift, must_refuse, offline, 
 from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.layout import get_path
 from taguru_eval.artifact.read import read_artifact
-from taguru_eval.catalog import ANSWERS_BLOCK, ANSWERS_METRICS, CATALOG, scalar_expr
+from taguru_eval.catalog import (
+    ANSWERS_BLOCK,
+    ANSWERS_METRICS,
+    CATALOG,
+    repetitions_of,
+    scalar_expr,
+)
 from taguru_eval.compare import Comparison, compare, significance
 from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import Budget, read_view
@@ -214,13 +220,8 @@ def run_thresholds(path: str | Path, loaded: ReportRun) -> Thresholds:
         case_ids,
         must_refuse=isinstance(given.get("must_refuse"), Mapping),
         answers=isinstance(given.get("answers"), Mapping),
-        repeat=_repeated(given.get("repeat")),
+        repeat=repetitions_of(given.get("repeat")) is not None,
     )
-
-
-def _repeated(value: object) -> bool:
-    """``inputs.repeat`` says the run sent its cases more than once (``--repeat``)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value > 1
 
 
 def store_of(run: str | Path) -> Path | None:

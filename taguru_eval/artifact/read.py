@@ -18,7 +18,7 @@ from taguru_eval._base import jsonstrict
 from taguru_eval._base.jsonstrict import JsonShapeError
 from taguru_eval.artifact.abstention import refusal_frames_from_block
 from taguru_eval.artifact.layout import case_layout, column_paths, get_path
-from taguru_eval.catalog import CATALOG, Catalog, catalog_for
+from taguru_eval.catalog import CATALOG, Catalog, catalog_for, repetitions_of
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.score.abstention import offered
@@ -353,11 +353,10 @@ def artifact_catalog(doc: Mapping[str, Any]) -> Catalog:
     metrics when it has an ``abstention`` block, the answers metrics when
     ``inputs.answers`` says it was given ``--answers`` and the stability metric
     when ``inputs.repeat`` says its cases were sent more than once."""
-    repeat = get_path(doc, "inputs", "repeat")
     return catalog_for(
         must_refuse="abstention" in doc,
         answers=isinstance(get_path(doc, "inputs", "answers"), Mapping),
-        stability=isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 1,
+        stability=repetitions_of(get_path(doc, "inputs", "repeat")) is not None,
     )
 
 

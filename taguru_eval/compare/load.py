@@ -32,10 +32,10 @@ import polars as pl
 from taguru_eval._base.structs import validation_detail as _validation_detail
 from taguru_eval._base.structs import validation_parts as _validation_parts
 from taguru_eval._base.text import to_f32
-from taguru_eval.catalog import CATALOG, SCALAR_FIELD, Catalog
+from taguru_eval.catalog import CATALOG, SCALAR_FIELD, Catalog, repetitions_of
 from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
 from taguru_eval.compare.repeats import find_repeat, first_repeat, shape_of
-from taguru_eval.compare.stability import StabilitySide, repeat_of, side_from_blocks
+from taguru_eval.compare.stability import StabilitySide, side_from_blocks
 from taguru_eval.contract import ARTIFACT_STAMP
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.store_artifact import artifact_bytes, stored_artifact
@@ -82,7 +82,7 @@ class _Inputs(msgspec.Struct):
     must_refuse: _MustRefuseInputs | None = None
     answers: _AnswersInputs | None = None
     # ``inputs.repeat`` of a run given --repeat: any JSON, so a foreign value
-    # cannot make a file compare refuses (read through ``repeat_of``).
+    # cannot make a file compare refuses (read through ``repetitions_of``).
     repeat: Any = None
 
 
@@ -431,7 +431,7 @@ def decode_view(
     )
     cases, duplicates = _case_frame(view.cases, catalog)
     stability = side_from_blocks(
-        ((case.case_id, case.stability) for case in view.cases), view.inputs.repeat
+        [(case.case_id, case.stability) for case in view.cases], view.inputs.repeat
     )
     return replace(
         _run_view(
@@ -546,7 +546,7 @@ def _run_view(
             if view.inputs.answers is None
             else {"match": view.inputs.answers.match, "cases": view.inputs.answers.cases}
         ),
-        repeat=repeat_of(view.inputs.repeat),
+        repeat=repetitions_of(view.inputs.repeat),
     )
 
 

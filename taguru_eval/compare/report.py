@@ -4,7 +4,9 @@ changes.jsonl (GATE_AND_COMPARE.md §6.9, bytes per §1.3): compact JSON lines,
 non-ASCII raw, floats in shortest round-trip form and always with a fraction
 or exponent (``3.0``), a non-finite number as ``null``; header first, then one
 line per changed case in ascending case_id byte order; ``\\n`` after every
-line. The terminal summary is §6.10.
+line. The terminal summary is §6.10. A side run with ``--repeat`` adds
+``unstable`` lines (with a ``stability`` member), a header ``stability`` block
+and summary lines (:mod:`.stability`); without one, every byte is taguru's.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ class Comparison:
     """The result of comparing BASE with HEAD.
 
     ``cases``: one row per case_id of either side, ascending byte order, with
-    ``kind`` (improved/regressed/added/removed/unchanged), ``in_base``,
+    ``kind`` (improved/regressed/added/removed/unchanged, or ``unstable`` for a
+    matched case a ``run --repeat`` side found unstable), ``in_base``,
     ``in_head`` and, per comparison metric, ``<metric>.base``, ``.head``,
     ``.delta`` and ``.direction`` columns. ``metrics``: the header's aggregate
     entries (metric, statistic, base, head, delta). ``warnings``: every §6.8

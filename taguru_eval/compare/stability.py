@@ -13,13 +13,18 @@ carries stability verdicts has neither, and is exactly taguru's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import polars as pl
 
-from taguru_eval.catalog import STABILITY_BLOCK, STABILITY_DIFFERS, STABILITY_UNSTABLE
+from taguru_eval.catalog import (
+    STABILITY_BLOCK,
+    STABILITY_DIFFERS,
+    STABILITY_UNSTABLE,
+    repetitions_of,
+)
 from taguru_eval.compare.model import UNSTABLE
 
 SIDE_SCHEMA: Final = {
@@ -55,27 +60,20 @@ class StabilitySide:
         return {"repeats": repeats, "unstable": self.unstable}
 
 
-def repeat_of(value: object) -> int | None:
-    """``inputs.repeat`` when it says the cases were sent more than once."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 1:
-        return value
-    return None
-
-
 def side_from_blocks(
-    cases: Iterable[tuple[str, Any]], repeat: object = None
+    cases: Sequence[tuple[str, Any]], repeat: object = None
 ) -> StabilitySide | None:
     """A side from its case blocks' ``(case_id, stability)`` pairs, in file order;
     None when no case carries a ``stability`` object. Read leniently, as another
     writer's member of that name could mean something else: only ``"unstable":
     true`` makes a case unstable, and ``differs`` keeps its strings."""
+    if not any(isinstance(block, dict) for _, block in cases):
+        return None  # every run not given --repeat: nothing more to read
     rows: list[tuple[str, int | None, bool | None, list[str] | None]] = []
-    carried = False
     for case_id, block in cases:
         if not isinstance(block, dict):
             rows.append((case_id, None, None, None))  # the last occurrence has none
             continue
-        carried = True
         repeats = block.get("repeats")
         differs = block.get("differs")
         rows.append(
@@ -86,10 +84,8 @@ def side_from_blocks(
                 [d for d in differs if isinstance(d, str)] if isinstance(differs, list) else [],
             )
         )
-    if not carried:
-        return None
     frame = pl.DataFrame(rows, schema=SIDE_SCHEMA, orient="row")
-    return StabilitySide(repeat_of(repeat), _last_with_verdict(frame))
+    return StabilitySide(repetitions_of(repeat), _last_with_verdict(frame))
 
 
 def side_from_columns(frame: pl.DataFrame, repeat: object = None) -> StabilitySide | None:
@@ -105,7 +101,7 @@ def side_from_columns(frame: pl.DataFrame, repeat: object = None) -> StabilitySi
     )
     if verdicts.get_column("repeats").is_null().all():
         return None
-    return StabilitySide(repeat_of(repeat), _last_with_verdict(verdicts.cast(SIDE_SCHEMA)))  # type: ignore[arg-type]
+    return StabilitySide(repetitions_of(repeat), _last_with_verdict(verdicts.cast(SIDE_SCHEMA)))  # type: ignore[arg-type]
 
 
 def _last_with_verdict(frame: pl.DataFrame) -> pl.DataFrame:
