@@ -7,9 +7,10 @@ peak resident set comes from ``wait4``. Targets (issue "Light at scale"): at
 most 1.0 GiB at 100,000 cases, and at most 300 MiB more at 100,000 than at
 50,000. ``--tree DIR`` runs the same sizes, interleaved, with another checkout
 of the package first on ``PYTHONPATH`` (say ``main`` before the change), so
-both figures come from one run of the script.
+both figures come from one run of the script. ``--send N`` passes ``run --repeat
+N`` (every case sent N times; the stub answers alike, so every case is stable).
 
-    python benchmarks/memory.py [--sizes 50000,100000] [--repeats 1] [--tree DIR]
+    python benchmarks/memory.py [--sizes 50000,100000] [--repeats 1] [--tree DIR] [--send N]
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _write_eval(path: Path, cases: int) -> Path:
     return path
 
 
-def _peak_mib(eval_path: Path, url: str, work: Path, tree: str | None) -> float:
+def _peak_mib(eval_path: Path, url: str, work: Path, tree: str | None, send: int = 1) -> float:
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
@@ -84,6 +85,7 @@ def _peak_mib(eval_path: Path, url: str, work: Path, tree: str | None) -> float:
         "--concurrency",
         "64",
         "--quiet",
+        *(["--repeat", str(send)] if send > 1 else []),
     ]
     child = subprocess.Popen(
         argv, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -102,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="50000,100000")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--tree", help="another checkout's root, measured beside this one")
+    parser.add_argument("--send", type=int, default=1, help="run --repeat N (default 1)")
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
     trees: dict[str, str | None] = {"this tree": None}
@@ -124,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 for label, tree in trees.items():  # interleaved: A B A B
                     work = root / f"{size}-{repeat}-{len(peaks)}"
                     work.mkdir()
-                    peak = _peak_mib(eval_path, stub.url, work, tree)
+                    peak = _peak_mib(eval_path, stub.url, work, tree, args.send)
                     peaks.setdefault((label, size), []).append(peak)
                     print(f"  {label}: {size:,} cases: peak {peak:,.0f} MiB", flush=True)
     print(f"peak resident memory, {HITS} hits x {TEXT_BYTES} B per search (median):")

@@ -38,6 +38,7 @@ from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import (
     DEFAULT_CONCURRENCY,
     DEFAULT_OUT,
+    DEFAULT_REPEAT,
     RunOptions,
     answer_match_of,
     refusal_rule_of,
@@ -141,6 +142,7 @@ def run(
     resume: bool = False,
     answers: str | os.PathLike[str] | None = None,
     answer_match: str | None = None,
+    repeat: int = DEFAULT_REPEAT,
 ) -> Run:
     """Evaluate ``context`` with ``eval_path`` exactly as the CLI run mode does.
 
@@ -163,6 +165,11 @@ def run(
     of ``context`` in the store; one that differs raises ``InputError``).
     ``answers`` is the ``--answers`` file and ``answer_match`` its
     ``--answer-match`` (``"normalized"``, the default, or ``"tokens"``).
+    ``repeat`` is ``--repeat``: every eval case is sent that many times, its
+    metrics are its first repetition's, and ``Run.cases`` gains the
+    ``stability_*`` columns (a case whose compared metrics differ across its
+    repetitions is ``stability_unstable``); ``Run.tables.calls`` holds every
+    repetition's calls (its ``repeat`` column).
     """
     options = RunOptions(
         eval_path=os.fspath(eval_path),
@@ -184,6 +191,7 @@ def run(
         store_dir=None if store is None else os.fspath(store),
         no_store=no_store,
         resume=resume,
+        repeat=repeat,
     )
     captured = io.StringIO()
     console = Console() if verbose else Console(stdout=captured, stderr=captured)

@@ -723,10 +723,58 @@ ANSWERS_PREFIX: Final = "answers."
 """The metric-name prefix that only exists with --answers."""
 
 
-def catalog_for(*, must_refuse: bool, answers: bool) -> Catalog:
-    """The catalog of a run: the 31, plus the must-refuse and answers metrics it measures."""
+# ---------------------------------------------------------------- stability (--repeat)
+
+CASE_VALUE_EPSILON: Final = 1e-9
+"""Two values of one per-case metric within this (absolute) are the same value:
+compare's "unchanged" (GATE_AND_COMPARE.md §6.4) and, across a case's
+repetitions, what makes it stable."""
+
+STABILITY_BLOCK: Final = "stability_repeats"
+"""The ``cases`` column whose non-null value means a case block has ``stability``
+(a run given ``--repeat N`` with N > 1): the case's number of repetitions."""
+STABILITY_UNSTABLE: Final = "stability_unstable"
+"""The ``cases`` column saying a compared metric differed between repetitions."""
+STABILITY_DIFFERS: Final = "stability_differs"
+"""The ``cases`` column listing the compared metrics that differed (compare's order)."""
+STABILITY_COLUMNS: Final = (STABILITY_BLOCK, STABILITY_UNSTABLE, STABILITY_DIFFERS)
+
+UNSTABLE_RATE: Final = "stability.unstable_rate"
+
+STABILITY_METRICS: Final[Mapping[str, MetricDefinition]] = {
+    UNSTABLE_RATE: MetricDefinition(
+        "ratio",
+        RATIO,
+        _RUN_SCOPE,
+        "Share of eval cases whose compared per-case metrics did not all take the same "
+        "value in every repetition (run --repeat N): the server answered the same query "
+        "differently within one corpus revision.",
+        "every lane call of an eval case, sent --repeat times",
+        "A case counts as stable when its N repetitions agreed; a larger N finds more "
+        "unstable cases. The case's own metrics and every other aggregate are its first "
+        "repetition's.",
+        higher_is_better=False,
+    ),
+}
+"""The metric a run with --repeat N (N > 1) adds: one run-scope share."""
+
+
+def repetitions_of(value: object) -> int | None:
+    """``inputs.repeat`` as an artifact records it: the number of times its cases
+    were sent when above 1 (the run measured :data:`STABILITY_METRICS`), else None
+    (absent, 1, or not an integer)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+        return value
+    return None
+
+
+def catalog_for(*, must_refuse: bool, answers: bool, stability: bool = False) -> Catalog:
+    """The catalog of a run: the 31, plus the must-refuse, answers and stability
+    metrics it measures."""
     catalog = MUST_REFUSE_CATALOG if must_refuse else CATALOG
-    return catalog.with_metrics(ANSWERS_METRICS) if answers else catalog
+    if answers:
+        catalog = catalog.with_metrics(ANSWERS_METRICS)
+    return catalog.with_metrics(STABILITY_METRICS) if stability else catalog
 
 
 CATALOG_KEYS: Final[frozenset[str]] = CATALOG.names

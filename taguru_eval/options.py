@@ -56,6 +56,17 @@ MSG_RESUME_WITHOUT_STORE: Final = "--resume needs the run store (not --no-store)
 MSG_BAD_JUNIT_CASES: Final = "--junit-cases must be 'failing' or 'all'"
 MSG_JUNIT_CASES_WITHOUT_JUNIT: Final = "--junit-cases requires --junit"
 
+DEFAULT_REPEAT: Final = 1
+REPEAT_MAX: Final = 100
+"""The most times ``--repeat`` sends a case: enough to tell a noisy case from a
+stable one many times over, while a typo (``--repeat 30000``) is refused rather
+than run for days."""
+MSG_BAD_REPEAT: Final = f"--repeat needs a positive integer of at most {REPEAT_MAX}"
+MSG_RESUME_WITH_REPEAT: Final = (
+    "--resume cannot continue a run with --repeat: a repeated run keeps no checkpoint, "
+    "run it again without --resume"
+)
+
 
 def answer_match_of(value: object) -> AnswerMatch:
     """``value`` as an answer match rule; a :class:`UsageError` names the two."""
@@ -138,7 +149,9 @@ class RunOptions:
     (``None`` when ``--junit-cases`` was not given; see
     :attr:`resolved_junit_cases`) which per-case bounds ``--junit`` lists; ``quiet``
     silences the progress display; ``resume`` continues the newest unfinished
-    run of the context in the store (:mod:`taguru_eval.resume`). ``answers`` is
+    run of the context in the store (:mod:`taguru_eval.resume`). ``repeat`` is
+    ``--repeat``: how many times every eval case is sent (1, the default, is a
+    plain run). ``answers`` is
     the ``--answers`` file; ``answer_match`` its ``--answer-match`` (``None``
     when not given; :attr:`resolved_answer_match` is the rule used).
 
@@ -172,6 +185,7 @@ class RunOptions:
     step_summary: bool = True
     quiet: bool = False
     resume: bool = False
+    repeat: int = DEFAULT_REPEAT
 
     def __post_init__(self) -> None:
         # The command line rejects a bad count or rule while it reads the flags,
@@ -185,6 +199,8 @@ class RunOptions:
                 raise not_a_count(flag)
         if not _is_count(self.concurrency):
             raise not_a_count("--concurrency")
+        if not _is_count(self.repeat) or self.repeat > REPEAT_MAX:
+            raise UsageError(MSG_BAD_REPEAT)
         if self.refusal_rule is not None:
             refusal_rule_of(self.refusal_rule)
         if self.answer_match is not None:
@@ -199,6 +215,8 @@ class RunOptions:
             raise UsageError(MSG_STORE_AND_NO_STORE)
         if self.resume and self.no_store:
             raise UsageError(MSG_RESUME_WITHOUT_STORE)
+        if self.resume and self.repeat > 1:
+            raise UsageError(MSG_RESUME_WITH_REPEAT)
         if self.junit_cases is not None:
             junit_cases_of(self.junit_cases)
             if self.junit is None:

@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from taguru_eval._base.text import one_line
+from taguru_eval.catalog import STABILITY_DIFFERS, STABILITY_UNSTABLE, UNSTABLE_RATE
 from taguru_eval.errors import PREFIX
 from taguru_eval.gate import UNSTABLE_CORPUS_WARNING_LINE
 from taguru_eval.inputs.prepare import PreparedRun
@@ -72,6 +73,7 @@ def summary_lines(
         if invalid.height > 3:
             lines.append(f"    ... and {invalid.height - 3} more invalid locator(s)")
     lines.extend(answers_lines(doc, metrics))
+    lines.extend(stability_lines(doc, scores))
     lines.extend(_budget_lines(prepared, metrics))
     if not doc["corpus"]["stable"]:
         lines.append(UNSTABLE_CORPUS_WARNING_LINE)
@@ -93,6 +95,33 @@ def answers_lines(doc: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[st
         f"mean MRR {_mean(metrics['answers.mrr']):.3f}, "
         f"mean coverage {_mean(metrics['answers.coverage']):.3f}"
     ]
+
+
+STABILITY_NAMED = 5
+"""How many unstable cases the stability line names."""
+
+
+def stability_lines(doc: Mapping[str, Any], scores: Scores) -> list[str]:
+    """With ``--repeat`` N > 1: how many cases were unstable, naming the first few."""
+    rate = scores.metrics.get(UNSTABLE_RATE)
+    if rate is None:
+        return []
+    repeats = doc.get("inputs", {}).get("repeat")
+    unstable = scores.cases.filter(pl.col(STABILITY_UNSTABLE).fill_null(False))
+    line = (
+        f"  stability over {repeats} repetition(s): {rate['numerator'] or 0} of {rate['n']} "
+        "case(s) unstable (a compared metric differed between repetitions)"
+    )
+    named = [
+        f"{case_id} ({', '.join(differs)})"
+        for case_id, differs in unstable.select("case_id", STABILITY_DIFFERS)
+        .head(STABILITY_NAMED)
+        .iter_rows()
+    ]
+    if named:
+        more = unstable.height - len(named)
+        line += ": " + "; ".join(named) + (f"; ... and {more} more" if more else "")
+    return [line]
 
 
 def _budget_lines(prepared: PreparedRun, metrics: Mapping[str, Any]) -> list[str]:

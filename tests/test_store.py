@@ -43,6 +43,7 @@ def calls_frame(run_id: str, rows: int) -> pl.DataFrame:
             "latency_ms": [5] * rows,
             "error": [None] * rows,
             "population": ["eval"] * rows,
+            "repeat": [0] * rows,
         },
         schema=CALLS,
     )

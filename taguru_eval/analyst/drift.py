@@ -392,6 +392,7 @@ def read_thresholds(
     *,
     must_refuse: bool = False,
     answers: bool = False,
+    repeat: bool = False,
 ) -> Thresholds:
     """A thresholds file, for :func:`bounds_frame`, read and checked as run mode does.
 
@@ -401,9 +402,12 @@ def read_thresholds(
     cases, against which ``cases.overrides`` is checked; ``None`` (a context's
     history, no one eval set) leaves the overrides' case ids unchecked.
     ``must_refuse``: the run was given ``--must-refuse``, so the abstention
-    metrics may be bounded; ``answers``: it was given ``--answers`` (``answers.*``).
+    metrics may be bounded; ``answers``: it was given ``--answers`` (``answers.*``);
+    ``repeat``: it was given ``--repeat`` N > 1 (``stability.*``).
     """
-    return load_run_thresholds(path, case_ids, must_refuse=must_refuse, answers=answers)
+    return load_run_thresholds(
+        path, case_ids, must_refuse=must_refuse, answers=answers, repeat=repeat
+    )
 
 
 def latency_samples(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:

@@ -49,7 +49,13 @@ from taguru_eval.analyst import aggregate, charts, drift, must_refuse, offline, 
 from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.layout import get_path
 from taguru_eval.artifact.read import read_artifact
-from taguru_eval.catalog import ANSWERS_BLOCK, ANSWERS_METRICS, CATALOG, scalar_expr
+from taguru_eval.catalog import (
+    ANSWERS_BLOCK,
+    ANSWERS_METRICS,
+    CATALOG,
+    repetitions_of,
+    scalar_expr,
+)
 from taguru_eval.compare import Comparison, compare, significance
 from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import read_view
@@ -211,7 +217,8 @@ def run_thresholds(path: str | Path, loaded: ReportRun) -> Thresholds:
     eval set would take it, with the same message: a ``cases.overrides`` case
     id the run does not have is refused, not silently dropped. Its catalog
     has the abstention metrics only when the run was given ``--must-refuse``,
-    the answers metrics only with ``--answers``.
+    the answers metrics only with ``--answers``, the stability metric only with
+    ``--repeat``.
     """
     cases = loaded.tables.get("cases")
     case_ids = [] if cases is None else cases.get_column("case_id").to_list()
@@ -222,6 +229,7 @@ def run_thresholds(path: str | Path, loaded: ReportRun) -> Thresholds:
         case_ids,
         must_refuse=isinstance(given.get("must_refuse"), Mapping),
         answers=isinstance(given.get("answers"), Mapping),
+        repeat=repetitions_of(given.get("repeat")) is not None,
     )
 
 

@@ -62,7 +62,9 @@ class RunContext:
     ``url`` must already be masked (scheme://host:port). ``embeddings_read``
     False omits ``corpus.embeddings`` (the GET failed); True writes
     ``{provider_model}`` (null = the server has no provider). ``resumed``: the
-    number of sessions of a run continued with ``--resume`` (``inputs.resumed``).
+    number of sessions of a run continued with ``--resume`` (``inputs.resumed``);
+    ``repeat``: how many times every case was sent (``inputs.repeat``, written
+    only when more than once).
     """
 
     eval_path: str
@@ -87,6 +89,7 @@ class RunContext:
     thresholds: Mapping[str, Any] | None = None
     warnings: Sequence[str] = field(default_factory=tuple)
     resumed: int | None = None  # sessions of a resumed run (None: one session)
+    repeat: int = 1  # run --repeat N
 
 
 def _revision(revision: Mapping[str, int]) -> dict[str, int]:
@@ -114,6 +117,9 @@ def inputs_block(context: RunContext, case_count: int) -> dict[str, Any]:
         inputs["must_refuse"] = dict(context.must_refuse)
     if context.answers is not None:
         inputs["answers"] = dict(context.answers)
+    # Additive, and only with --repeat N > 1: --repeat 1 is a plain run, byte for byte.
+    if context.repeat > 1:
+        inputs["repeat"] = context.repeat
     # Additive and last, so a run in one session keeps every byte it had.
     if context.resumed is not None:
         inputs["resumed"] = context.resumed

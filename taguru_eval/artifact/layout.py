@@ -30,7 +30,17 @@ from taguru_eval.artifact.blocks import (
     passage_block,
     structural_block,
 )
-from taguru_eval.catalog import ANSWERS_BLOCK, ANSWERS_METRICS, CATALOG, CaseField, Catalog
+from taguru_eval.catalog import (
+    ANSWERS_BLOCK,
+    ANSWERS_METRICS,
+    CATALOG,
+    STABILITY_BLOCK,
+    STABILITY_DIFFERS,
+    STABILITY_METRICS,
+    STABILITY_UNSTABLE,
+    CaseField,
+    Catalog,
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,22 @@ def _answers(catalog: Catalog) -> tuple[Slot, ...]:
     )
 
 
+def _stability(catalog: Catalog) -> tuple[Slot, ...]:
+    """A run given --repeat N (N > 1): ``{"repeats": N, "unstable": …, "differs": […]}``."""
+    if not set(STABILITY_METRICS) <= set(catalog):
+        return ()
+    return (
+        _count(STABILITY_BLOCK, ("stability", "repeats"), STABILITY_BLOCK),
+        CaseField(STABILITY_UNSTABLE, ("stability", "unstable"), pa.bool_(), block=STABILITY_BLOCK),
+        CaseField(
+            STABILITY_DIFFERS,
+            ("stability", "differs"),
+            pa.list_(pa.string()),
+            block=STABILITY_BLOCK,
+        ),
+    )
+
+
 def case_layout(catalog: Catalog = CATALOG) -> tuple[Slot, ...]:
     """Every value of a case block, in the block's key order (EVALUATE.md §6.6)."""
     metric = catalog.per_case
@@ -139,7 +165,8 @@ def case_layout(catalog: Catalog = CATALOG) -> tuple[Slot, ...]:
     )
     placed = {slot.column for slot in listed if isinstance(slot, CaseField)}
     added = tuple(field for field in metric.values() if field.column not in placed)
-    return (*listed, *added)
+    # Last, after any metric a catalog adds: a block taguru's reader never meets.
+    return (*listed, *added, *_stability(catalog))
 
 
 CASE_LAYOUT: Final = case_layout()

@@ -18,7 +18,7 @@ from taguru_eval._base import jsonstrict
 from taguru_eval._base.jsonstrict import JsonShapeError
 from taguru_eval.artifact.abstention import refusal_frames_from_block
 from taguru_eval.artifact.layout import case_layout, column_paths, get_path
-from taguru_eval.catalog import CATALOG, Catalog, catalog_for
+from taguru_eval.catalog import CATALOG, Catalog, catalog_for, repetitions_of
 from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.score.abstention import offered
@@ -350,11 +350,13 @@ def _case_block_problem(doc: Mapping[str, Any]) -> JsonShapeError | None:
 
 def artifact_catalog(doc: Mapping[str, Any]) -> Catalog:
     """The catalog an artifact was measured with: the 31, plus the must-refuse
-    metrics when it has an ``abstention`` block and the answers metrics when
-    ``inputs.answers`` says it was given ``--answers``."""
+    metrics when it has an ``abstention`` block, the answers metrics when
+    ``inputs.answers`` says it was given ``--answers`` and the stability metric
+    when ``inputs.repeat`` says its cases were sent more than once."""
     return catalog_for(
         must_refuse="abstention" in doc,
         answers=isinstance(get_path(doc, "inputs", "answers"), Mapping),
+        stability=repetitions_of(get_path(doc, "inputs", "repeat")) is not None,
     )
 
 

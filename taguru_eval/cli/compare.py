@@ -71,7 +71,10 @@ coverage.concepts, coverage.labels, coverage.associations, citations.recall,
 citations.locator_validity, diversity.sources; latency is excluded): a change
 beyond 1e-9 either way counts, and any regressed metric makes the case
 regressed. Mismatched context, corpus revision, thresholds identity, stamp or
-budget are warned about on stderr and in the header, never refused.
+budget are warned about on stderr and in the header, never refused. A case a
+side run with 'run --repeat N' found unstable (its metrics differed between
+repetitions) gets an 'unstable' line instead, never regressed or improved, and
+the header a "stability" block.
 
 arguments:
   BASE.json      the earlier run: an evaluation.json (written by taguru_eval or

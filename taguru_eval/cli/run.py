@@ -28,6 +28,7 @@ from taguru_eval.options import (
     COUNT_MAX,
     DEFAULT_CONCURRENCY,
     DEFAULT_OUT,
+    DEFAULT_REPEAT,
     AnswerMatch,
     JunitCases,
     RefusalRule,
@@ -150,6 +151,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--junit-cases failing|all]
                         [--summary FILE] [--summary-base RUN]
                         [--no-step-summary] [--quiet] [--resume]
+                        [--repeat N]
        python -m taguru_eval run --eval FILE --context NAME [...]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
                         [--significance] [--fail-on-regression] [--alpha A]
@@ -215,6 +217,13 @@ run-mode flags:
   --resume             continue the newest unfinished run of the context in
                        the store (same eval file, options and URL, else exit
                        2): only the cases it did not finish are sent
+  --repeat N           send every eval case N times (1..100, default 1) inside
+                       the same corpus bracket; the case's metrics are its
+                       first repetition's, and a case whose compared metrics
+                       differ across repetitions is marked unstable (a
+                       stability block per case, stability.unstable_rate;
+                       compare never calls such a case regressed). Not with
+                       --resume
   -h, --help           print this help and exit
   --version            print the version and exit (first argument only)
 
@@ -279,7 +288,7 @@ _VALUE_FLAGS: Final = {
     "--summary-base": "--summary-base needs a file or directory path",
 }
 
-_COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurrency")
+_COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurrency", "--repeat")
 
 _SWITCHES: Final = ("--assembly", "--no-store", "--no-step-summary", "--quiet", "--resume")
 
@@ -378,6 +387,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         step_summary="--no-step-summary" not in switches,
         quiet="--quiet" in switches,
         resume="--resume" in switches,
+        repeat=counts.get("--repeat", DEFAULT_REPEAT),
     )
 
 

@@ -27,14 +27,17 @@ class ServeOptions:
     vector_lane: bool = False
     reranker: bool = False
     ready_file: Path | None = None
+    jitter: int | None = None
 
 
-_FLAGS: Final = ("--host", "--port", "--token", "--read-token", "--ready-file")
+_FLAGS: Final = ("--host", "--port", "--token", "--read-token", "--ready-file", "--jitter")
+JITTER_MAX: Final = 2**64 - 1
 _SWITCHES: Final = ("--vector-lane", "--reranker")
 PROGRAM: Final = "taguru_eval serve"
 USAGE: Final = (
     "usage: python -m taguru_eval serve DIR [--host 127.0.0.1] [--port 8248] "
-    "[--token T] [--read-token T] [--vector-lane] [--reranker] [--ready-file PATH]"
+    "[--token T] [--read-token T] [--vector-lane] [--reranker] [--ready-file PATH] "
+    "[--jitter SEED]"
 )
 HELP: Final = f"""{USAGE}
 
@@ -54,6 +57,10 @@ created over HTTP.
                      line {{"url": "http://host:port", "pid": N}}; removed on
                      shutdown (wait for it with 'python -m taguru_eval wait
                      --ready-file PATH')
+  --jitter SEED      order hits of equal score at random (seeded, 0..2^64-1),
+                     afresh for every search, as a server with tied scores or
+                     an approximate vector index does: the same query can get
+                     another window each time (for 'run --repeat N')
 
 Without a token, the server is open, as taguru is. Without --vector-lane the
 vector lane reports "no embedding provider is configured", as taguru does
@@ -105,6 +112,10 @@ def parse_args(argv: list[str]) -> ServeOptions | None:
     ready_file = values.get("--ready-file")
     if ready_file == "":
         raise InputError("--ready-file must not be empty")
+    jitter_text = values.get("--jitter")
+    jitter = None if jitter_text is None else parse_decimal(jitter_text, JITTER_MAX)
+    if jitter_text is not None and jitter is None:
+        raise InputError(f"--jitter must be an integer in 0..2^64-1 (got {jitter_text!r})")
     return ServeOptions(
         corpus_dir=Path(positional[0]),
         host=host,
@@ -114,6 +125,7 @@ def parse_args(argv: list[str]) -> ServeOptions | None:
         vector_lane="--vector-lane" in switches,
         reranker="--reranker" in switches,
         ready_file=None if ready_file is None else Path(ready_file),
+        jitter=jitter,
     )
 
 
@@ -146,6 +158,7 @@ def main(argv: list[str]) -> int:
             vector_lane=options.vector_lane,
             reranker=options.reranker,
             ready_file=options.ready_file,
+            jitter=options.jitter,
         )
     except InputError as error:
         print(f"{PROGRAM}: {error}", file=sys.stderr)

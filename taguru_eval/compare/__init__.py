@@ -6,7 +6,8 @@ are read from ``cases.parquet``/``metrics.parquet`` and only the head of its
 evaluation.json is decoded, :mod:`.parquet`) or an already-loaded
 evaluation.json object, and returns a :class:`Comparison` of Polars frames.
 The work is split by job: the vocabulary (:mod:`.model`), reading a side
-(:mod:`.load`, :mod:`.parquet`), classifying (:mod:`.classify`), the result
+(:mod:`.load`, :mod:`.parquet`), classifying (:mod:`.classify`; a case a
+``run --repeat`` side found unstable, :mod:`.stability`), the result
 and its renderings (:mod:`.report`), and the paired significance tests over a
 result (:func:`significance`, :mod:`.significance`).
 """

@@ -21,19 +21,24 @@ from taguru_eval.compare.model import (
     KINDS,
     NOT_COMPARABLE,
     REGRESSED,
+    UNSTABLE,
     base_column,
     delta_column,
     direction_column,
     head_column,
 )
 from taguru_eval.compare.report import Comparison
+from taguru_eval.compare.stability import classify_unstable
 
 _STATISTICS: Final = frozenset({"distribution", "ratio", "count"})
 
 
 def compare_views(base: RunView, head: RunView) -> Comparison:
-    """Compare two loaded runs (§6.3–§6.8)."""
-    cases = classify_cases(base.cases, head.cases)
+    """Compare two loaded runs (§6.3–§6.8); a case a ``run --repeat`` side found
+    unstable is ``unstable`` (:mod:`.stability`)."""
+    cases, stability = classify_unstable(
+        classify_cases(base.cases, head.cases), base.stability, head.stability
+    )
     metrics_compared = compared_metrics(base.cases)
     metrics, aggregate_warnings = aggregate_diffs(base, head)
     warnings = [
@@ -46,11 +51,15 @@ def compare_views(base: RunView, head: RunView) -> Comparison:
     tally = dict.fromkeys(KINDS, 0)
     for kind, count in cases.group_by("kind").len().iter_rows():
         tally[kind] = count
+    unstable = tally.pop(UNSTABLE, 0)
     counts = {
         **tally,
         "cases_base": base.case_count,
         "cases_head": head.case_count,
     }
+    if stability is not None:
+        # Not among §6.9's header counts: the header carries it in its own block.
+        counts[UNSTABLE] = unstable
     return Comparison(
         base,
         head,
@@ -60,6 +69,7 @@ def compare_views(base: RunView, head: RunView) -> Comparison:
         counts,
         metrics_compared,
         abstention=compare_abstention(base.abstention, head.abstention),
+        stability=stability,
     )
 
 

@@ -15,6 +15,7 @@ import polars as pl
 
 from taguru_eval._base.html import pairs_data, render, table_data
 from taguru_eval.compare.load import RunView
+from taguru_eval.compare.model import UNSTABLE
 
 SHOWN_METRICS: Final = 8
 SHOWN_GROUPS: Final = 6
@@ -30,7 +31,9 @@ def verdict_text(passed: bool | None) -> str:
 def outcome_text(counts: Mapping[str, int]) -> str:
     """``3 improved, 7 regressed, 0 added, 0 removed, 6 unchanged``."""
     kinds = ("improved", "regressed", "added", "removed", "unchanged")
-    return ", ".join(f"{counts.get(kind, 0)} {kind}" for kind in kinds)
+    # ``unstable`` only when a side was run with --repeat (it is counted apart).
+    shown = (*kinds, UNSTABLE) if UNSTABLE in counts else kinds
+    return ", ".join(f"{counts.get(kind, 0)} {kind}" for kind in shown)
 
 
 def comparison_repr(base: RunView, head: RunView, counts: Mapping[str, int]) -> str:

@@ -22,7 +22,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Final, cast
 
@@ -32,9 +32,10 @@ import polars as pl
 from taguru_eval._base.structs import validation_detail as _validation_detail
 from taguru_eval._base.structs import validation_parts as _validation_parts
 from taguru_eval._base.text import to_f32
-from taguru_eval.catalog import CATALOG, SCALAR_FIELD, Catalog
+from taguru_eval.catalog import CATALOG, SCALAR_FIELD, Catalog, repetitions_of
 from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
 from taguru_eval.compare.repeats import find_repeat, first_repeat, shape_of
+from taguru_eval.compare.stability import StabilitySide, side_from_blocks
 from taguru_eval.contract import ARTIFACT_STAMP
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.store_artifact import artifact_bytes, stored_artifact
@@ -80,6 +81,9 @@ class _Inputs(msgspec.Struct):
     mode: Any = None
     must_refuse: _MustRefuseInputs | None = None
     answers: _AnswersInputs | None = None
+    # ``inputs.repeat`` of a run given --repeat: any JSON, so a foreign value
+    # cannot make a file compare refuses (read through ``repetitions_of``).
+    repeat: Any = None
 
 
 class _Corpus(msgspec.Struct):
@@ -175,7 +179,10 @@ def _case_type(paths: tuple[tuple[str, ...], ...]) -> type[msgspec.Struct]:
         return msgspec.defstruct(name, fields)
 
     top = struct("_CaseBlock", tree, ())
-    return msgspec.defstruct("_Case", [("case_id", str, "")], bases=(top,))
+    # ``stability`` (run --repeat) as any JSON: read leniently by side_from_blocks.
+    return msgspec.defstruct(
+        "_Case", [("case_id", str, ""), ("stability", Any, None)], bases=(top,)
+    )
 
 
 @functools.cache
@@ -301,6 +308,10 @@ class RunView:
     must_refuse_sha256: str | None = None
     answers: Mapping[str, object] | None = None
     """``inputs.answers`` (``match``, ``cases``) of a run given --answers; else None."""
+    repeat: int | None = None
+    """``inputs.repeat`` when an integer above 1 (a run given --repeat); else None."""
+    stability: StabilitySide | None = None
+    """The per-case stability verdicts of a run given --repeat N > 1; else None."""
 
     @property
     def case_count(self) -> int:
@@ -419,13 +430,19 @@ def decode_view(
         stamp_required=stamp_required,
     )
     cases, duplicates = _case_frame(view.cases, catalog)
-    return _run_view(
-        view,
-        shown,
-        label=label,
-        cases=cases,
-        duplicates=duplicates,
-        metrics={name: bytes(raw) for name, raw in view.metrics.items()},
+    stability = side_from_blocks(
+        [(case.case_id, case.stability) for case in view.cases], view.inputs.repeat
+    )
+    return replace(
+        _run_view(
+            view,
+            shown,
+            label=label,
+            cases=cases,
+            duplicates=duplicates,
+            metrics={name: bytes(raw) for name, raw in view.metrics.items()},
+        ),
+        stability=stability,
     )
 
 
@@ -529,6 +546,7 @@ def _run_view(
             if view.inputs.answers is None
             else {"match": view.inputs.answers.match, "cases": view.inputs.answers.cases}
         ),
+        repeat=repetitions_of(view.inputs.repeat),
     )
 
 

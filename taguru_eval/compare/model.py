@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Final
 
-EPSILON: Final = 1e-9
+from taguru_eval.catalog import CASE_VALUE_EPSILON
+
+EPSILON: Final = CASE_VALUE_EPSILON
 """Absolute tolerance: ``|head - base| <= 1e-9`` is unchanged (§6.4)."""
 
 KINDS: Final = ("improved", "regressed", "added", "removed", "unchanged")
+
+UNSTABLE: Final = "unstable"
+"""The additive kind of a case matched on both sides and unstable on either
+(``run --repeat``): never classified improved or regressed."""
 
 IMPROVED: Final = "improved"
 

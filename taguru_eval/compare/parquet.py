@@ -42,9 +42,10 @@ from typing import BinaryIO, Final
 import msgspec
 import polars as pl
 
-from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.catalog import CATALOG, STABILITY_BLOCK, STABILITY_COLUMNS, Catalog
 from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
 from taguru_eval.compare.load import RunView, decode_header, is_utf8, read_view
+from taguru_eval.compare.stability import StabilitySide, side_from_columns
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.score.abstention import effective_floors
 from taguru_eval.store import PARQUET_FAILURES, first_line, table_error
@@ -124,12 +125,21 @@ def read_side(
         directory / CASES_FILE, os.path.join(given, CASES_FILE), catalog
     )
     metrics = stored_metrics(directory / METRICS_FILE, os.path.join(given, METRICS_FILE))
+    stability = stored_stability(
+        directory / CASES_FILE, os.path.join(given, CASES_FILE), header.repeat
+    )
     if header.must_refuse_rule is not None or header.must_refuse_sha256 is not None:
         # The abstention block follows ``cases`` in the file; its facts are in the tables.
         if not all((directory / name).is_file() for name in (REFUSAL_CASES_FILE, *FLOOR_TABLES)):
             return whole()
         header = replace(header, abstention=stored_abstention(directory, given, header))
-    return replace(header, cases=cases, duplicate_case_ids=duplicates, metrics=metrics)
+    return replace(
+        header,
+        cases=cases,
+        duplicate_case_ids=duplicates,
+        metrics=metrics,
+        stability=stability,
+    )
 
 
 # ------------------------------------------------------------------ the artifact head
@@ -295,6 +305,21 @@ def stored_cases(
     if duplicates:
         frame = frame.unique(subset="case_id", keep="last", maintain_order=True)
     return frame, duplicates
+
+
+def stored_stability(path: Path, shown: str, repeat: int | None) -> StabilitySide | None:
+    """A stored run's per-case stability verdicts (``run --repeat``), as compare
+    reads them from the case blocks' ``stability``; None for a run stored
+    without the columns (every run not given --repeat N > 1)."""
+    try:
+        names = pl.read_parquet_schema(path).keys()
+    except PARQUET_FAILURES as exc:  # pragma: no cover - the cases were read just before
+        raise table_error(shown, first_line(exc)) from None
+    if STABILITY_BLOCK not in names:
+        return None
+    columns = ["case_index", "case_id", *STABILITY_COLUMNS]
+    table = _read_table(path, shown, columns)
+    return side_from_columns(table.sort("case_index", nulls_last=True, maintain_order=True), repeat)
 
 
 def stored_abstention(directory: Path, given: str, header: RunView) -> AbstentionSide:

@@ -4,7 +4,9 @@ changes.jsonl (GATE_AND_COMPARE.md §6.9, bytes per §1.3): compact JSON lines,
 non-ASCII raw, floats in shortest round-trip form and always with a fraction
 or exponent (``3.0``), a non-finite number as ``null``; header first, then one
 line per changed case in ascending case_id byte order; ``\\n`` after every
-line. The terminal summary is §6.10.
+line. The terminal summary is §6.10. A side run with ``--repeat`` adds
+``unstable`` lines (with a ``stability`` member), a header ``stability`` block
+and summary lines (:mod:`.stability`); without one, every byte is taguru's.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from taguru_eval.compare.load import RunView
 from taguru_eval.compare.model import (
     NOT_COMPARABLE,
     REGRESSED,
+    UNSTABLE,
     base_column,
     delta_column,
     direction_column,
     head_column,
 )
+from taguru_eval.compare.stability import StabilityComparison, StabilitySide
 
 CHANGES_VERSION: Final = 1
 """``taguru_evaluation_changes`` written in the header."""
@@ -45,7 +49,8 @@ class Comparison:
     """The result of comparing BASE with HEAD.
 
     ``cases``: one row per case_id of either side, ascending byte order, with
-    ``kind`` (improved/regressed/added/removed/unchanged), ``in_base``,
+    ``kind`` (improved/regressed/added/removed/unchanged, or ``unstable`` for a
+    matched case a ``run --repeat`` side found unstable), ``in_base``,
     ``in_head`` and, per comparison metric, ``<metric>.base``, ``.head``,
     ``.delta`` and ``.direction`` columns. ``metrics``: the header's aggregate
     entries (metric, statistic, base, head, delta). ``warnings``: every §6.8
@@ -66,6 +71,9 @@ class Comparison:
     """The header's ``answers`` block: each side's ``inputs.answers`` and whether cases
     were classified on ``answers.*`` (only when both sides have them); None when
     neither side was given --answers."""
+    stability: StabilityComparison | None = None
+    """The header's ``stability`` block and the verdicts of the cases classified
+    ``unstable`` (:mod:`.stability`); None when neither side was run with --repeat."""
 
     def changed(self) -> pl.DataFrame:
         """The cases that get a changes.jsonl line (every kind but unchanged)."""
@@ -189,6 +197,8 @@ def header(
         doc["abstention"] = comparison.abstention.to_json()
     if comparison.answers is not None:
         doc["answers"] = dict(comparison.answers)
+    if comparison.stability is not None:
+        doc["stability"] = comparison.stability.header_block()
     if comparison.warnings:
         doc["warnings"] = list(comparison.warnings)
     clash = sorted(set(extra or {}).intersection(doc))
@@ -286,15 +296,25 @@ def _record_text(comparison: Comparison) -> str:
     entries = pl.concat_str(
         [entry(metric) for metric in comparison.compared], separator=",", ignore_nulls=True
     )
-    line = pl.concat_str(
+    parts = [
         pl.lit('{"kind":"'),
         pl.col("kind"),
         pl.lit('","case_id":'),
         pl.col("quoted"),
         pl.lit(',"metrics":['),
         entries,
-        pl.lit("]}"),
-    )
+        pl.lit("]"),
+    ]
+    if comparison.stability is not None:
+        # An unstable record says why: each side's verdict (few lines, built in Python).
+        members = comparison.stability.record_members()
+        texts = [
+            None if member is None else f',"stability":{_dumps(member)}'
+            for member in (members.get(case_id) for case_id in case_ids.to_list())
+        ]
+        frame = frame.with_columns(pl.Series("stability", texts, dtype=pl.String))
+        parts.append(pl.col("stability").fill_null(""))
+    line = pl.concat_str(*parts, pl.lit("}"))
     # Joined inside Polars: one Python string instead of one per case.
     joined = frame.select(line.str.join("\n")).item()
     assert isinstance(joined, str)
@@ -360,6 +380,8 @@ def summary(comparison: Comparison, out: str) -> str:
         lines.append(
             f"    ... and {regressed.height - SUMMARY_REGRESSED_LIMIT} more regressed case(s)"
         )
+    if comparison.stability is not None:
+        lines.extend(stability_summary(comparison.stability))
     if comparison.abstention is not None:
         lines.extend(abstention_summary(comparison.abstention))
     if comparison.answers is not None:
@@ -369,6 +391,33 @@ def summary(comparison: Comparison, out: str) -> str:
     # command line: a control character in one is escaped rather than sent to
     # the terminal; a line without one keeps §6.10's bytes.
     return "".join(f"{one_line(line)}\n" for line in lines)
+
+
+def _side_stability(name: str, side: StabilitySide | None) -> str:
+    if side is None:
+        return f"{name}: no verdicts (not run with --repeat)"
+    summary = side.summary()
+    return f"{name}: {summary['unstable']} unstable over {summary['repeats']} repetition(s)"
+
+
+def stability_summary(block: StabilityComparison) -> list[str]:
+    """The stability lines of the summary: the tally, then the unstable cases by name."""
+    lines = [
+        f"  stability: {block.unstable} case(s) unstable on either side, not classified "
+        f"({_side_stability('BASE', block.base)}; {_side_stability('HEAD', block.head)})"
+    ]
+    for row in block.cases.head(SUMMARY_REGRESSED_LIMIT).iter_rows(named=True):
+        parts = [
+            f"{side.upper()} differs: {', '.join(row[f'{side}_differs'] or []) or 'none'}"
+            for side in ("base", "head")
+            if row[f"{side}_unstable"] is not None
+        ]
+        lines.append(f"    {UNSTABLE}: {row['case_id']} ({'; '.join(parts)})")
+    if block.cases.height > SUMMARY_REGRESSED_LIMIT:
+        lines.append(
+            f"    ... and {block.cases.height - SUMMARY_REGRESSED_LIMIT} more unstable case(s)"
+        )
+    return lines
 
 
 def answers_summary(block: Mapping[str, object]) -> str:

@@ -138,6 +138,7 @@ def prepare_run(
             eval_set.case_ids,
             must_refuse=must_refuse is not None,
             answers=answers is not None,
+            repeat=options.repeat > 1,
         )
     )
     resolved_env = effective_env(options.config, environment, stderr)

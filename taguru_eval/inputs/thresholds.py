@@ -38,6 +38,7 @@ from taguru_eval.catalog import (
     ANSWERS_METRICS,
     CASE_SCOPED_METRICS,
     CATALOG_KEYS,
+    STABILITY_METRICS,
 )
 from taguru_eval.errors import InputError, os_error_text
 
@@ -53,6 +54,7 @@ _CASE_SCOPED: Final = frozenset(CASE_SCOPED_METRICS)
 
 MUST_REFUSE_FLAG: Final = "--must-refuse"
 ANSWERS_FLAG: Final = "--answers"
+REPEAT_FLAG: Final = "--repeat"
 """The flag that adds the abstention metrics to a run's catalog (ABSTENTION.md §3.9)."""
 
 AGGREGATE_BOUNDS_SCHEMA: Final = {"metric": pl.String, "bound": pl.String, "threshold": pl.Float64}
@@ -198,11 +200,13 @@ def load_run_thresholds(
     *,
     must_refuse: bool = False,
     answers: bool = False,
+    repeat: bool = False,
 ) -> Thresholds:
     """A thresholds file checked against one run's catalog and case ids (§2.3 step 5).
 
     The catalog is the 31 metric names, plus the abstention names when the run
-    was given ``--must-refuse`` and the ``answers.*`` names with ``--answers``.
+    was given ``--must-refuse``, the ``answers.*`` names with ``--answers`` and
+    ``stability.unstable_rate`` with ``--repeat`` N > 1.
     Without the flag a bound on one of its metrics is a problem naming the
     flag (exit 2 before any network call, ABSTENTION.md §3.9), not a late "no
     samples". Run mode and ``report --thresholds`` both read the file through
@@ -213,6 +217,7 @@ def load_run_thresholds(
     for wanted, metrics, flag in (
         (must_refuse, ABSTENTION_METRICS, MUST_REFUSE_FLAG),
         (answers, ANSWERS_METRICS, ANSWERS_FLAG),
+        (repeat, STABILITY_METRICS, REPEAT_FLAG),
     ):
         if wanted:
             keys.update(metrics)

@@ -15,11 +15,13 @@ import atexit
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import polars as pl
 
 from taguru_eval._base.files import write_chunks_atomic, writes_through
 from taguru_eval._base.text import one_line
@@ -54,6 +56,7 @@ from taguru_eval.run.runner import NetworkPhase
 from taguru_eval.score.aggregate import Scores, score_run
 from taguru_eval.store import RunOrigin, StagedRun, new_run_id
 from taguru_eval.summary import must_refuse_lines, must_refuse_stderr_lines, summary_lines
+from taguru_eval.tables.flatten import with_repeated_calls
 from taguru_eval.tables.schemas import RunTables
 
 REPORT_ONLY_LINE = f"{PREFIX}{REPORT_ONLY_NOTICE}"
@@ -101,6 +104,7 @@ def run_context(
         thresholds=None if gate is None else gate.block,
         warnings=prepared.warnings,
         resumed=phase.sessions if phase.sessions > 1 else None,
+        repeat=phase.repeat,
     )
 
 
@@ -205,6 +209,18 @@ def finish_run(
     options = prepared.options
     run_id = new_run_id(phase.finished_at)
     tables = phase.rows.finish(run_id, phase.refusal_outputs)
+    # run --repeat: the other repetitions' tables are scored for stability only,
+    # one at a time; the run keeps nothing of them but their calls.
+    repeated_calls: list[pl.DataFrame] = []
+
+    def repetitions() -> Iterator[RunTables]:
+        for rows in phase.take_repeated():
+            again = rows.finish(run_id)
+            del rows
+            repeated_calls.append(again.calls)
+            yield again
+            del again  # scored: only its calls stay
+
     must_refuse = prepared.must_refuse is not None
     scores = score_run(
         prepared.eval_set,
@@ -214,7 +230,9 @@ def finish_run(
         # The evidence probe judges passage items only where vectors are ready.
         vectors_ready=vector_facts(phase).passage_vectors == "ready" if options.assembly else None,
         answers_declared=None if prepared.answers is None else prepared.answers.declared,
+        repetitions=repetitions() if phase.repeat > 1 else None,
     )
+    tables = with_repeated_calls(tables, repeated_calls)
     report: GateReport | None = None
     if prepared.thresholds is not None:
         report = evaluate_gate(

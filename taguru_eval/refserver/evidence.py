@@ -193,7 +193,12 @@ def assemble(call: Call) -> object:
         context = state.context(call.name)
         plans, pool = graph_lanes(context, request)
         found = search_passages(
-            context, request.query, request.search_limit, None, request.semantic_floor
+            context,
+            request.query,
+            request.search_limit,
+            None,
+            request.semantic_floor,
+            state.jitter,
         )
         plans["passages"] = _ran() if found.skipped is None else _skipped(found.skipped)
         pool += [passage_candidate(context.name, hit, r) for r, hit in enumerate(found.hits, 1)]

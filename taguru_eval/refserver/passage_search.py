@@ -7,10 +7,17 @@ otherwise reports taguru's verbatim "no provider" reason. When the vector lane
 ran, every hit is scored on the reciprocal-rank scale — Σ 1/(60 + lane rank)
 in binary32 — even when no vector candidate cleared the floor, as the
 reference does (its #601); otherwise a hit's score is its raw BM25 score.
+
+Hits of equal score are ordered by source and paragraph, so a search is
+deterministic. A server given ``--jitter SEED`` orders them at random instead,
+drawing from one seeded generator every search advances: the same query can
+then get another order — and, where a tie straddles the limit, another window
+— each time, as a server with an approximate vector index does.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +34,10 @@ NO_PROVIDER = "no embedding provider is configured"
 NO_VECTORS = "no paragraph vectors exist yet — the embedding refresh has not covered this context"
 ZERO_LIMIT = "the requested limit is 0"
 NO_TERMS = "the query yields no searchable terms"
+
+
+_Ranked = tuple[float, tuple[str, int], dict[str, tuple[int, float]]]
+"""One candidate of a search: its score, its (source, paragraph), its lane ranks."""
 
 
 def lane_pool(limit: int) -> int:
@@ -62,8 +73,10 @@ def search_passages(
     limit: int,
     eligible: Callable[[str], bool] | None,
     floor_override: float | None,
+    jitter: random.Random | None = None,
 ) -> PassageSearch:
-    """Up to ``limit`` paragraphs best first (score desc, source asc, paragraph asc)."""
+    """Up to ``limit`` paragraphs best first (score desc, source asc, paragraph asc);
+    with ``jitter``, tied hits in an order drawn from it instead."""
     for reason, applies in ((ZERO_LIMIT, limit == 0), (NO_TERMS, not has_searchable_terms(query))):
         if applies:
             skipped = {"ran": False, "reason": reason}
@@ -100,6 +113,8 @@ def search_passages(
         ((score(lanes), key, lanes) for key, lanes in evidence.items()),
         key=lambda row: (-row[0], row[1][0], row[1][1]),
     )
+    if jitter is not None:
+        ranked = shuffled_ties(ranked, jitter)
     hits = [
         {
             "lanes": {
@@ -113,3 +128,11 @@ def search_passages(
         for value, (source, paragraph), lanes in ranked[:limit]
     ]
     return PassageSearch({"bm25": {"ran": True}, "vector": vector_plan}, hits)
+
+
+def shuffled_ties(ranked: list[_Ranked], jitter: random.Random) -> list[_Ranked]:
+    """``ranked`` (best first) with every run of equal scores in a random order;
+    one draw per row, so each search moves the generator on."""
+    draws = [jitter.random() for _ in ranked]
+    order = sorted(range(len(ranked)), key=lambda index: (-ranked[index][0], draws[index]))
+    return [ranked[index] for index in order]

@@ -266,7 +266,7 @@ def search(call: Call) -> object:
             return until is None or record.filter_time < until
 
         found = search_passages(
-            context, query, limit, eligible if filtered else None, semantic_floor
+            context, query, limit, eligible if filtered else None, semantic_floor, call.state.jitter
         )
         plan: dict[str, object] = {"context": context.name, "lanes": found.lanes}
         if filtered:

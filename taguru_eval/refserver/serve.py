@@ -202,12 +202,14 @@ def serve_until_interrupted(
     reranker: bool = False,
     limits: ServeLimits = DEFAULT_LIMITS,
     ready_file: Path | None = None,
+    jitter: int | None = None,
 ) -> None:
     """Load ``corpus_dir`` and serve it on ``host:port`` until Ctrl-C.
 
     ``announce`` receives the URL line once uvicorn accepts connections. A bad
     corpus folder raises ``InputError``; a port that cannot be bound, ``OSError``.
-    ``vector_lane`` and ``reranker`` turn on the toy vector lane and reranker.
+    ``vector_lane`` and ``reranker`` turn on the toy vector lane and reranker;
+    ``jitter`` seeds the random order of tied hits (:class:`ServerState`).
     ``ready_file``, when given, is written (:class:`ReadyFile`, atomically) at
     the same moment and removed when serving ends, however it ends; one an
     earlier server left is removed first. A ready file that cannot be written
@@ -219,7 +221,7 @@ def serve_until_interrupted(
             remove_stale_ready_file(ready_file)
         except OSError as exc:
             raise InputError(f"--ready-file {ready_file}: {os_error_text(exc)}") from None
-    state = ServerState(vector_lane=vector_lane, reranker=reranker)
+    state = ServerState(vector_lane=vector_lane, reranker=reranker, jitter=jitter)
     names = load_corpus_dir(state, corpus_dir)
     sock = bind_socket(host, port, limits.backlog)
     server = _uvicorn_server(state, token, read_token, limits)
@@ -305,14 +307,16 @@ def running_server(
     vector_lane: bool = False,
     reranker: bool = False,
     limits: ServeLimits = DEFAULT_LIMITS,
+    jitter: int | None = None,
 ) -> Iterator[str]:
     """Serve ``corpus_dir`` (or nothing) on 127.0.0.1 in a background thread; yield its URL.
 
     ``vector_lane`` and ``reranker`` are the ``--vector-lane`` and
-    ``--reranker`` switches of ``serve``; ``limits`` as :class:`ServeLimits`.
-    The server is stopped and its thread joined when the block exits.
+    ``--reranker`` switches of ``serve``, ``jitter`` its ``--jitter SEED``;
+    ``limits`` as :class:`ServeLimits`. The server is stopped and its thread
+    joined when the block exits.
     """
-    state = ServerState(vector_lane=vector_lane, reranker=reranker)
+    state = ServerState(vector_lane=vector_lane, reranker=reranker, jitter=jitter)
     if corpus_dir is not None:
         load_corpus_dir(state, corpus_dir)
     sock = bind_socket(LOOPBACK, port, limits.backlog)

@@ -14,6 +14,7 @@ from another thread while uvicorn serves it.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -40,7 +41,9 @@ class ServerState:
     ``vector_lane`` gives every context created from now on the toy vector
     lane (``vectors.py``); ``reranker`` configures the toy evidence reranker
     (``rerank.py``). Both are off by default, as taguru's provider-backed
-    counterparts are.
+    counterparts are. ``jitter`` (``serve --jitter SEED``) seeds the generator
+    every passage search draws the order of its tied hits from
+    (``passage_search.py``); None keeps the deterministic order.
     """
 
     def __init__(
@@ -49,11 +52,14 @@ class ServerState:
         clock: Callable[[], float] = time.time,
         vector_lane: bool = False,
         reranker: bool = False,
+        jitter: int | None = None,
     ) -> None:
         self.lock = threading.RLock()
         self.contexts: dict[str, ContextState] = {}
         self.vector_lane = vector_lane
         self.reranker = reranker
+        # Drawn from under ``lock`` only, so concurrent searches take turns.
+        self.jitter = None if jitter is None else random.Random(jitter)
         self._clock = clock
 
     def now(self) -> int:

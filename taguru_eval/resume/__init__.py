@@ -456,8 +456,11 @@ class Session:
 def open_session(prepared: PreparedRun, store_dir: Path | None) -> Session | None:
     """This run's checkpoint session: ``--resume`` continues the newest
     unfinished one (exit 2 when there is none or it differs); otherwise a fresh
-    one, made at the first batch. None without a store."""
-    if store_dir is None:
+    one, made at the first batch. None without a store, and for a run with
+    ``--repeat``: a checkpoint holds each case's first repetition only, and a
+    plain run continuing it would take the case for stable (RunOptions refuses
+    ``--resume --repeat`` before this is reached)."""
+    if store_dir is None or prepared.options.repeat > 1:
         return None
     if prepared.options.resume:
         found = find_resumable(prepared, store_dir)

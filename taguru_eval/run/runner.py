@@ -2,13 +2,14 @@
 
 Prints the target line, probes the server version, runs the preflight,
 brackets the cases with two context reads and runs the cases concurrently
-under ``--concurrency``, each case's output handed on as it finishes. Nothing
-here scores."""
+under ``--concurrency``, each case's output handed on as it finishes. With
+``--repeat N`` a case is sent N times in a row before its slot is free, so
+every repetition lies inside the same bracket. Nothing here scores."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -55,6 +56,8 @@ async def run_cases(
     how: Retrieval = None,
     done: Sequence[LaneOutput] = (),
     judges: Mapping[str, AnswerJudge] | None = None,
+    repeat: int = 1,
+    on_repeated: Callable[[int, LaneOutput], None] | None = None,
 ) -> int:
     """Every case's lanes, at most ``concurrency`` cases in flight; returns how many
     finished (``done``'s included).
@@ -66,11 +69,22 @@ async def run_cases(
     its case only as those. ``done``: the outputs of an unfinished run's cases
     (``--resume``); each goes to ``on_finished`` first, and only the other
     cases are sent. ``judges``: each case's answers (``--answers``), by case id.
+    ``repeat``: how many times each case is sent (``--repeat``); the first
+    repetition's output goes to ``on_finished``, every later one, with its
+    0-based repetition, to ``on_repeated`` as it completes.
     """
     judge_of = judges or {}
 
     async def lanes(index: int, case: EvalCase) -> LaneOutput:
-        return await run_case(client, context, index, case, how, judge_of.get(case.case_id))
+        judge = judge_of.get(case.case_id)
+        output = await run_case(client, context, index, case, how, judge)
+        # One after another within the case's slot: --concurrency keeps counting
+        # cases in flight, and the server sees the same query again at once.
+        for again in range(1, repeat):
+            repeated = await run_case(client, context, index, case, how, judge)
+            if on_repeated is not None:
+                on_repeated(again, repeated)
+        return output
 
     for output in done:
         on_finished(output)
@@ -125,6 +139,17 @@ class NetworkPhase:
     cases_elapsed_s: float  # wall time of the cases alone (monotonic clock)
     refusal_outputs: list[RefusalOutput] = field(default_factory=list)
     sessions: int = 1  # more than one: resumed (``inputs.resumed``)
+    repeat: int = 1  # how many times every eval case was sent (``--repeat``)
+    # The rows of repetitions 1..N-1 (``rows`` is the first's); the finishing
+    # stages take them one by one (:meth:`take_repeated`).
+    repeated: list[TableRows] = field(default_factory=list)
+
+    def take_repeated(self) -> Iterator[TableRows]:
+        """Each later repetition's rows, let go as they are taken: a repetition's
+        tables are scored for stability and then dropped, so at most one of them
+        is held at a time beside the first's."""
+        while self.repeated:
+            yield self.repeated.pop(0)
 
     @property
     def stable(self) -> bool:
@@ -168,6 +193,7 @@ async def network_phase(
             checked = session.bracket(checked)
         how = retrieval(options)
         rows = TableRows()  # before the clock: its first use has a one-time cost
+        repeated = [TableRows(repeat=again) for again in range(1, options.repeat)]
         started = datetime.now(UTC)
         clock = time.monotonic()
 
@@ -175,6 +201,9 @@ async def network_phase(
             rows.add(output)
             if on_finished is not None:
                 on_finished(output)
+
+        def collect_repeated(again: int, output: LaneOutput) -> None:
+            repeated[again - 1].add(output)
 
         try:
             ran = await run_cases(
@@ -187,6 +216,8 @@ async def network_phase(
                 how,
                 () if session is None else session.done,
                 answer_judges(prepared),
+                options.repeat,
+                collect_repeated,
             )
         finally:
             if session is not None:
@@ -215,4 +246,6 @@ async def network_phase(
         cases_elapsed_s=cases_elapsed,
         refusal_outputs=refusal_outputs,
         sessions=1 if session is None else session.sessions,
+        repeat=options.repeat,
+        repeated=repeated,
     )

@@ -5,13 +5,13 @@ from the catalog."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
-from taguru_eval.catalog import CATALOG, Catalog, catalog_for
+from taguru_eval.catalog import CATALOG, UNSTABLE_RATE, Catalog, catalog_for
 from taguru_eval.options import RefusalRule
 from taguru_eval.score.abstention import (
     MEMBERSHIP_SCHEMA,
@@ -25,6 +25,7 @@ from taguru_eval.score.answers import with_answer_columns
 from taguru_eval.score.blocks import POSITIONS
 from taguru_eval.score.cases import score_cases
 from taguru_eval.score.match import HasExpected
+from taguru_eval.score.stability import stability, unstable_rate, with_stability
 from taguru_eval.score.stats import (
     DISTRIBUTION_KEYS,
     distribution_frame,
@@ -208,6 +209,24 @@ def aggregate(
     return metrics
 
 
+def case_metrics(
+    eval_set: HasExpected,
+    eval_tables: RunTables,
+    catalog: Catalog,
+    answers_declared: Mapping[str, int] | None = None,
+) -> pl.DataFrame:
+    """The per-case frame of the eval population: every per-case metric, the
+    answers columns too for a run given ``--answers`` (a repetition of the cases,
+    ``run --repeat``, is scored by this same step)."""
+    cases = score_cases(eval_set, eval_tables)
+    if answers_declared is None:
+        return cases
+    return conform(
+        with_answer_columns(cases, eval_tables.answer_checks, answers_declared),
+        cases_polars(catalog),
+    )
+
+
 def score_run(
     eval_set: HasExpected,
     tables: RunTables,
@@ -216,6 +235,7 @@ def score_run(
     refusal_rule: RefusalRule | None = None,
     vectors_ready: bool | None = None,
     answers_declared: Mapping[str, int] | None = None,
+    repetitions: Iterable[RunTables] | None = None,
 ) -> Scores:
     """Score a run: the per-case frame plus every aggregate metric of the catalog.
 
@@ -226,20 +246,39 @@ def score_run(
     the embeddings status showed ready passage vectors (ABSTENTION.md §3.5).
     ``answers_declared`` (a run given ``--answers``: each listed case's number
     of answers) adds the answers columns and the ``answers.*`` metrics.
+    ``repetitions`` (``run --repeat N``: the tables of repetitions 2..N, taken one
+    at a time; ``tables`` is the first's) adds the stability columns of ``cases``
+    and ``stability.unstable_rate``; every other value is the first repetition's.
     """
     catalog = catalog_for(
-        must_refuse=refusal_rule is not None, answers=answers_declared is not None
+        must_refuse=refusal_rule is not None,
+        answers=answers_declared is not None,
+        stability=repetitions is not None,
     )
     eval_tables = tables.of_population(POPULATION_EVAL)
-    cases = score_cases(eval_set, eval_tables)
-    if answers_declared is not None:
+    cases = case_metrics(eval_set, eval_tables, catalog, answers_declared)
+    measured: dict[str, Mapping[str, Any]] = {}
+    if repetitions is not None:
+        # Each repetition's tables are let go once its per-case frame is made.
+        again = []
+        for other in repetitions:
+            again.append(
+                case_metrics(
+                    eval_set, other.of_population(POPULATION_EVAL), catalog, answers_declared
+                )
+            )
+            del other
         cases = conform(
-            with_answer_columns(cases, tables.answer_checks, answers_declared),
-            cases_polars(catalog),
+            with_stability(cases, stability(cases, again, catalog)), cases_polars(catalog)
         )
+        measured[UNSTABLE_RATE] = unstable_rate(cases)
     if refusal_rule is None:
         metrics = aggregate(
-            cases, eval_tables, rerank_requested=rerank_requested, metric_catalog=catalog
+            cases,
+            eval_tables,
+            rerank_requested=rerank_requested,
+            metric_catalog=catalog,
+            measured=measured,
         )
         return Scores(
             cases,
@@ -256,7 +295,7 @@ def score_run(
         eval_tables,
         rerank_requested=rerank_requested,
         metric_catalog=catalog,
-        measured=membership_metrics(members),
+        measured={**membership_metrics(members), **measured},
     )
     return Scores(
         cases=cases,

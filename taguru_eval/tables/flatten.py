@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from functools import reduce
 from typing import Any, Final, TypeAlias
 
@@ -306,11 +307,13 @@ class TableRows:
     so by the end of the network phase no list of every case's dicts is ever
     converted at once, and :meth:`finish` flattens the one nested frame.
     Another lane producing :class:`LaneOutput` rows (one per case) can share
-    one accumulator.
+    one accumulator. ``repeat`` is the repetition of the cases its outputs are
+    (``run --repeat``: one accumulator per repetition), stamped on every call.
     """
 
-    def __init__(self, batch_size: int = DEFAULT_BATCH) -> None:
+    def __init__(self, batch_size: int = DEFAULT_BATCH, *, repeat: int = 0) -> None:
         self._batch_size = max(1, batch_size)
+        self._repeat = repeat
         self._pending: list[LaneOutput] = []
         self._chunks: list[NestedChunk] = []
         self._tables: dict[str, pl.DataFrame] | None = None
@@ -356,7 +359,7 @@ class TableRows:
         if self._pending or (self._tables is None and not self._chunks):
             self._convert()
         if self._chunks:
-            fresh = _tables_of(_nested_frame(self._chunks))
+            fresh = _tables_of(_nested_frame(self._chunks), self._repeat)
             self._tables = fresh if self._tables is None else _in_case_order(self._tables, fresh)
         assert self._tables is not None
         return self._tables
@@ -390,6 +393,23 @@ def _in_case_order(
     }
 
 
+def with_repeated_calls(tables: RunTables, repeated: Sequence[pl.DataFrame]) -> RunTables:
+    """``tables`` whose ``calls`` also hold the calls of the cases' other repetitions
+    (``run --repeat``; each of ``repeated`` is one repetition's ``calls``): every
+    eval case's calls, repetition by repetition, in case order, then the
+    must-refuse probes' as before. Nothing else of the other repetitions is kept:
+    a case's metrics are its first repetition's."""
+    if not repeated:
+        return tables
+    calls = tables.calls
+    probe = pl.col("population") == POPULATION_MUST_REFUSE
+    eval_calls = pl.concat(
+        [calls.filter(~probe), *(other.filter(~probe) for other in repeated)],
+        how="vertical",
+    ).sort(["case_index", "repeat", "seq"], maintain_order=True)
+    return replace(tables, calls=pl.concat([eval_calls, calls.filter(probe)], how="vertical"))
+
+
 def build_tables(
     lane_outputs: Iterable[LaneOutput],
     run_id: str,
@@ -401,10 +421,10 @@ def build_tables(
     return rows.finish(run_id, refusal_outputs)
 
 
-def _tables_of(nested: pl.DataFrame) -> dict[str, pl.DataFrame]:
+def _tables_of(nested: pl.DataFrame, repeat: int = 0) -> dict[str, pl.DataFrame]:
     """Nested lane outputs (in case order) as rows of every eval-population table
     (keyed by RunTables field, conformed, in case order; ``run_id`` left empty for
-    :meth:`TableRows.finish`)."""
+    :meth:`TableRows.finish`); every call is stamped with ``repeat``."""
     keys = [
         pl.lit("", dtype=pl.String).alias("run_id"),
         pl.col("case_index"),
@@ -505,9 +525,10 @@ def _tables_of(nested: pl.DataFrame) -> dict[str, pl.DataFrame]:
 
     call_rows = _call_rows(nested, keys).sort(["case_index", "seq"], maintain_order=True)
     population = pl.lit(POPULATION_EVAL).alias("population")
+    repetition = pl.lit(repeat, dtype=pl.Int32).alias("repeat")
     return {
         "case_lanes": conform(case_lanes, CASE_LANES),
-        "calls": conform(call_rows.with_columns(population), CALLS),
+        "calls": conform(call_rows.with_columns(population, repetition), CALLS),
         "hits": conform(hits.with_columns(population), HITS),
         "resolutions": conform(resolutions.with_columns(population), RESOLUTIONS),
         "probes": conform(probes, PROBES),
@@ -584,7 +605,10 @@ def _refusal_tables(
     calls = _call_rows(nested, keys).sort(["case_index", "seq"], maintain_order=True)
     return {
         "refusal_lanes": conform(lanes, REFUSAL_LANES),
-        "calls": conform(calls.with_columns(population), CALLS),
+        # The probes are sent once, whatever --repeat says.
+        "calls": conform(
+            calls.with_columns(population, pl.lit(0, dtype=pl.Int32).alias("repeat")), CALLS
+        ),
         "hits": conform(_hit_rows(nested, keys).with_columns(population), HITS),
         "resolutions": conform(resolutions.with_columns(population), RESOLUTIONS),
         "evidence_items": conform(

@@ -24,7 +24,16 @@ from typing import Any, Final
 import polars as pl
 import pyarrow as pa
 
-from taguru_eval.catalog import ANSWERS_BLOCK, ANSWERS_METRICS, CATALOG, Catalog
+from taguru_eval.catalog import (
+    ANSWERS_BLOCK,
+    ANSWERS_METRICS,
+    CATALOG,
+    STABILITY_BLOCK,
+    STABILITY_DIFFERS,
+    STABILITY_METRICS,
+    STABILITY_UNSTABLE,
+    Catalog,
+)
 
 _RUN = [pa.field("run_id", pa.string()), pa.field("case_index", pa.int32())]
 
@@ -53,6 +62,12 @@ CALLS_SCHEMA = pa.schema(
         pa.field("latency_ms", pa.int64()),
         pa.field("error", pa.string()),
         _POPULATION,
+        # The 0-based repetition of the case the call belongs to (run --repeat N
+        # sends every eval case N times; ``seq`` counts within one repetition).
+        # Always written, 0 in a run without --repeat (and for every must-refuse
+        # probe), so every stored run of a context shares one schema; null only
+        # in a run stored before the column existed.
+        pa.field("repeat", pa.int32()),
     ]
 )
 
@@ -292,6 +307,14 @@ def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
     added = [
         metric(name) for name in catalog.per_case if catalog.per_case[name].column not in names
     ]
+    if set(STABILITY_METRICS) <= set(catalog):
+        # run --repeat N (N > 1), last: how many repetitions, whether the compared
+        # metrics differed across them, and which did (in compare's order).
+        added += [
+            pa.field(STABILITY_BLOCK, pa.int64()),
+            pa.field(STABILITY_UNSTABLE, pa.bool_()),
+            pa.field(STABILITY_DIFFERS, pa.list_(pa.string())),
+        ]
     return pa.schema([*listed, *added])
 
 

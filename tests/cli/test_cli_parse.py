@@ -28,6 +28,7 @@ UNKNOWN = (
     "e.g. 'taguru evaluate --eval FILE --context NAME', or use the 'compare' subcommand"
 )
 MIN = ["--eval", "eval.jsonl", "--context", "sake"]
+COUNT_FLAGS = ["--max-items", "--max-bytes", "--max-tokens", "--concurrency", "--repeat"]
 
 
 def usage_message(args: list[str]) -> str:
@@ -142,7 +143,7 @@ def test_33_max_items_alone() -> None:
     assert options.budget.to_json() == {"max_items": 5, "max_bytes": 65536, "max_tokens": 4000}
 
 
-@pytest.mark.parametrize("flag", ["--max-items", "--max-bytes", "--max-tokens", "--concurrency"])
+@pytest.mark.parametrize("flag", COUNT_FLAGS)
 @pytest.mark.parametrize(
     "value",
     [
@@ -180,16 +181,42 @@ def test_a_huge_demo_run_count_is_a_usage_error(capsys: pytest.CaptureFixture[st
     )
 
 
-@pytest.mark.parametrize("flag", ["--max-items", "--max-bytes", "--max-tokens", "--concurrency"])
+@pytest.mark.parametrize("flag", COUNT_FLAGS)
 def test_34_missing_count_value(flag: str) -> None:
     assert usage_message([*MIN, flag]) == f"{flag} needs a positive integer"
+
+
+def test_repeat_sends_each_case_up_to_a_hundred_times(capsys: pytest.CaptureFixture[str]) -> None:
+    plain = parse_run_args(MIN)
+    assert plain is not None and plain.repeat == 1
+    options = parse_run_args([*MIN, "--repeat", "+100"])
+    assert options is not None and options.repeat == 100
+    assert usage_message([*MIN, "--repeat", "101"]) == (
+        "--repeat needs a positive integer of at most 100"
+    )
+    # A repeated run keeps no checkpoint, so --resume has nothing to continue.
+    message = usage_message([*MIN, "--repeat", "2", "--resume"])
+    assert message == (
+        "--resume cannot continue a run with --repeat: a repeated run keeps no checkpoint, "
+        "run it again without --resume"
+    )
+    assert parse_run_args([*MIN, "--repeat", "1", "--resume"]) is not None
+    code, out, err = run_main(["run", *MIN, "--repeat", "0"], capsys)
+    assert (code, out) == (2, "")
+    assert err == f"taguru: evaluate: --repeat needs a positive integer{SUFFIX}\n"
+    # The library meets the same rule with the same words.
+    with pytest.raises(UsageError, match="at most 100"):
+        RunOptions(eval_path="e", context="c", repeat=1000)
+    with pytest.raises(UsageError, match="--repeat needs"):
+        RunOptions(eval_path="e", context="c", repeat=True)
+    assert "--repeat N" in HELP
 
 
 def test_35_assembly_twice() -> None:
     assert usage_message([*MIN, "--assembly", "--assembly"]) == "--assembly given twice"
 
 
-@pytest.mark.parametrize("flag", ["--max-items", "--max-bytes", "--max-tokens", "--concurrency"])
+@pytest.mark.parametrize("flag", COUNT_FLAGS)
 def test_36_count_twice_checked_before_value(flag: str) -> None:
     assert usage_message([*MIN, flag, "5", flag, "garbage"]) == f"{flag} given twice"
     assert usage_message([*MIN, flag, "5", flag]) == f"{flag} given twice"

@@ -304,3 +304,22 @@ def gate_on_values(
     objects = {name: value for name, value in metrics.items() if isinstance(value, Mapping)}
     frame = metrics_frame(objects, "run", metric_statistics)
     return evaluate_gate(thresholds, frame, case_values, **options)
+
+
+def with_stability(
+    document: dict[str, Any], unstable: Mapping[str, Sequence[str]], repeats: int = 3
+) -> dict[str, Any]:
+    """``document`` as a ``run --repeat`` writes it: ``inputs.repeat``, every case's
+    ``stability`` block (the cases named in ``unstable`` with those metrics differing),
+    the ``stability.unstable_rate`` definition and value."""
+    repeated = json.loads(json.dumps(document))
+    repeated["inputs"]["repeat"] = repeats
+    for case in repeated["cases"]:
+        differs = list(unstable.get(case["case_id"], ()))
+        case["stability"] = {"repeats": repeats, "unstable": bool(differs), "differs": differs}
+    extended = catalog.catalog_for(must_refuse=False, answers=False, stability=True)
+    repeated["definitions"] = extended.definitions()
+    metrics = dict(repeated["metrics"])
+    metrics[catalog.UNSTABLE_RATE] = ratio(len(unstable), len(repeated["cases"]))
+    repeated["metrics"] = dict(sorted(metrics.items()))
+    return repeated

@@ -32,6 +32,8 @@ PINNED: dict[str, list[tuple[str, str]]] = {
         ("latency_ms", "int64"),
         ("error", "string"),
         ("population", "string"),
+        # The case's 0-based repetition (run --repeat N); 0 in a run without it.
+        ("repeat", "int32"),
     ],
     "case_lanes": [
         ("run_id", "string"),
