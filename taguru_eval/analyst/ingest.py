@@ -29,8 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from taguru_eval.artifact.read import parse_artifact, tables_from_artifact
-from taguru_eval.catalog import CATALOG, STABILITY_METRICS, Catalog, repetitions_of
+from taguru_eval.artifact.read import artifact_catalog, parse_artifact, tables_from_artifact
 from taguru_eval.compare.load import read_view
 from taguru_eval.errors import InputError
 from taguru_eval.options import DEFAULT_STORE_DIR
@@ -127,18 +126,11 @@ def ingest(path: str | Path, store_dir: str | Path = DEFAULT_STORE_DIR) -> Inges
         frames,
         text,
         origin=RunOrigin("ingest", source=shown),
-        catalog=_stored_catalog(document),
+        # The imported run keeps the cases columns its own catalog has (answers,
+        # stability), which compare and the report read back from the store.
+        catalog=artifact_catalog(document),
     )
     return IngestResult(context, run_id, written, created=True)
-
-
-def _stored_catalog(document: Mapping[str, Any]) -> Catalog:
-    """The catalog whose ``cases`` columns the imported run keeps: the 31, plus the
-    stability columns of a ``run --repeat`` artifact, which compare reads back
-    from a stored run as it reads them from the file."""
-    inputs = document.get("inputs")
-    repeat = inputs.get("repeat") if isinstance(inputs, Mapping) else None
-    return CATALOG if repetitions_of(repeat) is None else CATALOG.with_metrics(STABILITY_METRICS)
 
 
 def _stored_copy(store_dir: str | Path, context: str, data: bytes) -> Path | None:

@@ -429,3 +429,18 @@ def test_a_japanese_answer_is_found_in_the_sake_corpus(tmp_path: Path, demo_serv
         # citenexus's pairs cannot see 1897年 inside は1897年 (digits join the kana
         # run): the normalized rule, the default, can.
         assert blocks["brand-origin-001"]["found"] == founded
+
+
+def test_an_ingested_run_keeps_its_answers(work: Path, tmp_path: Path) -> None:
+    from taguru_eval.analyst.ingest import ingest
+
+    result = ingest(work / "plain.json", tmp_path / "runs")
+    cases = pl.read_parquet(result.path / "cases.parquet")
+    assert cases.filter(pl.col("case_id") == "leave-days")["answers_coverage"].to_list() == [0.5]
+    checks = pl.read_parquet(result.path / "answer_checks.parquet")
+    assert checks.height == 5
+    assert compare(result.path, work / "plain.json").answers == {
+        "base": {"match": "normalized", "cases": 4},
+        "head": {"match": "normalized", "cases": 4},
+        "classified": True,
+    }
