@@ -9,6 +9,7 @@ from typing import Final
 
 from taguru_eval._base.extras import load_extra
 from taguru_eval._base.text import one_line, parse_decimal
+from taguru_eval.cli.long_flags import scan_long_flags
 from taguru_eval.errors import EXIT_INPUT, EXIT_OK, EXIT_RUN_FAILED, InputError, RunError
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -70,36 +71,10 @@ without a provider; without --reranker a requested rerank reports not_configured
 
 def parse_args(argv: list[str]) -> ServeOptions | None:
     """The options of ``serve``; None for ``--help``. Raises ``InputError`` (exit 2)."""
-    values: dict[str, str] = {}
-    switches: set[str] = set()
-    positional: list[str] = []
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        index += 1
-        if arg in ("-h", "--help"):
-            return None
-        if arg in _SWITCHES:
-            if arg in switches:
-                raise InputError(f"{arg} given twice")
-            switches.add(arg)
-        elif arg.startswith("--"):
-            flag, eq, inline = arg.partition("=")
-            if flag in _SWITCHES:
-                raise InputError(f"{flag} takes no value")
-            if flag not in _FLAGS:
-                raise InputError(f"unknown flag '{flag}' for serve")
-            if flag in values:
-                raise InputError(f"{flag} given twice")
-            if eq:
-                values[flag] = inline
-            elif index < len(argv):
-                values[flag] = argv[index]
-                index += 1
-            else:
-                raise InputError(f"{flag} needs a value")
-        else:
-            positional.append(arg)
+    found = scan_long_flags(argv, _FLAGS, _SWITCHES, "serve")
+    if found is None:
+        return None
+    values, switches, positional = found.values, found.switches, found.positionals
     if len(positional) != 1:
         raise InputError("serve needs exactly one DIR (the corpus folder)")
     port_text = values.get("--port", str(DEFAULT_PORT))

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
+from taguru_eval.cli.long_flags import scan_long_flags
 from taguru_eval.errors import EXIT_INPUT, EXIT_OK, InputError, TaguruEvalError
 from taguru_eval.run.wait import DEFAULT_TIMEOUT_S, wait_until_healthy
 
@@ -44,29 +45,10 @@ def _timeout(text: str) -> float:
 
 def parse_args(argv: list[str]) -> tuple[str | None, Path | None, float] | None:
     """``(url, ready_file, timeout)``; None for ``--help``. Raises ``InputError``."""
-    values: dict[str, str] = {}
-    positional: list[str] = []
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        index += 1
-        if arg in ("-h", "--help"):
-            return None
-        if arg.startswith("--"):
-            flag, eq, inline = arg.partition("=")
-            if flag not in ("--timeout", "--ready-file"):
-                raise InputError(f"unknown flag '{flag}' for wait")
-            if flag in values:
-                raise InputError(f"{flag} given twice")
-            if eq:
-                values[flag] = inline
-            elif index < len(argv):
-                values[flag] = argv[index]
-                index += 1
-            else:
-                raise InputError(f"{flag} needs a value")
-        else:
-            positional.append(arg)
+    found = scan_long_flags(argv, ("--timeout", "--ready-file"), (), "wait")
+    if found is None:
+        return None
+    values, positional = found.values, found.positionals
     if len(positional) > 1:
         raise InputError("wait takes one URL")
     ready = values.get("--ready-file")
