@@ -40,6 +40,14 @@ from typing import Final
 import polars as pl
 
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
+from taguru_eval.compare.significance import (
+    INCONCLUSIVE,
+    NOT_TESTED,
+    SIGNIFICANT_REGRESSION,
+    Significance,
+    test_label,
+    verdict_text,
+)
 from taguru_eval.gate import GateReport, case_values_from_cases_frame, skip_reason
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.options import DEFAULT_JUNIT_CASES, JunitCases, junit_cases_of
@@ -369,3 +377,47 @@ def _document(
         f'<testsuites name="{REPORT_NAME}" tests="{tests}" failures="{failures}" errors="0" '
         f'skipped="{skipped}" time="0">\n{body}</testsuites>\n'
     )
+
+
+# ------------------------------------------------------------------ compare's tests
+
+
+def significance_junit(tested: Significance, *, base: str, head: str, generated_at: str) -> str:
+    """``compare --junit``: one test case per significance test. ``regressed`` fails,
+    ``inconclusive`` is skipped with its reason (not a pass, not a failure: too few
+    cases to tell), ``not tested`` is skipped, the others pass."""
+    frame = tested.frame
+    reasons = [verdict_text(row) for row in frame.iter_rows(named=True)]
+    names = [test_label(row) for row in frame.iter_rows(named=True)]
+    rows = frame.select(
+        pl.lit("compare").alias("suite"),
+        pl.lit(f"{REPORT_NAME}.compare").alias("classname"),
+        pl.Series("name", names, dtype=pl.String),
+        pl.when(pl.col("verdict") == SIGNIFICANT_REGRESSION)
+        .then(pl.lit(FAILED))
+        .when(pl.col("verdict").is_in([INCONCLUSIVE, NOT_TESTED]))
+        .then(pl.lit(SKIPPED))
+        .otherwise(pl.lit(PASSED))
+        .alias("status"),
+        pl.Series("message", reasons, dtype=pl.String),
+        pl.format(
+            "Δ {} over {} pair(s), CI [{}, {}], p {}, adjusted p {}, MDE {}",
+            pl.col("mean_delta").round(4),
+            pl.col("n"),
+            pl.col("ci_low").round(4),
+            pl.col("ci_high").round(4),
+            pl.col("p_value").round(4),
+            pl.col("p_adjusted").round(4),
+            pl.col("mde").round(4),
+        ).alias("detail"),
+    )
+    properties = {
+        "base": base,
+        "head": head,
+        "correction": tested.correction,
+        "alpha": f"{tested.alpha:g}",
+        "tests": str(tested.family_size),
+    }
+    suite = _suite("compare", rows, generated_at, properties)
+    _text, tests, failures, skipped = suite
+    return _document([suite], tests, failures, skipped)

@@ -19,6 +19,13 @@ import polars as pl
 
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare import Comparison
+from taguru_eval.compare.significance import (
+    INCONCLUSIVE,
+    SIGNIFICANT_REGRESSION,
+    Significance,
+    test_label,
+    verdict_text,
+)
 from taguru_eval.gate import GateReport
 
 EXTRA_KEY_METRICS: Final = ("latency.passage_ms", "passage.failure_rate")
@@ -200,3 +207,43 @@ def _cell(text: str) -> str:
 def _code(text: str) -> str:
     """Text for inside a backtick code span (a backtick becomes ʼ; a pipe is escaped)."""
     return _one_line(text).replace("`", "ʼ").replace("|", "\\|")
+
+
+def significance_markdown(tested: Significance, *, base: str, head: str) -> str:
+    """``compare --summary``: the significance tests as a Markdown job summary — the
+    verdict counts, then every test with its interval, adjusted p-value and MDE, the
+    ones that need a look first (``\\n``-terminated)."""
+    frame = tested.frame
+    counts = frame.get_column("verdict").value_counts(sort=True)
+    tally = ", ".join(f"{count} {verdict}" for verdict, count in counts.iter_rows())
+    rank = pl.col("verdict").replace_strict(
+        {SIGNIFICANT_REGRESSION: 0, INCONCLUSIVE: 1}, default=2, return_dtype=pl.Int8
+    )
+    lines = [
+        f"## taguru_eval compare: `{_code(base)}` → `{_code(head)}` — {_cell(tally)}",
+        "",
+        f"Paired tests, {_cell(tested.correction)} over {tested.family_size} test(s), "
+        f"alpha {tested.alpha:g}; MDE: the smallest shift these cases detect 80% of the time.",
+        "",
+        "| test | verdict | Δ | CI | adjusted p | MDE | n |",
+        "|---|---|---:|---|---:|---:|---:|",
+    ]
+    for row in frame.sort(rank, maintain_order=True).iter_rows(named=True):
+        interval = (
+            "n/a"
+            if row["ci_low"] is None
+            else f"[{_number(row['ci_low'], signed=True)}, {_number(row['ci_high'], signed=True)}]"
+        )
+        lines.append(
+            f"| {_cell(test_label(row))} | {_cell(row['verdict'])} | "
+            f"{_number(row['mean_delta'], signed=True)} | {interval} | "
+            f"{_number(row['p_adjusted'])} | {_number(row['mde'])} | {row['n']} |"
+        )
+    why = [
+        verdict_text(row)
+        for row in frame.filter(pl.col("verdict") == INCONCLUSIVE).iter_rows(named=True)
+    ]
+    if why:
+        lines += ["", "Inconclusive: add cases rather than loosen a bound.", ""]
+        lines += [f"- {_cell(text)}" for text in why]
+    return "\n".join(lines) + "\n"

@@ -22,9 +22,9 @@ from typing import Final, TextIO
 import polars as pl
 
 from taguru_eval._base.text import one_line, parse_decimal
-from taguru_eval.catalog import CATALOG
-from taguru_eval.cli.flags import scan_flags
-from taguru_eval.compare import compare
+from taguru_eval.catalog import catalog_for
+from taguru_eval.cli.flags import scan_flags, write_report
+from taguru_eval.compare import Comparison, compare
 from taguru_eval.compare.multiplicity import CORRECTIONS, DEFAULT_CORRECTION, Correction
 from taguru_eval.compare.report import write_atomically
 from taguru_eval.compare.significance import (
@@ -47,6 +47,7 @@ from taguru_eval.errors import (
     PREFIX,
     USAGE_SUFFIX,
     InputError,
+    RunError,
     UsageError,
     os_error_text,
 )
@@ -60,7 +61,7 @@ usage: python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
            [--significance] [--fail-on-regression] [--fail-on-inconclusive]
            [--alpha A] [--correction holm|bh|none] [--by-tag]
            [--tolerance METRIC=DELTA ...] [--tolerances FILE]
-           [--resamples N] [--seed N]
+           [--junit FILE] [--summary FILE] [--resamples N] [--seed N]
 
 Compare two evaluation runs case by case (a full join on case_id) and write
 changes.jsonl: one header line (counts, both runs' identities, aggregate metric
@@ -110,6 +111,11 @@ arguments:
   --tolerances FILE
                  tolerances from a file: {"taguru_eval_tolerances": 1,
                  "tolerance": {"recall.recall_at_k": 0.02, ...}}
+  --junit FILE   implies --significance; the tests as a JUnit report: a
+                 regressed test fails, an inconclusive one is skipped with its
+                 reason, the others pass; written atomically
+  --summary FILE implies --significance; the tests as a Markdown summary (for
+                 a CI job summary); written atomically
   --resamples N  bootstrap and sign-flip resamples, 1..1000000 (default 10000)
   --seed N       random seed, 0..2^64-1; the same seed gives the same result
                  (default 0)
@@ -146,11 +152,19 @@ class CompareArgs:
     tolerances: Mapping[str, float] = field(default_factory=dict)
     """``--tolerance`` values by metric (they win over the file's)."""
     tolerances_file: str | None = None
+    junit: str | None = None
+    summary: str | None = None
 
     @property
     def tests(self) -> bool:
         """Whether the significance tests run (asked for, or implied)."""
-        return self.significance or self.fail_on_regression or self.fail_on_inconclusive
+        return (
+            self.significance
+            or self.fail_on_regression
+            or self.fail_on_inconclusive
+            or self.junit is not None
+            or self.summary is not None
+        )
 
 
 # Value-taking flags: flag -> message when no value follows.
@@ -161,6 +175,8 @@ _VALUE_FLAGS: Final = {
     "--seed": "--seed needs a non-negative integer",
     "--correction": f"--correction needs {', '.join(CORRECTIONS[:-1])} or {CORRECTIONS[-1]}",
     "--tolerances": "--tolerances needs a file path",
+    "--junit": "--junit needs a file path",
+    "--summary": "--summary needs a file path",
 }
 
 _TOLERANCE_FLAG: Final = "--tolerance"
@@ -168,6 +184,8 @@ _TOLERANCE_NEEDS: Final = f"{_TOLERANCE_FLAG} needs METRIC=DELTA, e.g. recall.mr
 _REPEATABLE: Final = {_TOLERANCE_FLAG: _TOLERANCE_NEEDS}
 
 _ENABLING: Final = ("--significance", "--fail-on-regression", "--fail-on-inconclusive")
+_REPORTS: Final = ("--junit", "--summary")
+"""Reports of the tests: each implies --significance."""
 _SWITCHES: Final = (*_ENABLING, "--by-tag")
 
 _TEST_SETTINGS: Final = (
@@ -179,6 +197,10 @@ _TEST_SETTINGS: Final = (
     _TOLERANCE_FLAG,
     "--tolerances",
 )
+
+TOLERATED: Final = catalog_for(must_refuse=False, answers=True).compared
+"""The metrics a tolerance may name: the nine, and answers.* (tested when both runs
+were given --answers)."""
 
 _DELTA: Final = re.compile(r"\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 """A tolerance as written on the command line: a plain non-negative decimal."""
@@ -208,8 +230,13 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
     )
     given = set(values) | set(found.repeated) | switches
     settings = [flag for flag in _TEST_SETTINGS if flag in given]
-    if settings and not switches.intersection(_ENABLING):
+    reports = [flag for flag in _REPORTS if flag in values]
+    if settings and not (switches.intersection(_ENABLING) or reports):
         raise UsageError(f"{settings[0]} requires --significance or --fail-on-regression")
+    refuse_overlaps(
+        {"BASE": positionals[0], "HEAD": positionals[1]},
+        {"--out": values.get("--out", DEFAULT_OUT), **{flag: values.get(flag) for flag in reports}},
+    )
     return CompareArgs(
         positionals[0],
         positionals[1],
@@ -226,6 +253,8 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
         by_tag="--by-tag" in switches,
         tolerances=_tolerances(found.repeated.get(_TOLERANCE_FLAG, [])),
         tolerances_file=values.get("--tolerances"),
+        junit=values.get("--junit"),
+        summary=values.get("--summary"),
     )
 
 
@@ -240,7 +269,7 @@ def _correction(text: str | None) -> Correction:
 
 def _tolerances(texts: Sequence[str]) -> dict[str, float]:
     """``--tolerance METRIC=DELTA`` values by metric; each metric once."""
-    compared = CATALOG.compared
+    compared = TOLERATED
     tolerances: dict[str, float] = {}
     for text in texts:
         metric, equals, delta = text.partition("=")
@@ -342,16 +371,33 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     if tested is None:
         return EXIT_OK
     out_stream.write("".join(f"{one_line(line)}\n" for line in tested.lines()))
+    try:
+        _write_reports(args, tested, comparison)
+    except RunError as exc:
+        err_stream.write(f"{PREFIX}{exc.message}\n")
+        return EXIT_RUN_FAILED
     return _gate(args, tested, err_stream)
+
+
+def _write_reports(args: CompareArgs, tested: Significance, comparison: Comparison) -> None:
+    """``--junit`` and ``--summary``: the tests as CI pages read them."""
+    if args.junit is not None:
+        from taguru_eval.analyst.junit import significance_junit
+
+        generated = str(comparison.head.generated_at or "")
+        text = significance_junit(tested, base=args.base, head=args.head, generated_at=generated)
+        write_report(args.junit, text)
+    if args.summary is not None:
+        from taguru_eval.analyst.step_summary import significance_markdown
+
+        write_report(args.summary, significance_markdown(tested, base=args.base, head=args.head))
 
 
 def _all_tolerances(args: CompareArgs) -> dict[str, float]:
     """The file's tolerances, then the flags' over them (a flag names one metric
     on purpose; the file is the team's standing choice)."""
     from_file = (
-        {}
-        if args.tolerances_file is None
-        else load_tolerances(args.tolerances_file, CATALOG.compared)
+        {} if args.tolerances_file is None else load_tolerances(args.tolerances_file, TOLERATED)
     )
     return {**from_file, **args.tolerances}
 

@@ -61,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from taguru_eval.catalog import CATALOG, Catalog
+from taguru_eval.catalog import ANSWERS_METRICS, CATALOG, Catalog
 from taguru_eval.compare.model import EPSILON, base_column, delta_column, head_column
 from taguru_eval.compare.multiplicity import (
     CORRECTIONS,
@@ -346,6 +346,11 @@ def significance(
     an unknown correction, or a tolerance that is negative, not finite or for
     a metric not compared.
     """
+    if not set(comparison.compared) <= set(catalog):
+        # Two runs given --answers classify by answers.* too: their directions.
+        catalog = catalog.with_metrics(
+            {name: ANSWERS_METRICS[name] for name in ANSWERS_METRICS if name not in catalog}
+        )
     return significance_of_cases(
         comparison.cases,
         comparison.compared,

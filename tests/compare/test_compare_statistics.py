@@ -376,7 +376,7 @@ def test_fail_on_inconclusive_exits_3_and_names_the_tests(tmp_path: Path) -> Non
             "--tolerance: unknown metric 'passages.recall' (compare tests recall.recall_at_k, "
             "recall.mrr, recall.ndcg, coverage.concepts, coverage.labels, "
             "coverage.associations, citations.recall, citations.locator_validity, "
-            "diversity.sources)",
+            "diversity.sources, answers.hit_at_k, answers.mrr, answers.coverage)",
         ),
         *[
             (
@@ -424,7 +424,8 @@ def test_bad_flags_exit_2_naming_them(extra: list[str], message: str) -> None:
             "tolerance: unknown metric name 'passages.recall' (compare tests "
             "recall.recall_at_k, recall.mrr, recall.ndcg, coverage.concepts, coverage.labels, "
             "coverage.associations, citations.recall, citations.locator_validity, "
-            "diversity.sources); tolerance: 'recall.mrr': -1 must be a finite number >= 0 "
+            "diversity.sources, answers.hit_at_k, answers.mrr, answers.coverage); "
+            "tolerance: 'recall.mrr': -1 must be a finite number >= 0 "
             "(a regression's size)",
         ),
     ],
@@ -584,3 +585,48 @@ def test_a_a_calibration_holm_keeps_false_alarms_rare() -> None:
     assert alarms["holm"] <= 5
     assert alarms["none"] >= 12
     assert alarms["none"] >= 3 * alarms["holm"]
+
+
+# ------------------------------------------------------------------ CI reports of the tests
+
+
+def test_junit_and_summary_carry_the_verdicts(tmp_path: Path) -> None:
+    import xmlschema
+    from support.paths import TEST_DATA
+
+    base, head = sixteen_cases()
+    paths = write_pair(tmp_path, base, head)
+    junit, summary = tmp_path / "c.xml", tmp_path / "c.md"
+    argv = [*paths, "--out", str(tmp_path / "c.jsonl"), "--junit", str(junit)]
+    code, _out, err = cli([*argv, "--summary", str(summary)])  # both imply --significance
+    assert (code, err) == (0, "")
+    xmlschema.XMLSchema(TEST_DATA / "junit_schema.xsd").validate(str(junit))
+    xml = junit.read_text("utf-8")
+    assert (
+        '<testsuite name="taguru_eval.compare" tests="9" failures="0" errors="0" skipped="' in xml
+    )
+    skipped = xml.split('<testcase classname="taguru_eval.compare" name="recall.mrr" time="0">')[1]
+    assert skipped.lstrip().startswith('<skipped message="inconclusive: a regression up to ')
+    text = summary.read_text("utf-8")
+    assert text.startswith("## taguru_eval compare: ")
+    assert "| recall.mrr | inconclusive | -0.0500 |" in text
+    assert "Inconclusive: add cases rather than loosen a bound." in text
+
+
+def test_a_regressed_test_fails_in_junit(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    base = rng.uniform(0.5, 0.9, 400)
+    paths = write_pair(tmp_path, base, base - 0.2)
+    junit = tmp_path / "c.xml"
+    assert cli([*paths, "--out", str(tmp_path / "c.jsonl"), "--junit", str(junit)])[0] == 0
+    xml = junit.read_text("utf-8")
+    failed = xml.split('name="recall.recall_at_k" time="0">')[1].lstrip()
+    assert failed.startswith('<failure type="threshold" message="regressed"')
+
+
+def test_the_reports_may_not_overwrite_an_input(tmp_path: Path) -> None:
+    base, head = sixteen_cases()
+    paths = write_pair(tmp_path, base, head)
+    code, _out, err = cli([*paths, "--junit", paths[0]])
+    assert code == 2
+    assert "--junit" in err
