@@ -70,7 +70,7 @@ def _prepared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_every_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _prepared(tmp_path, monkeypatch)
     blocks = _python_blocks()
-    assert blocks[0][0] == "README.md#" + blocks[0][0].split("#")[1]  # the library example first
+    assert blocks[0][0].startswith("README.md#")  # the library example first: it makes runs/
     assert len(blocks) >= 2
     for label, code in blocks:
         namespace: dict[str, Any] = {"__name__": "__docs__"}

@@ -29,41 +29,36 @@ def answers_blocks(
     answers: AnswerSet, cases: pl.DataFrame, checks: pl.DataFrame
 ) -> dict[str, dict[str, Any]]:
     """``case_id -> {"answers": {…}}`` for every listed case (the artifact's case extras)."""
-    verdicts: dict[int, list[tuple[int, bool, int | None]]] = {}
-    for case_index, answer_index, found, rank in (
-        checks.sort(["case_index", "answer_index"])
-        .select("case_index", "answer_index", "found", "rank")
-        .iter_rows()
-    ):
-        verdicts.setdefault(case_index, []).append((answer_index, found, rank))
-    blocks: dict[str, dict[str, Any]] = {}
-    listed = cases.filter(pl.col(ANSWERS_BLOCK).is_not_null()).select(
-        "case_index",
-        "case_id",
-        "answers_hit_at_k",
-        "answers_mrr",
-        "answers_coverage",
-        ANSWERS_BLOCK,
-        "answers_found",
-        "answers_first_rank",
+    verdicts = (
+        checks.sort("case_index", "answer_index")
+        .group_by("case_index", maintain_order=True)
+        .agg(pl.struct("answer_index", "found", "rank").alias("checks"))
     )
-    for case_index, case_id, hit, mrr, coverage, declared, found, first in listed.iter_rows():
+    listed = (
+        cases.filter(pl.col(ANSWERS_BLOCK).is_not_null())
+        .join(verdicts, on="case_index", how="left")
+        .select(
+            "case_id",
+            pl.col("answers_hit_at_k").alias("hit_at_k"),
+            pl.col("answers_mrr").alias("mrr"),
+            pl.col("answers_coverage").alias("coverage"),
+            pl.col(ANSWERS_BLOCK).alias("declared"),
+            pl.col("answers_found").alias("found"),
+            pl.col("answers_first_rank").alias("first_rank"),
+            pl.col("checks").fill_null([]),
+        )
+    )
+    blocks: dict[str, dict[str, Any]] = {}
+    for row in listed.iter_rows(named=True):
+        # The answer text is the user's own, from the answers file: never the served text.
+        case_id = row.pop("case_id")
         texts = answers.by_case.get(case_id, ())
-        blocks[case_id] = {
-            "answers": {
-                "hit_at_k": hit,
-                "mrr": mrr,
-                "coverage": coverage,
-                "declared": declared,
-                "found": found,
-                "first_rank": first,
-                "checks": [
-                    {"answer": texts[index], "found": bool(was_found), "rank": rank}
-                    for index, was_found, rank in verdicts.get(case_index, [])
-                    if index < len(texts)
-                ],
-            }
-        }
+        row["checks"] = [
+            {"answer": texts[check["answer_index"]], "found": check["found"], "rank": check["rank"]}
+            for check in row["checks"]
+            if check["answer_index"] < len(texts)
+        ]
+        blocks[case_id] = {"answers": row}
     return blocks
 
 

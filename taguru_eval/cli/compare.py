@@ -125,7 +125,8 @@ exit codes:
   0  comparison completed and changes.jsonl written, whatever it found
      (regressions do not change the exit code; gate with --thresholds, or
      with --fail-on-regression)
-  1  changes.jsonl could not be serialized or written
+  1  changes.jsonl could not be serialized or written, or --junit or
+     --summary could not be written
   2  usage error, unreadable input, malformed evaluation.json, or a
      taguru_evaluation stamp outside the supported range
   3  --fail-on-regression and a test regressed significantly, or
