@@ -3,10 +3,13 @@ every JSON document checked against the old writer."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Literal
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Literal
 
 import pytest
+
+if TYPE_CHECKING:
+    from support.taguru import RealTaguru
 
 PROXY_VARIABLES = (
     "ALL_PROXY",
@@ -72,3 +75,35 @@ def no_taguru_settings_from_the_machine(monkeypatch: pytest.MonkeyPatch) -> None
     """A developer's TAGURU_* settings must not reach a test run."""
     for name in TAGURU_SETTINGS:
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def real_taguru() -> Iterator[Callable[..., RealTaguru]]:
+    """Start the real taguru 0.9.7 (``start(token=None, env={})``), stopped at teardown;
+    skipped with the way to get one when there is none (a failure in CI)."""
+    from support.taguru import RealTaguru, require_taguru
+
+    binary = require_taguru()
+    started: list[RealTaguru] = []
+
+    def start(token: str | None = None, env: dict[str, str] | None = None) -> RealTaguru:
+        server = RealTaguru(binary, token=token, env=env or {}).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line, whatever the verbosity, when the differential tests were skipped."""
+    from support.taguru import HOW_TO_GET_IT
+
+    skipped = [
+        report
+        for report in terminalreporter.stats.get("skipped", [])
+        if HOW_TO_GET_IT in str(getattr(report, "longrepr", ""))
+    ]
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} differential test(s) skipped: {HOW_TO_GET_IT}")
