@@ -42,7 +42,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -79,25 +78,70 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
 
-def measure(command: Sequence[str], cwd: Path, server: int, proxy: int | None) -> Measured:
+LAUNCHER = """
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
+    with open(job["stderr"], "w") as stderr:
+        started = time.monotonic()
+        child = subprocess.Popen(
+            job["argv"], cwd=job["cwd"], stdout=subprocess.DEVNULL, stderr=stderr
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.monotonic() - started
+    print(json.dumps({"exit": os.waitstatus_to_exitcode(status), "wall": wall,
+                      "cpu": usage.ru_utime + usage.ru_stime, "peak_kib": usage.ru_maxrss}),
+          flush=True)
+"""
+
+
+class Launcher:
+    """A small process that starts the measured commands and reports their ``wait4`` usage.
+
+    A child's peak resident set (``ru_maxrss``) counts the memory of the process
+    it was forked from until it calls exec; forked from this script (Polars and
+    pytest loaded), a 12 MiB taguru run would read as 140 MiB. The launcher is an
+    interpreter without site packages, forked once.
+    """
+
+    def __init__(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", LAUNCHER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self, command: Sequence[str], cwd: Path) -> dict[str, Any]:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        job = {"argv": list(command), "cwd": str(cwd), "stderr": str(cwd / "stderr.txt")}
+        self._process.stdin.write(json.dumps(job) + "\n")
+        self._process.stdin.flush()
+        report: dict[str, Any] = json.loads(self._process.stdout.readline())
+        return report
+
+    def close(self) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait()
+
+
+def measure(
+    launcher: Launcher, command: Sequence[str], cwd: Path, server: int, proxy: int | None
+) -> Measured:
     """Run ``command`` to its end; its CPU and peak from ``wait4``, the others' from /proc."""
     server_before = cpu_seconds(server)
     proxy_before = cpu_seconds(proxy) if proxy else 0.0
-    with (cwd / "stderr.txt").open("w") as stderr:
-        started = time.monotonic()
-        process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.monotonic() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode not in (0, 3):
-        sys.exit(f"{command[0]} exited {process.returncode}: {(cwd / 'stderr.txt').read_text()}")
+    report = launcher.run(command, cwd)
+    if report["exit"] not in (0, 3):
+        sys.exit(f"{command[0]} exited {report['exit']}: {(cwd / 'stderr.txt').read_text()}")
     return Measured(
-        wall_s=wall,
-        cpu_s=usage.ru_utime + usage.ru_stime,
-        peak_mib=usage.ru_maxrss / 1024,
+        wall_s=report["wall"],
+        cpu_s=report["cpu"],
+        peak_mib=report["peak_kib"] / 1024,
         server_s=cpu_seconds(server) - server_before,
         proxy_s=(cpu_seconds(proxy) - proxy_before) if proxy else 0.0,
-        exit_code=process.returncode,
+        exit_code=report["exit"],
     )
 
 
@@ -177,13 +221,15 @@ def commands(
     return {"taguru evaluate": theirs, "taguru_eval": ours}
 
 
-def run_shape(shape: Shape, binary: Path, server_pid: int, args: argparse.Namespace) -> None:
+def run_shape(
+    launcher: Launcher, shape: Shape, binary: Path, server_pid: int, args: argparse.Namespace
+) -> None:
     with tempfile.TemporaryDirectory(prefix="vs-taguru-") as scratch:
         work = Path(scratch)
         sides = commands(shape, binary, work, args)
         # One pair first, compared and not timed (it also warms the server's caches).
         for command in sides.values():
-            measure(command, work, server_pid, shape.proxy_pid)
+            measure(launcher, command, work, server_pid, shape.proxy_pid)
         theirs, ours = _outcomes(work / "taguru.json"), _outcomes(work / "ours.json")
         if theirs != ours:
             differing = sum(1 for a, b in zip(theirs, ours, strict=False) if a != b)
@@ -192,7 +238,9 @@ def run_shape(shape: Shape, binary: Path, server_pid: int, args: argparse.Namesp
         names = list(sides)
         for turn in range(shape.runs):
             for name in names if turn % 2 == 0 else names[::-1]:
-                taken[name].append(measure(sides[name], work, server_pid, shape.proxy_pid))
+                taken[name].append(
+                    measure(launcher, sides[name], work, server_pid, shape.proxy_pid)
+                )
     report(shape, taken)
 
 
@@ -257,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # pytest's skip outside pytest
         sys.exit(f"vs_taguru: {exc}")
     print(f"{binary} against {sys.executable} -m taguru_eval, {os.cpu_count()} CPU(s)")
+    launcher = Launcher()
     with (
         tempfile.TemporaryDirectory(prefix="vs-taguru-data-") as scratch,
         RealTaguru(binary) as server,
@@ -285,13 +334,14 @@ def main(argv: list[str] | None = None) -> int:
         runs = [("demo", demo), ("search", search), ("demo16", demo16)]
         for name, build in runs:
             if name in shapes:
-                run_shape(build(), binary, server.pid, args)
+                run_shape(launcher, build(), binary, server.pid, args)
         if "proxy" in shapes:
             with latency_proxy(server.url, args.delay_ms) as (url, pid):
                 path = write_eval(work / "proxy.eval.jsonl", args.proxy_cases)
                 title = f"demo-shaped through a {args.delay_ms:g} ms latency proxy"
                 shape = Shape(title, path, "sake", args.proxy_cases, args.runs, url, pid)
-                run_shape(shape, binary, server.pid, args)
+                run_shape(launcher, shape, binary, server.pid, args)
+    launcher.close()
     return 0
 
 

@@ -23,9 +23,8 @@ import sys
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
 import polars as pl
 
 from taguru_eval.analyst import display, slices
@@ -45,10 +44,14 @@ from taguru_eval.options import (
 )
 from taguru_eval.pipeline import execute_async
 from taguru_eval.pipeline.finish import RunResult
+from taguru_eval.run import loop
 from taguru_eval.run.console import CaseProgress, Console, Progress
 from taguru_eval.store import read_origin, read_tables, require_tables, scan_runs
 from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.tables.schemas import TABLE, RunTables, conform
+
+if TYPE_CHECKING:
+    import httpx
 
 T = TypeVar("T")
 
@@ -108,13 +111,14 @@ class Run:
 
 
 def _run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run``, or on a worker thread when a loop already runs (Jupyter)."""
+    """Run ``coroutine`` on a loop of its own (:mod:`taguru_eval.run.loop`), on a worker
+    thread when the caller's thread already runs one (Jupyter)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
+        return loop.run(coroutine)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+        return pool.submit(loop.run, coroutine).result()
 
 
 def run(

@@ -70,13 +70,14 @@ def _escaped_spellings(secret: str) -> re.Pattern[str]:
 class Redactor:
     """Replaces the configured secrets (and, in messages, credential shapes)."""
 
-    __slots__ = ("_escaped", "_secrets", "_short_escapable")
+    __slots__ = ("_encoded", "_escaped", "_secrets", "_short_escapable")
 
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
         kept = {secret for secret in secrets if secret and len(secret) >= MIN_SECRET_CHARS}
         # Longest first, so a token that contains another is replaced whole.
         self._secrets: tuple[str, ...] = tuple(sorted(kept, key=len, reverse=True))
         self._escaped = tuple(_escaped_spellings(secret) for secret in self._secrets)
+        self._encoded = tuple(secret.encode("utf-8", "surrogatepass") for secret in self._secrets)
         # Without \u, raw text can only hide a secret that has a short-escapable character.
         self._short_escapable = any(set(secret) & _SHORT_ESCAPES.keys() for secret in kept)
 
@@ -89,6 +90,16 @@ class Redactor:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         return text
+
+    def absent_from(self, body: bytes | bytearray) -> bool:
+        """Whether a raw UTF-8 JSON body can hold no configured secret, spelled
+        plainly or with escapes: then neither :meth:`body` nor :meth:`payload`
+        would change what it decodes to (a cheap test, true for most bodies)."""
+        if not self._secrets:
+            return True
+        if any(secret in body for secret in self._encoded):
+            return False
+        return b"\\" not in body or not (self._short_escapable or b"\\u" in body)
 
     def may_hide_escaped(self, text: str) -> bool:
         """Whether JSON ``text`` may spell a secret with escapes, so that its decoded

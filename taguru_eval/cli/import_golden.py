@@ -10,7 +10,6 @@ row went.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections import Counter
@@ -35,6 +34,7 @@ from taguru_eval.inputs.golden import (
     report_text,
 )
 from taguru_eval.inputs.outputs import refuse_overlaps
+from taguru_eval.run import loop
 from taguru_eval.run.http import TaguruClient
 from taguru_eval.run.preflight import read_context, walk_sources
 
@@ -176,7 +176,7 @@ def check_sources(args: ImportArgs, imported: GoldenImport) -> None:
             await read_context(client, context)  # an unknown context is exit 2, as in run mode
             return await walk_sources(client, context)
 
-    carried = asyncio.run(walk())
+    carried = loop.run(walk())
     unknown = sorted(imported.sources - carried)
     if unknown:
         raise InputError(

@@ -12,7 +12,6 @@ gates and writes nothing but the optional ``--out`` JSON.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -35,6 +34,7 @@ from taguru_eval.inputs.dataset import load_eval, validate_limits
 from taguru_eval.inputs.must_refuse import load_must_refuse
 from taguru_eval.inputs.outputs import refuse_overlaps
 from taguru_eval.options import DEFAULT_CONCURRENCY
+from taguru_eval.run import loop
 from taguru_eval.run.http import TaguruClient
 from taguru_eval.run.lanes.bands import SWEEP_FLOOR, sweep
 from taguru_eval.run.preflight import (
@@ -202,7 +202,7 @@ def run_bands(args: BandsArgs, out: TextIO, _err: TextIO) -> int:
                 DEFAULT_CONCURRENCY,
             )
 
-    swept = asyncio.run(measure())
+    swept = loop.run(measure())
     plans = swept.plans
     failed = plans.filter(pl.col("outcome") != "searched")
     if plans.height and failed.height == plans.height:

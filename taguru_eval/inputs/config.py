@@ -474,24 +474,31 @@ def resolve_base_url(url_flag: str | None, env: Mapping[str, str]) -> str:
     return base
 
 
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _client_can_parse(base: str) -> bool:
-    """Whether the HTTP client's URL parser takes the request URLs built on ``base``.
+    """Whether the HTTP client's URL parsers take the request URLs built on ``base``.
 
-    The client sends the scheme, authority and path as written (run/client.py
-    ``build_url`` re-encodes only the query and fragment), and httpx refuses
-    some of what WHATWG accepts there: a control character or NUL (which
-    WHATWG would percent-encode), a port after a backslash; and it finds no
-    host in ``http:/h`` (WHATWG reads ``h``). Caught here it is a bad URL
-    (exit 2), not an unreachable server (exit 1).
+    The client sends the scheme, authority and path as written (``build_url``
+    re-encodes only the query and fragment). aiohttp's parser (yarl) refuses a
+    NUL or a port after a backslash in the authority and finds no host in
+    ``http:/h`` (WHATWG reads ``h``); httpx's (a transport handed in, a
+    redirect's target) also refuses a control character anywhere there, which
+    WHATWG would percent-encode. Caught here it is a bad URL (exit 2), not an
+    unreachable server (exit 1).
     """
-    # Only run mode's URL check needs httpx; the flag parsers that share this
+    # Only run mode's URL check needs yarl; the flag parsers that share this
     # module (--help, usage errors) must not load it.
-    import httpx
+    import yarl
 
+    parts = urlsplit(base)
+    sent = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    if _CONTROL.search(sent):
+        return False
     try:
-        parts = urlsplit(base)
-        url = httpx.URL(f"{parts.scheme}://{parts.netloc}{parts.path}")
-    except (httpx.InvalidURL, ValueError):
+        url = yarl.URL(sent)
+    except ValueError:
         return False
     return bool(url.host) or url.scheme not in ("http", "https")
 

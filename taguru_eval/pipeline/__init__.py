@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from taguru_eval.artifact.layout import LaneBlocks
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.resume import Session, open_session
+from taguru_eval.run import loop
 from taguru_eval.run.console import Console, Progress
 from taguru_eval.run.runner import NetworkPhase, network_phase
 
 if TYPE_CHECKING:
+    import httpx
+
     from taguru_eval.pipeline.finish import RunResult
 
 
@@ -57,7 +58,7 @@ def execute(
     console = console or Console()
     lane_blocks = LaneBlocks()
     try:
-        with asyncio.Runner() as runner:
+        with loop.runner() as runner:
             runner.get_loop().set_exception_handler(_interrupts_reported_once)
             phase, session = runner.run(
                 _network(prepared, console, transport, progress, lane_blocks)

@@ -12,9 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Protocol
 
 from taguru_eval.inputs.dataset import EvalCase
 from taguru_eval.inputs.prepare import PreparedRun
@@ -29,6 +27,9 @@ from taguru_eval.run.lanes.probes import run_probes
 from taguru_eval.run.preflight import ContextEntry, Preflight, preflight, read_context_after
 from taguru_eval.tables.flatten import TableRows
 from taguru_eval.tables.shapes import LaneOutput, RefusalOutput
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class Checkpoint(Protocol):

@@ -37,7 +37,6 @@ from taguru_eval.options import RunOptions
 from taguru_eval.pipeline import execute
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
-from taguru_eval.run.http import make_transport
 
 Key = tuple[str, str, bytes]
 Answers = dict[Key, tuple[int, bytes]]
@@ -89,7 +88,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Answers:
         for assembly in (False, True):
             console = Console(stdout=io.StringIO(), stderr=io.StringIO())
             prepared = prepare_run(_options(out, url, assembly), {}, stderr=console.err)
-            execute(prepared, console=console, transport=_Recording(make_transport(2), answers))
+            execute(
+                prepared, console=console, transport=_Recording(httpx.AsyncHTTPTransport(), answers)
+            )
     return answers
 
 

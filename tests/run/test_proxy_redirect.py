@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from support.loopback import ForwardProxy, Request, Response, ScriptedServer, envelope
 from support.paths import DATA
@@ -223,19 +224,26 @@ async def test_a_redirect_without_location_is_a_protocol_failure() -> None:
     assert caught.value.message == f"{url}/x: protocol: missing a location header"
 
 
+MALFORMED = "protocol: location header is malformed: http://[::1"
+
+
 @pytest.mark.parametrize(
-    ("status", "reason"),
+    ("engine", "status", "reason"),
     [
-        # httpx refuses a redirect status' malformed Location itself, in its words...
-        (302, "Invalid URL in location header: Invalid port: ':1'."),
-        # ... and leaves any other 3xx to the client's own reading.
-        (300, "protocol: location header is malformed: http://[::1"),
+        # The run's own engine: the client reads every 3xx's Location, in ureq's words.
+        ("aiohttp", 302, MALFORMED),
+        ("aiohttp", 300, MALFORMED),
+        # Over an httpx transport, httpx refuses a redirect status' malformed Location
+        # itself, in its words, and leaves any other 3xx to the client's own reading.
+        ("httpx", 302, "Invalid URL in location header: Invalid port: ':1'."),
+        ("httpx", 300, MALFORMED),
     ],
 )
-async def test_a_malformed_location_fails_the_call(status: int, reason: str) -> None:
+async def test_a_malformed_location_fails_the_call(engine: str, status: int, reason: str) -> None:
     answer = Response(status, headers={"Location": "http://[::1"})
+    transport = httpx.AsyncHTTPTransport(retries=0) if engine == "httpx" else None
     with ScriptedServer(lambda request: answer) as url:
-        async with TaguruClient(url, TOKEN) as client:
+        async with TaguruClient(url, TOKEN, transport=transport) as client:
             with pytest.raises(CallFailure) as caught:
                 await client.get(["x"])
     assert caught.value.message == f"{url}/x: {reason}"

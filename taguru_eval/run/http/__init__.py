@@ -1,4 +1,4 @@
-"""The HTTP wing of run mode: one client, its transport, bodies, URLs and version skew.
+"""The HTTP wing of run mode: one client, its engines, bodies, URLs and version skew.
 
 Lanes and the preflight import from here; nothing here knows a lane.
 """
@@ -11,9 +11,9 @@ from taguru_eval.run.http.client import (
     Reply,
     TaguruClient,
     bearer_headers,
+    payload_as,
 )
 from taguru_eval.run.http.skew import probe_version, skew_warning
-from taguru_eval.run.http.transport import make_transport
 from taguru_eval.run.http.urls import build_url, encode_form, encode_segment
 
 __all__ = [
@@ -28,8 +28,8 @@ __all__ = [
     "build_url",
     "encode_form",
     "encode_segment",
-    "make_transport",
     "parse_json",
+    "payload_as",
     "probe_version",
     "skew_warning",
 ]

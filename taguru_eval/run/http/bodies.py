@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
+from collections.abc import AsyncIterator, Callable
 from typing import Final
 
-import httpx
+import msgspec
 
 from taguru_eval._base import jsonstrict
 
@@ -65,22 +67,25 @@ class Ticket:
             self._lock.release()
 
 
-async def read_capped(response: httpx.Response, ticket: Ticket) -> bytearray:
-    """The whole (decoded) body, refused as soon as it is known to pass the cap.
+async def read_capped(
+    chunks: AsyncIterator[bytes], declared_length: Callable[[], str | None], ticket: Ticket
+) -> bytearray:
+    """The whole (decoded) body from ``chunks``, refused as soon as it is known to pass the cap.
 
     A body that grows past :data:`SMALL_BODY_BYTES` is refused there if its
-    ``Content-Length`` announces more than the cap, and otherwise waits for the
-    client's one large-body slot (``ticket``) before it may grow further.
-    Small bodies (every body of a real run) never look at their headers.
+    ``Content-Length`` (``declared_length()``) announces more than the cap, and
+    otherwise waits for the client's one large-body slot (``ticket``) before it
+    may grow further. Small bodies (every body of a real run) never look at
+    their headers.
     """
     data = bytearray()
     try:
-        async for chunk in response.aiter_bytes():
+        async for chunk in chunks:
             size = len(data) + len(chunk)
             if size > BODY_CAP_BYTES:
                 raise BodyTooLarge
             if size > SMALL_BODY_BYTES and not ticket.held:
-                declared = response.headers.get("content-length", "")
+                declared = declared_length() or ""
                 if declared.isdigit() and int(declared) > BODY_CAP_BYTES:
                     raise BodyTooLarge
                 await ticket.acquire()
@@ -121,6 +126,27 @@ def parse_json(text: str) -> object:
     return value
 
 
+_ENCODER: Final = msgspec.json.Encoder()
+
+
 def compact_json(body: object) -> bytes:
-    """A request body as taguru's client sends it: compact, UTF-8, not ASCII-escaped."""
-    return _WRITER.encode(body).encode()
+    """A request body as taguru's client sends it: compact, UTF-8, not ASCII-escaped.
+
+    msgspec writes it (the same bytes as ``json.dumps(ensure_ascii=False)`` for
+    every string and integer, at a tenth of the cost), except that a float is
+    spelled as Python writes it (``1e-05``, where msgspec writes ``1e-5``): the
+    requests stay the bytes they always were.
+    """
+    return _ENCODER.encode(_python_floats(body))
+
+
+def _python_floats(value: object) -> object:
+    """``value`` with every float a ``msgspec.Raw`` of its stdlib JSON spelling."""
+    if isinstance(value, float):
+        text = float.__repr__(value) if math.isfinite(value) else _WRITER.encode(value)
+        return msgspec.Raw(text.encode())
+    if isinstance(value, dict):
+        return {key: _python_floats(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_python_floats(item) for item in value]
+    return value

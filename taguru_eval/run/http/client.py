@@ -1,12 +1,23 @@
-"""One run's HTTP client: one ``httpx.AsyncClient`` over one transport.
+"""One run's HTTP client: one engine, and everything taguru's client does around a call.
 
 Everything taguru's own client does to a request and to a failure is pinned
 here once (EVALUATE.md §0.4, HTTP.md §2, ERRATA (13b)): per-segment
 percent-encoding (:mod:`.urls`), the bearer header, one deadline per call, the
-256 MiB body cap (:mod:`.bodies`), no retries, proxies from the environment
-(:mod:`.transport`), up to 10 redirects with the ``Authorization`` header
-dropped on every one, envelope unwrapping and the exact failure-message shapes
-that end up in the artifact. The client knows nothing about cases or metrics.
+256 MiB body cap (:mod:`.bodies`), no retries, proxies from the environment,
+up to 10 redirects with the ``Authorization`` header dropped on every one,
+envelope unwrapping and the exact failure-message shapes that end up in the
+artifact. The bytes travel through an engine (:mod:`.engines`): aiohttp's
+client for a run, or an httpx transport a caller hands in. The client knows
+nothing about cases or metrics.
+
+A lane that names the type it reads (``post(…, into=Kind)``) gets the
+payload decoded by msgspec straight from the body's bytes into that type
+(no intermediate dicts), whenever the body is one the generic path would
+read to the same value: valid UTF-8, holding no configured token, a 200
+envelope whose ``result`` fits the type. Any other body takes the generic
+path (parse, redact, unwrap) and the lane converts the payload itself, with
+the same outcome as before (``tests/run/test_typed_replies.py`` holds the two
+paths equal).
 
 Server text enters the program here and nowhere else, so this is where it is
 made safe: every body has the configured tokens replaced before it is
@@ -19,21 +30,26 @@ any artifact, table, report or stderr line can see it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-import httpx
+import msgspec
 
 from taguru_eval._base.redact import Redactor
 from taguru_eval._base.text import encodable, trim
+from taguru_eval.contract import VERSION
 from taguru_eval.inputs.proxy import ProxyConfig
-from taguru_eval.run.http.bodies import LargeBodySlot, Ticket, compact_json, parse_json, read_capped
-from taguru_eval.run.http.transport import engine
+from taguru_eval.run.http.bodies import LargeBodySlot, Ticket, compact_json, parse_json
+from taguru_eval.run.http.engines import URL_CACHE_SIZE, AiohttpEngine, Answer, Engine
 from taguru_eval.run.http.urls import build_url
+
+if TYPE_CHECKING:
+    import httpx
+
+T = TypeVar("T")
 
 REQUEST_TIMEOUT_S: Final = 35.0
 # ureq's defaults: follow up to 10 redirects, the 11th is an error.
@@ -41,12 +57,17 @@ MAX_REDIRECTS: Final = 10
 # Methods ureq will not resend on a 307/308 (it never replays a request body).
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Request headers that never follow a redirect (ureq-proto's list, plus the ones
-# httpx recomputes for the new target).
+# recomputed for the new target).
 _DROPPED_ON_REDIRECT: Final = frozenset(
     {"authorization", "proxy-authorization", "cookie", "content-length", "host"}
 )
-# A run sends to a handful of URLs; a caller with endless ones stays bounded.
-_URL_CACHE_SIZE: Final = 256
+REQUEST_HEADERS: Final = {
+    "Accept": "*/*",
+    "Accept-Encoding": "gzip, deflate",
+    "User-Agent": f"taguru_eval/{VERSION}",
+}
+"""What every request says besides its credentials and its body's type, whichever
+engine sends it (the transport adds ``Host`` and ``Content-Length``)."""
 
 
 class CallFailure(Exception):
@@ -77,12 +98,17 @@ class CallFailure(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """A successful call: the unwrapped payload and how long the exchange took."""
+    """A successful call: the unwrapped payload and how long the exchange took.
+
+    ``typed``: the payload is already the type the caller named (``into=``),
+    decoded straight from the body; otherwise it is the parsed JSON value.
+    """
 
     payload: object
     status: int
     latency_ms: int
     url: str
+    typed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,28 +121,15 @@ class RawReply:
     url: str
 
 
+class _Envelope(msgspec.Struct, Generic[T], frozen=True, gc=False):
+    """taguru's success envelope, of which a typed reply reads ``result`` alone."""
+
+    result: T
+
+
 def bearer_headers(token: str | None) -> dict[str, str]:
     """``Authorization: Bearer …`` when a token is configured, else nothing."""
     return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-def _error_text(exc: BaseException, url: str = "") -> str:
-    """A readable description of a library exception (never empty).
-
-    Transports word an unsupported scheme as (a piece of) the URL, which says
-    nothing after the ``{url}: `` prefix, so it gets a sentence instead.
-    """
-    message = getattr(exc, "message", None)  # aiohttp errors carry the bare reason here
-    text = " ".join((message if isinstance(message, str) and message else str(exc)).split())
-    if isinstance(exc, httpx.UnsupportedProtocol):
-        # aiohttp's refusal of an http(s) URL (a host spelled 127.1, met through a
-        # redirect) arrives as this too: its reason then says more than the sentence.
-        if url.lower().startswith(("http://", "https://")) and text and text != url:
-            return f"invalid URL: {text}"
-        return "unsupported or invalid URL (only http:// and https:// can be reached)"
-    if not text or text == url:
-        return type(exc).__name__
-    return text
 
 
 def _elapsed_ms(started_ns: int) -> int:
@@ -128,38 +141,14 @@ def _is_redirect(status: int) -> bool:
     return 300 <= status < 400 and status != 304
 
 
-async def _close(response: httpx.Response) -> None:
-    with contextlib.suppress(Exception):
-        await response.aclose()
+@dataclass(frozen=True, slots=True)
+class _Hop:
+    """One request of a call: the caller's, or the one a redirect asked for."""
 
-
-class _NoCookies(httpx.Cookies):
-    """A cookie jar that never stores or sends anything.
-
-    taguru's client keeps no cookies and the server sets none; httpx would
-    still run the stdlib cookie machinery on every response: about a third of
-    httpx's own work per call.
-    """
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        return None
-
-    def set_cookie_header(self, request: httpx.Request) -> None:
-        return None
-
-
-class _CookielessClient(httpx.AsyncClient):
-    """``httpx.AsyncClient`` whose public ``cookies`` jar is :class:`_NoCookies`."""
-
-    _no_cookies = _NoCookies()
-
-    @property
-    def cookies(self) -> httpx.Cookies:
-        return self._no_cookies
-
-    @cookies.setter
-    def cookies(self, cookies: object) -> None:
-        del cookies
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    content: bytes | None
 
 
 class TaguruClient:
@@ -168,7 +157,8 @@ class TaguruClient:
     No call is ever retried; a ``Retry-After`` header only lands in the message.
     ``secrets`` are the tokens to redact from server text (the sent ``token`` is
     always among them); ``proxies`` route requests as taguru's client would
-    (ignored when a ``transport`` is injected).
+    (ignored when a ``transport`` is injected: the calls then go through an
+    ``httpx.AsyncClient`` over it, :class:`~.engines.HttpxEngine`).
     """
 
     def __init__(
@@ -187,21 +177,16 @@ class TaguruClient:
         self._redactor = Redactor((token, *secrets))
         self._large_bodies = LargeBodySlot()
         self._built: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], str] = {}
-        self._parsed: dict[str, httpx.URL] = {}
-        # httpx's per-phase timeouts are off: the reference has one deadline for
-        # connect + send + receive, redirects included, kept by asyncio.timeout.
-        self._http = _CookielessClient(
-            transport=engine(max(1, max_connections), proxies) if transport is None else transport,
-            headers=bearer_headers(token),
-            timeout=None,
-            follow_redirects=False,
-            trust_env=False,
-        )
-        # Every request carries the client's headers and nothing per call but a
-        # body's type, so both sets are merged once (build_request merges per call).
-        self._headers = httpx.Headers(self._http.headers)
-        self._json_headers = httpx.Headers(self._http.headers)
-        self._json_headers["Content-Type"] = "application/json"
+        self._engine: Engine
+        if transport is None:
+            self._engine = AiohttpEngine(max_connections, proxies)
+        else:
+            from taguru_eval.run.http.engines import HttpxEngine
+
+            self._engine = HttpxEngine(transport)
+        self._headers = {**REQUEST_HEADERS, **bearer_headers(token)}
+        self._json_headers = {**self._headers, "Content-Type": "application/json"}
+        self._decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
 
     async def __aenter__(self) -> TaguruClient:
         return self
@@ -216,7 +201,7 @@ class TaguruClient:
 
     async def aclose(self) -> None:
         """Close the pool (idempotent)."""
-        await self._http.aclose()
+        await self._engine.aclose()
 
     def redact(self, text: str) -> str:
         """Server text made safe to store and show: tokens, ``Bearer``/``Basic``
@@ -240,17 +225,23 @@ class TaguruClient:
         url = self._built.get(key)
         if url is None:
             url = build_url(self.base_url, segments, query)
-            if len(self._built) < _URL_CACHE_SIZE:
+            if len(self._built) < URL_CACHE_SIZE:
                 self._built[key] = url
         return url
 
     async def get(self, segments: Sequence[str], query: Sequence[tuple[str, str]] = ()) -> Reply:
         """``GET`` an enveloped route; raises :class:`CallFailure`."""
-        return await self._enveloped("GET", self.url(segments, query), None)
+        return await self._enveloped("GET", self.url(segments, query), None, None)
 
-    async def post(self, segments: Sequence[str], body: Mapping[str, object]) -> Reply:
-        """``POST`` compact JSON to an enveloped route; raises :class:`CallFailure`."""
-        return await self._enveloped("POST", self.url(segments), body)
+    async def post(
+        self, segments: Sequence[str], body: Mapping[str, object], into: Any = None
+    ) -> Reply:
+        """``POST`` compact JSON to an enveloped route; raises :class:`CallFailure`.
+
+        ``into`` (a msgspec type): the payload is decoded straight into it when
+        the body allows (``Reply.typed``), else it is the parsed JSON value.
+        """
+        return await self._enveloped("POST", self.url(segments), body, into)
 
     async def get_bare(
         self, segments: Sequence[str], *, timeout_s: float | None = None
@@ -264,26 +255,44 @@ class TaguruClient:
         started = time.monotonic_ns()
         ticket = self._large_bodies.ticket()
         try:
-            status, data, headers = await self._exchange(
+            status, data, retry_after = await self._exchange(
                 "GET", url, None, timeout_s, started, ticket
             )
             text = self._decode(url, data, started)
-            del data
+            del data  # a failure raised below keeps this frame, never the body
+            if isinstance(text, CallFailure):
+                raise text
             if status != 200:
-                raise self._status_failure(url, status, text, headers, _elapsed_ms(started))
+                raise self._status_failure(url, status, text, retry_after, _elapsed_ms(started))
         finally:
             ticket.release()
         return RawReply(status=status, text=text, latency_ms=_elapsed_ms(started), url=url)
 
-    async def _enveloped(self, method: str, url: str, body: Mapping[str, object] | None) -> Reply:
+    async def _enveloped(
+        self, method: str, url: str, body: Mapping[str, object] | None, into: Any
+    ) -> Reply:
         started = time.monotonic_ns()
         ticket = self._large_bodies.ticket()
         try:
-            status, data, headers = await self._exchange(method, url, body, None, started, ticket)
+            status, data, retry_after = await self._exchange(
+                method, url, body, None, started, ticket
+            )
+            if into is not None and status == 200:
+                decoded = self._typed(data, into)
+                if decoded is not _UNFIT:
+                    return Reply(
+                        payload=decoded,
+                        status=status,
+                        latency_ms=_elapsed_ms(started),
+                        url=url,
+                        typed=True,
+                    )
             text = self._decode(url, data, started)
-            del data
+            del data  # a failure raised below keeps this frame, never the body
+            if isinstance(text, CallFailure):
+                raise text
             if status != 200:
-                raise self._status_failure(url, status, text, headers, _elapsed_ms(started))
+                raise self._status_failure(url, status, text, retry_after, _elapsed_ms(started))
             try:
                 document = parse_json(text)
             except ValueError:
@@ -301,19 +310,43 @@ class TaguruClient:
         payload: object = document["result"]
         return Reply(payload=payload, status=status, latency_ms=_elapsed_ms(started), url=url)
 
-    def _decode(self, url: str, data: bytearray, started: int) -> str:
-        """The body as text, with every configured token already replaced."""
+    def _typed(self, data: bytes | bytearray, into: Any) -> object:
+        """``result`` of a 200 body decoded straight into ``into``, or :data:`_UNFIT`
+        when the generic path could read the body differently: not UTF-8 (msgspec
+        does not check a member it skips), a configured token in any spelling
+        (it must be replaced before anything reads the text), or anything msgspec
+        refuses (not an envelope, a shape the lane words itself, a lone surrogate,
+        a NaN literal, a BOM)."""
+        if not data.isascii():
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                return _UNFIT
+        if not self._redactor.absent_from(data):
+            return _UNFIT
+        decoder = self._decoders.get(into)
+        if decoder is None:
+            decoder = self._decoders[into] = msgspec.json.Decoder(_Envelope[into])
+        try:
+            return decoder.decode(data).result
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return _UNFIT
+
+    def _decode(self, url: str, data: bytes | bytearray, started: int) -> str | CallFailure:
+        """The body as text, with every configured token already replaced, or the
+        failure to raise once the caller has let go of the body.
+
+        The failure is made outside the handler (the decode error holds a copy of
+        the body, and would be its __context__) and returned, not raised: its
+        traceback would keep this frame, and the body with it.
+        """
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            reason = _error_text(exc)
+            reason = " ".join(str(exc).split())
         else:
             return self._redactor.body(text)
-        # Raised outside the handler (the decode error holds a copy of the body, and
-        # would be the failure's __context__), and with the body emptied: the
-        # failure's traceback keeps the callers' frames, and this buffer with them.
-        data.clear()
-        raise self._failure(
+        return self._failure(
             f"{url}: unreadable response: {reason}", latency_ms=_elapsed_ms(started)
         )
 
@@ -325,121 +358,106 @@ class TaguruClient:
         timeout_s: float | None,
         started: int,
         ticket: Ticket,
-    ) -> tuple[int, bytearray, httpx.Headers]:
+    ) -> tuple[int, bytes | bytearray, str | None]:
         """Send one request (following redirects) and read its whole body, within
-        one overall deadline."""
+        one overall deadline: the status, the body and the ``Retry-After`` header."""
         limit = self._timeout_s if timeout_s is None else timeout_s
         try:
-            request = self._request(method, url, None if body is None else compact_json(body))
-        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-            raise self._failure(f"{url}: {_error_text(exc, url)}") from None
-        response: httpx.Response | None = None
-        data: bytearray | None = None
+            content = None if body is None else compact_json(body)
+        except (TypeError, ValueError) as exc:
+            raise self._failure(f"{url}: {' '.join(str(exc).split())}") from None
+        headers = self._headers if content is None else self._json_headers
+        answer: Answer | None = None
+        data: bytes | bytearray | None = None
         # Failures are raised after their handlers, never inside one: an exception
         # raised while another is handled keeps it as __context__, and with it the
         # traceback's frames and whatever they held (a body read up to the cap).
         failure: CallFailure | None = None
         try:
             async with asyncio.timeout(limit):
-                response = await self._send_following(request, url, started)
+                answer = await self._send_following(_Hop(method, url, headers, content), started)
                 try:
-                    data = await read_capped(response, ticket)
+                    data = await answer.body(ticket)
                 except Exception as exc:
                     failure = self._failure(
-                        f"{url}: unreadable response: {_error_text(exc)}",
-                        status=response.status_code,
+                        f"{url}: unreadable response: {self._engine.reason(exc)}",
+                        status=answer.status,
                         latency_ms=_elapsed_ms(started),
                     )
                 finally:
-                    await _close(response)
+                    await answer.release()
         except TimeoutError:
             # Past the deadline while reading the body once the answer had begun.
-            what = "unreadable response: " if response is not None else ""
+            what = "unreadable response: " if answer is not None else ""
             failure = self._failure(
                 f"{url}: {what}timed out after {limit:g} s", latency_ms=_elapsed_ms(started)
             )
         if failure is not None:
             raise failure
-        assert response is not None and data is not None  # read, or failed above
-        return response.status_code, data, response.headers
+        assert answer is not None and data is not None  # read, or failed above
+        return answer.status, data, answer.header("retry-after")
 
-    def _request(self, method: str, url: str, content: bytes | None) -> httpx.Request:
-        """The request for ``url`` (its text parsed once: a run repeats a handful)."""
-        parsed = self._parsed.get(url)
-        if parsed is None:
-            parsed = httpx.URL(url)
-            if len(self._parsed) < _URL_CACHE_SIZE:
-                self._parsed[url] = parsed
-        headers = self._headers if content is None else self._json_headers
-        return httpx.Request(method, parsed, content=content, headers=headers)
+    async def _send_following(self, hop: _Hop, started: int) -> Answer:
+        """Send ``hop``, following up to :data:`MAX_REDIRECTS` redirects as ureq does.
 
-    async def _send_following(
-        self, request: httpx.Request, url: str, started: int
-    ) -> httpx.Response:
-        """Send ``request``, following up to :data:`MAX_REDIRECTS` redirects as ureq does.
-
-        Any 3xx but 304 is a redirect. Failures name ``url``, the URL the
-        caller asked for, whichever hop failed.
+        Any 3xx but 304 is a redirect. Failures name the URL the caller asked
+        for, whichever hop failed.
         """
+        url = hop.url
         for hops in range(MAX_REDIRECTS + 1):
-            # The transport is the boundary: whatever it raises (httpx's own
-            # errors, or an unmapped aiohttp error for a malformed response) is
-            # this call's failure, never a crash.
+            # The engine is the boundary: whatever its library raises (a refused
+            # connection, a malformed response) is this call's failure, never a crash.
             try:
-                response = await self._http.send(request, stream=True)
+                answer = await self._engine.send(hop.method, hop.url, hop.headers, hop.content)
             except Exception as exc:
                 raise self._failure(
-                    f"{url}: {_error_text(exc, url)}", latency_ms=_elapsed_ms(started)
+                    f"{url}: {self._engine.reason(exc, url)}", latency_ms=_elapsed_ms(started)
                 ) from None
-            if not _is_redirect(response.status_code):
-                return response
-            await _close(response)
+            if not _is_redirect(answer.status):
+                return answer
+            await answer.release()
             if hops == MAX_REDIRECTS:
                 break
-            request = self._redirected(request, response, url, started)
+            hop = self._redirected(hop, answer, url, started)
         raise self._failure(f"{url}: too many redirects", latency_ms=_elapsed_ms(started))
 
-    def _redirected(
-        self, request: httpx.Request, response: httpx.Response, url: str, started: int
-    ) -> httpx.Request:
-        """The request a redirect calls for: ureq's method rules, no credentials."""
-        locations = response.headers.get_list("location")
+    def _redirected(self, hop: _Hop, answer: Answer, url: str, started: int) -> _Hop:
+        """The request a redirect calls for: ureq's method rules, no credentials.
+
+        The target is resolved by httpx's URL parser (RFC 3986), imported only
+        here: a run meets no redirect.
+        """
+        import httpx
+
+        locations = answer.header_values("location")
         if not locations:
             raise self._failure(
                 f"{url}: protocol: missing a location header", latency_ms=_elapsed_ms(started)
             )
         location = locations[-1]
         try:
-            target = request.url.join(location)
+            target = str(httpx.URL(hop.url).join(location))
         except (httpx.InvalidURL, ValueError):
             raise self._failure(
                 f"{url}: protocol: location header is malformed: {location}",
                 latency_ms=_elapsed_ms(started),
             ) from None
-        method = request.method
-        if response.status_code in (307, 308):
+        method = hop.method
+        if answer.status in (307, 308):
             if method in _BODY_METHODS:  # ureq never resends a body
                 raise self._failure(f"{url}: redirect failed", latency_ms=_elapsed_ms(started))
         elif method not in ("GET", "HEAD"):
             method = "GET"
-        headers = [
-            (name, value)
-            for name, value in request.headers.multi_items()
+        headers = {
+            name: value
+            for name, value in hop.headers.items()
             if name.lower() not in _DROPPED_ON_REDIRECT
-        ]
-        content = request.content if method == request.method else None
-        try:
-            redirected = self._http.build_request(method, target, content=content, headers=headers)
-        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-            raise self._failure(
-                f"{url}: {_error_text(exc, url)}", latency_ms=_elapsed_ms(started)
-            ) from None
-        # build_request adds the client's own headers back: the token stays behind.
-        redirected.headers.pop("authorization", None)
-        return redirected
+        }
+        content = hop.content if method == hop.method else None
+        return _Hop(method, target, headers, content)
 
     def _status_failure(
-        self, url: str, status: int, text: str, headers: httpx.Headers, latency_ms: int
+        self, url: str, status: int, text: str, retry_after: str | None, latency_ms: int
     ) -> CallFailure:
         """``{url} answered {status}: {text}`` (+ Retry-After), keeping a 404's code."""
         try:
@@ -456,7 +474,20 @@ class TaguruClient:
             if status == 404 and isinstance(raw_code, str):
                 code = raw_code
         rendered = f"{url} answered {status}: {message}"
-        retry_after = headers.get("retry-after")
         if retry_after is not None:
             rendered += f" (Retry-After: {retry_after})"
         return self._failure(rendered, status=status, code=code, latency_ms=latency_ms)
+
+
+_UNFIT: Final = object()
+"""What :meth:`TaguruClient._typed` returns for a body the generic path must read."""
+
+
+def payload_as(reply: Reply, kind: Any) -> Any:
+    """``reply``'s payload as ``kind``: as decoded, or converted from the parsed value
+    (raises :class:`~taguru_eval._base.jsonstrict.JsonShapeError` naming the field)."""
+    if reply.typed:
+        return reply.payload
+    from taguru_eval._base.wire import convert
+
+    return convert(reply.payload, kind)

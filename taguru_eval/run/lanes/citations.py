@@ -64,7 +64,7 @@ def read_citation(payload: object) -> tuple[str, str | None]:
     Raises :class:`taguru_eval.jsonstrict.JsonShapeError` naming the field when
     the payload is not a Citation.
     """
-    citation = convert(payload, Citation)
+    citation = payload if isinstance(payload, Citation) else convert(payload, Citation)
     return citation.text, citation.section
 
 
@@ -156,7 +156,7 @@ async def _check_citation(
     body: dict[str, object] = {"paragraph": expected.paragraph, "source": expected.source}
     response: dict[str, object]
     try:
-        reply = await client.post(["contexts", context, "citations"], body)
+        reply = await client.post(["contexts", context, "citations"], body, into=Citation)
     except CallFailure as failure:
         status, latency = failure.status, failure.latency_ms
         response = {"status": status, "code": failure.code, "message": failure.message}

@@ -301,10 +301,13 @@ def decode_package(payload: object, requested: Budget) -> Package:
     about ten times as much per package, which a run at high concurrency
     would feel beside the HTTP exchange.
     """
-    try:
-        package = msgspec.convert(payload, Package)
-    except msgspec.ValidationError as exc:
-        raise PackageError(validation_detail(exc)) from None
+    if isinstance(payload, Package):  # decoded straight from the body (Reply.typed)
+        package = payload
+    else:
+        try:
+            package = msgspec.convert(payload, Package)
+        except msgspec.ValidationError as exc:
+            raise PackageError(validation_detail(exc)) from None
     too_large = over_u64(package)
     if too_large is not None:
         raise PackageError(too_large)
@@ -467,7 +470,9 @@ async def evidence_lane(
     """``POST …/evidence`` for one case; never raises for a server's answer. With a
     ``judge`` the window's passage text is checked for the case's answers."""
     try:
-        reply = await client.post(["contexts", context, "evidence"], evidence_body(case, assembly))
+        reply = await client.post(
+            ["contexts", context, "evidence"], evidence_body(case, assembly), into=Package
+        )
     except CallFailure as failure:
         return _failed(truncate_utf8(failure.message), failure.latency_ms, failure.status)
     try:

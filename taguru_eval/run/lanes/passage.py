@@ -11,7 +11,7 @@ they are projected to locators: the text is measured, then dropped.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 import msgspec
 
@@ -116,12 +116,18 @@ async def passage_lane(
     With a ``judge`` (``--answers``) the served hits' text is checked for the
     case's answers before it is dropped; a failed lane has no verdicts."""
     try:
-        reply = await client.post(["contexts", context, "sources", "search"], search_body(case))
+        reply = await client.post(
+            ["contexts", context, "sources", "search"], search_body(case), into=_SearchPage
+        )
     except CallFailure as failure:
         message = truncate_utf8(failure.message)
         return _failed(recorder, message, failure.latency_ms, failure.status), None, None
     try:
-        plan, served = extract_served_hits(reply.payload, client.redact)
+        plan, served = (
+            served_hits(cast(_SearchPage, reply.payload), client.redact)
+            if reply.typed
+            else extract_served_hits(reply.payload, client.redact)
+        )
     except _ShapeError as exc:
         return _failed(recorder, str(exc), reply.latency_ms, reply.status), None, None
     usage: BudgetUsage | None = None
@@ -177,6 +183,13 @@ def extract_served_hits(
         page = msgspec.convert(payload, _SearchPage)
     except msgspec.ValidationError:
         return None, _fallback_hits(payload)
+    return served_hits(page, redact)
+
+
+def served_hits(
+    page: _SearchPage, redact: Callable[[str], str] = str
+) -> tuple[Plan | None, list[MeasuredHit]]:
+    """(plan, hits with their text) of a decoded ``SearchPage``."""
     plans = page.plan.contexts
     hits = [_measured(hit) for hit in page.hits]
     return (_plan(plans[0], redact) if plans else None), hits

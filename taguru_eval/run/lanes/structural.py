@@ -17,10 +17,10 @@ import msgspec
 
 from taguru_eval import contract
 from taguru_eval._base import jsonstrict as js
-from taguru_eval._base.wire import U64, convert
+from taguru_eval._base.wire import U64
 from taguru_eval.contract import RESOLVE_LIMIT
 from taguru_eval.inputs.dataset import EvalCase
-from taguru_eval.run.http import CallFailure, Reply, TaguruClient
+from taguru_eval.run.http import CallFailure, Reply, TaguruClient, payload_as
 from taguru_eval.run.lanes.record import CallRecorder
 from taguru_eval.run.lanes.wire import AssociationMatch
 from taguru_eval.tables.shapes import (
@@ -40,6 +40,9 @@ class _Candidate(msgspec.Struct, frozen=True, gc=False):
     score: float
     tier: str
     kind: str | None = None
+
+
+_Candidates = list[_Candidate]
 
 
 class _MatchPage(msgspec.Struct, frozen=True, gc=False):
@@ -105,12 +108,12 @@ async def resolve_call(
     failure — a response that does not parse is a failure naming the route."""
     try:
         reply = await client.post(
-            ["contexts", context, route], {"cue": cue, "limit": RESOLVE_LIMIT}
+            ["contexts", context, route], {"cue": cue, "limit": RESOLVE_LIMIT}, into=_Candidates
         )
     except CallFailure as failure:
         return failure
     try:
-        decoded = convert(reply.payload, list[_Candidate])
+        decoded = payload_as(reply, _Candidates)
     except js.JsonShapeError as exc:
         return _did_not_parse(client, route, reply, exc)
     return reply, [Candidate(c.name, c.tier, c.kind) for c in decoded]
@@ -256,11 +259,11 @@ async def _query(
 ) -> AssociationQuery:
     body: dict[str, object] = {"label": label, "limit": 1, "object": obj, "subject": subject}
     try:
-        reply = await client.post(["contexts", context, "query"], body)
+        reply = await client.post(["contexts", context, "query"], body, into=_MatchPage)
     except CallFailure as failure:
         return _query_failed(recorder, failure, index)
     try:
-        page = convert(reply.payload, _MatchPage)
+        page = payload_as(reply, _MatchPage)
     except js.JsonShapeError as exc:
         return _query_failed(recorder, _did_not_parse(client, "query", reply, exc), index)
     recorder.add(
