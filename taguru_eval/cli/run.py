@@ -92,13 +92,12 @@ def write_reports(
     job summary is appended to ``$GITHUB_STEP_SUMMARY`` unless
     ``--no-step-summary``, and a failure there is only a warning.
     """
-    from taguru_eval.analyst.junit import junit_xml
-    from taguru_eval.analyst.step_summary import summary_markdown
-    from taguru_eval.compare import load_side
-    from taguru_eval.compare.classify import compare_views
-
+    # Each report's modules are loaded only when it is asked for: a plain run
+    # imports neither the JUnit writer nor compare (docs/architecture.md).
     options = prepared.options
     if options.junit is not None:
+        from taguru_eval.analyst.junit import junit_xml
+
         report = junit_xml(
             prepared.thresholds,
             result.gate,
@@ -114,8 +113,13 @@ def write_reports(
     step_summary = env.get(STEP_SUMMARY_ENV) if options.step_summary else None
     if options.summary is None and not step_summary:
         return
+    from taguru_eval.analyst.step_summary import summary_markdown
+
     comparison = None
     if summary_base is not None:
+        from taguru_eval.compare import load_side
+        from taguru_eval.compare.classify import compare_views
+
         head = load_side(result.doc, "HEAD", label=options.out)
         comparison = compare_views(summary_base, head)
     markdown = summary_markdown(

@@ -13,14 +13,15 @@ their rows follow the eval rows with ``population`` ``must_refuse``."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import reduce
 from typing import Any, Final, TypeAlias
 
+import msgspec
 import polars as pl
 import pyarrow as pa
+import pyarrow.json as pa_json
 from polars.datatypes import DataTypeClass
 
 from taguru_eval._base.jsonstrict import I64_MAX, JsonPath, JsonShapeError, describe
@@ -148,7 +149,51 @@ _REFUSAL_OUTPUT_ARROW: Final = pl.DataFrame(schema=_REFUSAL_OUTPUT).to_arrow().s
 
 
 NestedChunk: TypeAlias = pa.Table | pl.DataFrame
-"""Some outputs as nested rows: Arrow's, or Polars' for a value pyarrow will not take."""
+"""Some outputs as nested rows: Arrow's, or Polars' for a value Arrow will not take."""
+
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def _read_options(arrow_schema: pa.Schema) -> tuple[pa_json.ReadOptions, pa_json.ParseOptions]:
+    """How Arrow's JSON reader reads outputs of ``arrow_schema``: in one block, on this
+    thread, every member the schema does not name ignored at any depth."""
+    return pa_json.ReadOptions(use_threads=False, block_size=1 << 30), pa_json.ParseOptions(
+        explicit_schema=pa.schema(
+            [field.with_type(_readable(field.type)) for field in arrow_schema]
+        ),
+        unexpected_field_behavior="ignore",
+    )
+
+
+def _readable(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with its large lists and strings (Polars' export) as the plain ones
+    Arrow's JSON reader builds; Polars takes either."""
+    if pa.types.is_large_list(kind) or pa.types.is_list(kind):
+        return pa.list_(_readable(kind.value_type))
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(_readable(field.type)) for field in kind])
+    if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return pa.string()
+    return kind
+
+
+_OPTIONS: Final = {
+    id(schema): _read_options(schema) for schema in (_LANE_OUTPUT_ARROW, _REFUSAL_OUTPUT_ARROW)
+}
+
+
+def _arrow_rows(outputs: Sequence[Mapping[str, Any]], arrow_schema: pa.Schema) -> pa.Table:
+    """``outputs`` as Arrow rows: msgspec writes them as JSON lines, Arrow's JSON reader
+    reads those against the schema.
+
+    pyarrow's conversion from Python objects asks for pandas first, and so
+    imports it whenever it is installed (0.5 s and 50 MiB, more than all a run
+    needs besides); its JSON reader does not. A value JSON cannot spell (an
+    infinite score) becomes null, as evaluation.json writes it.
+    """
+    read, parse = _OPTIONS[id(arrow_schema)]
+    lines = _ENCODER.encode_lines(outputs)
+    return pa_json.read_json(pa.BufferReader(lines), read_options=read, parse_options=parse)
 
 
 def _nested_chunk(
@@ -157,26 +202,29 @@ def _nested_chunk(
     """Outputs as nested rows of ``schema``, in the order given (missing optional keys
     become null).
 
-    pyarrow converts the nested dicts several times faster than Polars' own
-    constructor; a value pyarrow will not take (an integer past i64, say) goes
-    the Polars way. The chunk stays an Arrow table: turning each into a Polars
-    frame has a fixed cost per chunk, so :func:`_nested_frame` does it once for all.
+    Arrow's JSON reader converts the nested values several times faster than
+    Polars' own constructor; a value it will not take (an integer past the
+    column's range) goes the Polars way. The chunk stays an Arrow table: turning
+    each into a Polars frame has a fixed cost per chunk, so :func:`_nested_frame`
+    does it once for all.
     """
-    names = schema.names()
-    rows = [{name: output.get(name) for name in names} for output in outputs]
+    if not outputs:  # Arrow's reader refuses an empty file
+        return pl.DataFrame(schema=schema)
     try:
-        return pa.Table.from_pylist(rows, schema=arrow_schema)
-    except OverflowError:
-        # A taguru count past int64 (its u64/usize go to 2^64-1; the artifact keeps
-        # it exact): the int64 columns hold I64_MAX, "at least this many", where
-        # Polars' constructor would make it null, indistinguishable from absent.
-        rows = [_saturated(row) for row in rows]
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return _arrow_rows(outputs, arrow_schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
         pass
+    # A taguru count past int64 (its u64/usize go to 2^64-1; the artifact keeps
+    # it exact): the int64 columns hold I64_MAX, "at least this many", where
+    # Polars' constructor would make it null, indistinguishable from absent.
+    saturated = [_saturated(output) for output in outputs]
     try:
-        return pa.Table.from_pylist(rows, schema=arrow_schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pl.DataFrame(rows, schema=schema)
+        return _arrow_rows(saturated, arrow_schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
+        names = schema.names()
+        return pl.DataFrame(
+            [{name: output.get(name) for name in names} for output in saturated], schema=schema
+        )
 
 
 def _saturated(value: Any) -> Any:
@@ -292,8 +340,8 @@ def _explode_list(frame: pl.DataFrame, column: str, index_name: str) -> pl.DataF
 
 
 DEFAULT_BATCH: Final = 256
-"""Cases per conversion to Arrow: each holds the event loop while pyarrow reads
-the dicts, so batches stay small. The flat tables are built once, at
+"""Cases per conversion to Arrow: each holds the event loop while Arrow reads
+them, so batches stay small. The flat tables are built once, at
 :meth:`TableRows.finish`: their Polars work has a fixed cost per call whatever
 the size, and a stall like that every few thousand cases held every answer that
 arrived meanwhile (``benchmarks/loop_stalls.py`` shows the stalls)."""
@@ -317,23 +365,9 @@ class TableRows:
         self._pending: list[LaneOutput] = []
         self._chunks: list[NestedChunk] = []
         self._tables: dict[str, pl.DataFrame] | None = None
-        # pyarrow's first conversion from Python objects imports pandas when it is
-        # installed (0.3 s, as long as the rest of a run's start). A thread pays it
-        # from the first finished case on, while the other requests are in flight:
-        # the first request does not wait for it, and no answer stalls behind it
-        # as one block. The first batch waits for the thread (long done by then
-        # in a run of any size); an empty run converts without it.
-        self._warm_up: threading.Thread | None = None
 
     def add(self, output: LaneOutput) -> None:
         """One case's lane output; a full batch becomes Arrow columns at once."""
-        if self._warm_up is None:
-            self._warm_up = threading.Thread(
-                target=_nested_chunk,
-                args=([], _LANE_OUTPUT, _LANE_OUTPUT_ARROW),
-                name="taguru-eval-arrow-warm-up",
-            )
-            self._warm_up.start()
         self._pending.append(output)
         if len(self._pending) >= self._batch_size:
             self._convert()
@@ -343,8 +377,6 @@ class TableRows:
             self.add(output)
 
     def _convert(self) -> None:
-        if self._warm_up is not None:
-            self._warm_up.join()
         self._chunks.append(_nested_chunk(self._pending, _LANE_OUTPUT, _LANE_OUTPUT_ARROW))
         self._pending = []
 

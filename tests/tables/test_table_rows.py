@@ -13,11 +13,15 @@ from __future__ import annotations
 import asyncio
 import copy
 import io
+import math
 import random
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.must_refuse import lease_data
@@ -32,7 +36,10 @@ from taguru_eval.run.runner import network_phase
 from taguru_eval.tables.flatten import (
     _LANE_OUTPUT,
     _LANE_OUTPUT_ARROW,
+    _REFUSAL_OUTPUT,
+    _REFUSAL_OUTPUT_ARROW,
     TableRows,
+    _arrow_rows,
     _nested_chunk,
     build_tables,
 )
@@ -178,3 +185,55 @@ def test_rows_of_one_case_keep_their_order_across_batches() -> None:
         pl.col("cue_index")
     )
     assert all(indices == sorted(indices) for indices in resolutions["cue_index"].to_list())
+
+
+def _live_outputs(tmp_path: Path, assembly: bool) -> tuple[list[LaneOutput], list[Any]]:
+    """A live demo run's lane outputs and must-refuse probes (plain or --assembly)."""
+    with running_server(demo_data_dir()) as url:
+        options = RunOptions(
+            eval_path=str(demo_data_dir() / DEMO_CONTEXT / "eval.jsonl"),
+            context=DEMO_CONTEXT,
+            url=url,
+            out=str(tmp_path / "evaluation.json"),
+            assembly=assembly,
+            no_store=True,
+            must_refuse=str(demo_data_dir() / DEMO_CONTEXT / "must_refuse.jsonl"),
+        )
+        console = Console(stdout=io.StringIO(), stderr=io.StringIO())
+        prepared = prepare_run(options, {}, stderr=console.err)
+        outputs: list[LaneOutput] = []
+        phase = asyncio.run(network_phase(prepared, console=console, on_finished=outputs.append))
+    return outputs, list(phase.refusal_outputs)
+
+
+@pytest.mark.parametrize("assembly", [False, True], ids=["baseline", "assembly"])
+def test_arrow_rows_are_pyarrow_s_own_conversion_of_the_outputs(
+    tmp_path: Path, assembly: bool
+) -> None:
+    """The nested rows come from msgspec's JSON lines through Arrow's JSON reader
+    (pyarrow's conversion of Python objects imports pandas): the same rows as that
+    conversion, every value kept, for live outputs of each shape and the templates."""
+    outputs, refusals = _live_outputs(tmp_path, assembly)
+    if assembly:
+        assert any(output.get("evidence_rows") for output in outputs)
+    assert refusals
+    for batch, schema, arrow in (
+        (outputs, _LANE_OUTPUT, _LANE_OUTPUT_ARROW),
+        (TEMPLATE_OUTPUTS, _LANE_OUTPUT, _LANE_OUTPUT_ARROW),
+        (refusals, _REFUSAL_OUTPUT, _REFUSAL_OUTPUT_ARROW),
+    ):
+        rows = [{name: output.get(name) for name in schema.names()} for output in batch]
+        reference = pl.from_arrow(pa.Table.from_pylist(rows, schema=arrow))
+        got = pl.from_arrow(_arrow_rows(batch, arrow))
+        assert isinstance(got, pl.DataFrame) and isinstance(reference, pl.DataFrame)
+        assert got.schema == reference.schema == schema
+        assert got.equals(reference)
+
+
+def test_a_score_json_cannot_spell_is_null_in_the_tables_as_in_the_artifact() -> None:
+    outputs = copy.deepcopy(TEMPLATE_OUTPUTS)
+    hit = next(output for output in outputs if output["passage"].get("hits"))["passage"]["hits"][0]
+    hit["score"] = math.inf
+    tables = build_tables(outputs, "inf")
+    assert tables.hits.filter(pl.col("score").is_null()).height == 1
+    assert tables.hits.filter(pl.col("score").is_infinite()).height == 0
