@@ -14,6 +14,7 @@ their rows follow the eval rows with ``population`` ``must_refuse``."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from functools import reduce
 from typing import Any, Final, TypeAlias
@@ -154,10 +155,10 @@ NestedChunk: TypeAlias = pa.Table | pl.DataFrame
 _ENCODER: Final = msgspec.json.Encoder()
 
 
-def _read_options(arrow_schema: pa.Schema) -> tuple[pa_json.ReadOptions, pa_json.ParseOptions]:
-    """How Arrow's JSON reader reads outputs of ``arrow_schema``: in one block, on this
-    thread, every member the schema does not name ignored at any depth."""
-    return pa_json.ReadOptions(use_threads=False, block_size=1 << 30), pa_json.ParseOptions(
+def _parse_options(arrow_schema: pa.Schema) -> pa_json.ParseOptions:
+    """How Arrow's JSON reader reads outputs of ``arrow_schema``: every member the
+    schema does not name ignored, at any depth."""
+    return pa_json.ParseOptions(
         explicit_schema=pa.schema(
             [field.with_type(_readable(field.type)) for field in arrow_schema]
         ),
@@ -178,7 +179,7 @@ def _readable(kind: pa.DataType) -> pa.DataType:
 
 
 _OPTIONS: Final = {
-    id(schema): _read_options(schema) for schema in (_LANE_OUTPUT_ARROW, _REFUSAL_OUTPUT_ARROW)
+    id(schema): _parse_options(schema) for schema in (_LANE_OUTPUT_ARROW, _REFUSAL_OUTPUT_ARROW)
 }
 
 
@@ -191,9 +192,13 @@ def _arrow_rows(outputs: Sequence[Mapping[str, Any]], arrow_schema: pa.Schema) -
     needs besides); its JSON reader does not. A value JSON cannot spell (an
     infinite score) becomes null, as evaluation.json writes it.
     """
-    read, parse = _OPTIONS[id(arrow_schema)]
     lines = _ENCODER.encode_lines(outputs)
-    return pa_json.read_json(pa.BufferReader(lines), read_options=read, parse_options=parse)
+    # The whole batch as one block, read on the calling thread (a block larger
+    # than the batch is allocated whole; one per line costs a fixed overhead each).
+    read = pa_json.ReadOptions(use_threads=False, block_size=len(lines) + 1)
+    return pa_json.read_json(
+        pa.BufferReader(lines), read_options=read, parse_options=_OPTIONS[id(arrow_schema)]
+    )
 
 
 def _nested_chunk(
@@ -339,12 +344,14 @@ def _explode_list(frame: pl.DataFrame, column: str, index_name: str) -> pl.DataF
     )
 
 
-DEFAULT_BATCH: Final = 256
-"""Cases per conversion to Arrow: each holds the event loop while Arrow reads
-them, so batches stay small. The flat tables are built once, at
-:meth:`TableRows.finish`: their Polars work has a fixed cost per call whatever
-the size, and a stall like that every few thousand cases held every answer that
-arrived meanwhile (``benchmarks/loop_stalls.py`` shows the stalls)."""
+DEFAULT_BATCH: Final = 1024
+"""Cases per conversion to Arrow, made on a thread of its own while the cases run:
+Arrow's JSON reader leaves the GIL, so the event loop waits only while msgspec
+writes the batch (a few milliseconds), and each reading has a fixed cost of
+about a millisecond, which a larger batch spreads. The flat tables are built
+once, at :meth:`TableRows.finish`: their Polars work has a fixed cost per call
+whatever the size, and a stall like that every few thousand cases held every
+answer that arrived meanwhile (``benchmarks/loop_stalls.py`` shows the stalls)."""
 
 
 class TableRows:
@@ -363,8 +370,9 @@ class TableRows:
         self._batch_size = max(1, batch_size)
         self._repeat = repeat
         self._pending: list[LaneOutput] = []
-        self._chunks: list[NestedChunk] = []
+        self._chunks: list[Future[NestedChunk]] = []
         self._tables: dict[str, pl.DataFrame] | None = None
+        self._worker: ThreadPoolExecutor | None = None
 
     def add(self, output: LaneOutput) -> None:
         """One case's lane output; a full batch becomes Arrow columns at once."""
@@ -377,8 +385,21 @@ class TableRows:
             self.add(output)
 
     def _convert(self) -> None:
-        self._chunks.append(_nested_chunk(self._pending, _LANE_OUTPUT, _LANE_OUTPUT_ARROW))
-        self._pending = []
+        batch, self._pending = self._pending, []
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="taguru-eval-arrow")
+        self._chunks.append(
+            self._worker.submit(_nested_chunk, batch, _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
+        )
+
+    def _converted(self) -> list[NestedChunk]:
+        """Every batch converted so far (waiting for the worker), and the worker let go."""
+        chunks = [future.result() for future in self._chunks]
+        self._chunks.clear()
+        if self._worker is not None:
+            self._worker.shutdown()
+            self._worker = None
+        return chunks
 
     def _eval_tables(self) -> dict[str, pl.DataFrame]:
         """The eval-population rows of every output added so far, in case order.
@@ -391,7 +412,7 @@ class TableRows:
         if self._pending or (self._tables is None and not self._chunks):
             self._convert()
         if self._chunks:
-            fresh = _tables_of(_nested_frame(self._chunks), self._repeat)
+            fresh = _tables_of(_nested_frame(self._converted()), self._repeat)
             self._tables = fresh if self._tables is None else _in_case_order(self._tables, fresh)
         assert self._tables is not None
         return self._tables

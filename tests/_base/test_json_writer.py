@@ -18,7 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import serde_json_oracle as oracle
 
-from taguru_eval._base.text import F32, dumps_json, encode_json, json_f32, spell_f32_values
+from taguru_eval._base.text import (
+    F32,
+    dumps_json,
+    encode_json,
+    json_f32,
+    spell_f32_values,
+    to_f32,
+    to_f32_all,
+)
 
 EDGE_FLOATS = [
     0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 2.225073858507201e-308,
@@ -192,3 +200,17 @@ def test_no_binary32_slot_survives_a_nul_in_a_string() -> None:
     doc = {"\x00": ["\x00", F32(0.5), "a\x00b", F32(1e-7)]}
     assert encode_json(doc) == b'{"\\u0000":["\\u0000",0.5,"a\\u0000b",1e-7]}'
     assert_same_as_oracle(doc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.floats(allow_nan=False) | st.sampled_from([v for v in EDGE_FLOATS if not math.isnan(v)]),
+        max_size=40,
+    )
+)
+def test_binary32_rounding_in_one_pass_is_to_f32_of_each(values: list[float]) -> None:
+    """A search page's scores go to binary32 in one pass: the same values, overflow to
+    infinity included, as rounding each."""
+    rounded = to_f32_all(values)
+    assert [struct.pack("<d", v) for v in rounded] == [struct.pack("<d", to_f32(v)) for v in values]

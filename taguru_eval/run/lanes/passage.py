@@ -10,14 +10,14 @@ they are projected to locators: the text is measured, then dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
 import msgspec
 
 from taguru_eval import contract
 from taguru_eval._base import jsonstrict as js
-from taguru_eval._base.text import to_f32, truncate_utf8
+from taguru_eval._base.text import to_f32, to_f32_all, truncate_utf8
 from taguru_eval._base.wire import U64
 from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
@@ -122,20 +122,27 @@ async def passage_lane(
     except CallFailure as failure:
         message = truncate_utf8(failure.message)
         return _failed(recorder, message, failure.latency_ms, failure.status), None, None
-    try:
-        plan, served = (
-            served_hits(cast(_SearchPage, reply.payload), client.redact)
-            if reply.typed
-            else extract_served_hits(reply.payload, client.redact)
-        )
-    except _ShapeError as exc:
-        return _failed(recorder, str(exc), reply.latency_ms, reply.status), None, None
     usage: BudgetUsage | None = None
-    if budget is not None:
-        served, usage = apply_budget(context, served, budget)
-    checks = None if judge is None else judge.check([hit.text for hit in served])
-    hits = [locator(hit) for hit in served]
-    del served  # the text goes no further
+    checks: list[AnswerCheck] | None = None
+    if reply.typed and budget is None and judge is None:
+        # The common case: nothing reads the text, the locators come straight from the page.
+        page = cast(_SearchPage, reply.payload)
+        plan = _plan(page.plan.contexts[0], client.redact) if page.plan.contexts else None
+        hits = hit_locators(page.hits)
+    else:
+        try:
+            plan, served = (
+                served_hits(cast(_SearchPage, reply.payload), client.redact)
+                if reply.typed
+                else extract_served_hits(reply.payload, client.redact)
+            )
+        except _ShapeError as exc:
+            return _failed(recorder, str(exc), reply.latency_ms, reply.status), None, None
+        if budget is not None:
+            served, usage = apply_budget(context, served, budget)
+        checks = None if judge is None else judge.check([hit.text for hit in served])
+        hits = [locator(hit) for hit in served]
+        del served  # the text goes no further
     recorder.add(
         lane="passage",
         endpoint=contract.SEARCH,
@@ -271,6 +278,33 @@ def _f32_or_zero(value: object) -> float:
         return js.read_f32(value, ())
     except js.JsonShapeError:
         return 0.0
+
+
+def hit_locators(hits: Sequence[wire.PassageHit]) -> list[HitLocator]:
+    """The artifact's view of a page's hits, straight from the decoded page: what
+    :func:`locator` makes of each :func:`_measured` hit, every score rounded to
+    binary32 in one pass."""
+    scores: list[float] = []
+    for hit in hits:
+        scores.append(hit.score)
+        if hit.lanes.bm25 is not None:
+            scores.append(hit.lanes.bm25.score)
+        if hit.lanes.vector is not None:
+            scores.append(hit.lanes.vector.score)
+    rounded = iter(to_f32_all(scores))
+    located: list[HitLocator] = []
+    for hit in hits:
+        score = next(rounded)
+        lanes = shapes.HitLanes()
+        bm25, vector = hit.lanes.bm25, hit.lanes.vector
+        if bm25 is not None:
+            lanes["bm25"] = shapes.LaneScore(rank=bm25.rank, score=next(rounded))
+        if vector is not None:
+            lanes["vector"] = shapes.LaneScore(rank=vector.rank, score=next(rounded))
+        located.append(
+            HitLocator(source=hit.source, paragraph=hit.paragraph, score=score, lanes=lanes)
+        )
+    return located
 
 
 def locator(hit: MeasuredHit) -> HitLocator:

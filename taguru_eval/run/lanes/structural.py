@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -50,16 +50,29 @@ class _MatchPage(msgspec.Struct, frozen=True, gc=False):
     matches: list[AssociationMatch]
 
 
+class Resolved(Protocol):
+    """One resolved name: its tier and, when the server says, its match kind."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tier(self) -> str: ...
+
+    @property
+    def kind(self) -> str | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One resolved name: its tier and, when the server says, its match kind."""
+    """A :class:`Resolved` name built by hand (the resolve vectors)."""
 
     name: str
     tier: str
     kind: str | None = None
 
 
-def top_tier(candidates: Sequence[Candidate]) -> tuple[str | None, list[str]]:
+def top_tier(candidates: Sequence[Resolved]) -> tuple[str | None, list[str]]:
     """The lexical group if any candidate is lexical, else the semantic group."""
     for tier in ("lexical", "semantic"):
         names = [c.name for c in candidates if c.tier == tier]
@@ -103,7 +116,7 @@ def _did_not_parse(
 
 async def resolve_call(
     client: TaguruClient, context: str, route: ResolveRoute, cue: str
-) -> tuple[Reply, list[Candidate]] | CallFailure:
+) -> tuple[Reply, Sequence[Resolved]] | CallFailure:
     """One ``{cue, limit: 5}`` resolve call: the reply and every candidate, or the
     failure — a response that does not parse is a failure naming the route."""
     try:
@@ -116,7 +129,7 @@ async def resolve_call(
         decoded = payload_as(reply, _Candidates)
     except js.JsonShapeError as exc:
         return _did_not_parse(client, route, reply, exc)
-    return reply, [Candidate(c.name, c.tier, c.kind) for c in decoded]
+    return reply, decoded
 
 
 def _endpoint(route: ResolveRoute) -> str:
