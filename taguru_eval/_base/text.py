@@ -7,13 +7,14 @@ whitespace or line breaks), so these helpers pin the reference's rules once.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 import unicodedata
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 # Unicode White_Space, which is what Rust's str::trim removes (EVALUATE.md §0.2).
 WHITE_SPACE = (
@@ -276,34 +277,51 @@ def encode_json(value: object, indent: Literal[2] | None = None) -> bytes:
         return _dumps_with_surrogates(value, indent).encode("utf-8")
 
 
-def encode_json_each(values: Sequence[object], indent: Literal[2] | None = None) -> list[bytes]:
+def encode_json_each(
+    values: Sequence[object],
+    indent: Literal[2] | None = None,
+    binary32: Sequence[Sequence[float] | None] | None = None,
+) -> list[bytes]:
     """``[encode_json(value, indent) for value in values]`` with one binary32
     spelling pass for all of them (that pass costs a Polars call: per value, it
-    would cost more than the encoding)."""
+    would cost more than the encoding).
+
+    ``binary32`` (one entry per value) lets a value hold :func:`binary32_slot`
+    placeholders instead of :class:`F32` objects: its entry lists their values
+    in the order they are written, and they are spelled as F32 values would be
+    (rounded to binary32 first). A value holds one kind or the other, never both.
+    """
     import msgspec  # on first use, as in _encode
 
-    binary32: list[float] = []
-    slot = msgspec.Raw(_SLOT_BYTE)
+    found: list[float] = []
+    slot = binary32_slot()
 
     def hook(item: object) -> object:
         if type(item) is F32:
-            binary32.append(item)
+            found.append(item)
             return slot
         return _json_ready(item, msgspec.Raw)
 
     encoder = msgspec.json.Encoder(enc_hook=hook)
     encoded: list[bytes] = []
     slots: list[int] = []
-    for value in values:
-        before = len(binary32)
+    for position, value in enumerate(values):
+        before = len(found)
+        held = None if binary32 is None else binary32[position]
         try:
             encoded.append(encoder.encode(value))
         except UnicodeEncodeError:
-            del binary32[before:]
+            del found[before:]
+            if held:  # the stdlib's writer spells F32 objects, not placeholders
+                value, held = _with_f32(value, iter(held), slot), None
             encoded.append(_dumps_with_surrogates(value, None).encode("utf-8"))
-        slots.append(len(binary32) - before)
-    if binary32:
-        spelled = spell_f32_values(binary32)
+        if held:
+            if len(found) > before:
+                raise ValueError("a value holds both F32 objects and binary32 slots")
+            found.extend(held)
+        slots.append(len(found) - before)
+    if found:
+        spelled = spell_f32_values(found)
         taken = 0
         for position, count in enumerate(slots):
             if count:
@@ -343,7 +361,17 @@ def _encode(value: object, indent: Literal[2] | None) -> bytes:
 
 # A raw NUL never appears in msgspec's output (strings escape it as \u0000),
 # so each one marks where an F32 goes.
-_SLOT_BYTE = b"\x00"
+_SLOT_BYTE = b"\x00"  # a byte msgspec escapes everywhere else
+
+
+@functools.cache
+def binary32_slot() -> Any:
+    """The placeholder (``msgspec.Raw``) a binary32 value holds in a value given to
+    :func:`encode_json_each` with its ``binary32`` values: one object, compared by
+    identity."""
+    import msgspec  # on first use, as in _encode
+
+    return msgspec.Raw(_SLOT_BYTE)
 
 
 def spell_f32_values(values: Sequence[float]) -> list[bytes]:
@@ -365,6 +393,18 @@ def spell_f32_values(values: Sequence[float]) -> list[bytes]:
         .cast(pl.Binary)
     ).to_series()
     return spelled.to_list()
+
+
+def _with_f32(value: object, held: Iterator[float], slot: object) -> object:
+    """``value`` with each binary32 placeholder replaced by an :class:`F32` of the
+    next held value (dicts and lists rebuilt in order, as they are written)."""
+    if value is slot:
+        return F32(next(held))
+    if isinstance(value, dict):
+        return {key: _with_f32(item, held, slot) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_with_f32(item, held, slot) for item in value]
+    return value
 
 
 def _fill_slots(data: bytes, spelled: list[bytes]) -> bytes:

@@ -7,52 +7,73 @@ the file. That order is the shape's declaration order
 derive from it, and the keys it spells out (a loop would cost, writing
 hundreds of thousands of hits) are held to it by ``tests/artifact/test_blocks.py``.
 Binary32 values (hit and lane scores, plan floors) are wrapped in
-:class:`F32` and printed from their binary32 value (``0.86304635``).
+:class:`F32` and printed from their binary32 value (``0.86304635``); given a
+list, :func:`passage_block` appends them to it instead and writes the
+placeholder :func:`~taguru_eval._base.text.encode_json_each` spells them into
+(a million F32 objects cost more than writing their values).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from taguru_eval._base.text import F32
+from taguru_eval._base.text import F32, binary32_slot
 from taguru_eval.contract import RESOLVE_LIMIT
 from taguru_eval.tables.derive import keys
 from taguru_eval.tables.shapes import EvidenceSelection, PositionOutcome, RerankerPlan
 
+Binary32 = Callable[[float], Any]
+"""Writes one binary32 value: as an :class:`F32`, or as a placeholder whose value
+goes to a list (:func:`_slotted`)."""
 
-def _hit(hit: Mapping[str, Any]) -> dict[str, Any]:
+
+def _slotted(values: list[float]) -> Binary32:
+    slot = binary32_slot()
+
+    def placeholder(value: float) -> Any:
+        values.append(value)
+        return slot
+
+    return placeholder
+
+
+def _hit(hit: Mapping[str, Any], f32: Binary32) -> dict[str, Any]:
     # A 100,000-case artifact writes about 700,000 hits: spelled out, not looped.
     lanes = hit.get("lanes") or {}
+    score = f32(hit.get("score", 0.0))  # written before the lanes' scores
     written: dict[str, Any] = {}
     if "bm25" in lanes:
         bm25 = lanes["bm25"]
-        written["bm25"] = {"rank": bm25["rank"], "score": F32(bm25["score"])}
+        written["bm25"] = {"rank": bm25["rank"], "score": f32(bm25["score"])}
     if "vector" in lanes:
         vector = lanes["vector"]
-        written["vector"] = {"rank": vector["rank"], "score": F32(vector["score"])}
+        written["vector"] = {"rank": vector["rank"], "score": f32(vector["score"])}
     return {
         "source": hit["source"],
         "paragraph": hit["paragraph"],
-        "score": F32(hit.get("score", 0.0)),
+        "score": score,
         "lanes": written,
     }
 
 
-def _lane_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+def _lane_plan(plan: Mapping[str, Any], f32: Binary32) -> dict[str, Any]:
     out: dict[str, Any] = {"ran": plan["ran"]}
     if plan.get("reason") is not None:
         out["reason"] = plan["reason"]
     if plan.get("floor") is not None:
-        out["floor"] = F32(plan["floor"])
+        out["floor"] = f32(plan["floor"])
     return out
 
 
-def _plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+def _plan(plan: Mapping[str, Any], f32: Binary32) -> dict[str, Any]:
     lanes = plan["lanes"]
     out: dict[str, Any] = {
         "context": plan["context"],
-        "lanes": {"bm25": _lane_plan(lanes["bm25"]), "vector": _lane_plan(lanes["vector"])},
+        "lanes": {
+            "bm25": _lane_plan(lanes["bm25"], f32),
+            "vector": _lane_plan(lanes["vector"], f32),
+        },
     }
     if plan.get("filter") is not None:
         flt = plan["filter"]
@@ -63,13 +84,19 @@ def _plan(plan: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def passage_block(passage: Mapping[str, Any]) -> dict[str, Any]:
-    """``{outcome: searched, plan?, hits, latency_ms}`` or ``{outcome: failed, message, ...}``."""
+def passage_block(
+    passage: Mapping[str, Any], binary32: list[float] | None = None
+) -> dict[str, Any]:
+    """``{outcome: searched, plan?, hits, latency_ms}`` or ``{outcome: failed, message, ...}``.
+
+    With ``binary32`` its scores and floors are placeholders and their values
+    go to that list, in the order they are written."""
     if passage["outcome"] == "searched":
+        f32: Binary32 = F32 if binary32 is None else _slotted(binary32)
         out: dict[str, Any] = {"outcome": "searched"}
         if passage.get("plan") is not None:
-            out["plan"] = _plan(passage["plan"])
-        out["hits"] = [_hit(hit) for hit in passage.get("hits") or []]
+            out["plan"] = _plan(passage["plan"], f32)
+        out["hits"] = [_hit(hit, f32) for hit in passage.get("hits") or []]
         out["latency_ms"] = passage["latency_ms"]
         return out
     return {

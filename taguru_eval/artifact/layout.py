@@ -54,6 +54,9 @@ class FromLane:
     path: tuple[str, ...]
     render: Callable[[Mapping[str, Any]], Any]
     block: str | None = None
+    # The same value with its binary32 values as placeholders, collected into the
+    # list (LaneBlocks: spelled with the batch, no F32 object each).
+    slotted: Callable[[Mapping[str, Any], list[float]], Any] | None = None
 
 
 Slot = CaseField | FromLane
@@ -124,7 +127,11 @@ def case_layout(catalog: Catalog = CATALOG) -> tuple[Slot, ...]:
         FromLane(("query",), lambda output: output["query"]),
         FromLane(("cues",), lambda output: list(output.get("cues") or []) or None),
         FromLane(("limit",), lambda output: output["limit"]),
-        FromLane(("passage",), lambda output: passage_block(output["passage"])),
+        FromLane(
+            ("passage",),
+            lambda output: passage_block(output["passage"]),
+            slotted=lambda output, binary32: passage_block(output["passage"], binary32),
+        ),
         CaseField("passage_outcome", ("passage", "outcome"), pa.string(), lane=True),
         metric["latency.passage_ms"],
         FromLane(("structural",), _optional("structural", structural_block)),
@@ -204,6 +211,9 @@ encoded, as ``msgspec.Raw``)."""
 _LANE_RENDERS: Final = tuple(
     (slot.path, slot.render) for slot in CASE_LAYOUT if isinstance(slot, FromLane)
 )
+_LANE_VALUES: Final = tuple(
+    (slot.render, slot.slotted) for slot in CASE_LAYOUT if isinstance(slot, FromLane)
+)
 
 
 class LaneBlocks:
@@ -229,7 +239,7 @@ class LaneBlocks:
         self._directory = directory
         self._file: IO[bytes] | None = None
         self._size = 0
-        self._pending: list[tuple[int, list[Any]]] = []
+        self._pending: list[tuple[int, list[Any], list[list[float] | None]]] = []
         # Per case, at its row: the start of its values in the file, then each
         # value's length (-1: the case has no such value).
         self._spans = array("q")
@@ -237,8 +247,17 @@ class LaneBlocks:
 
     def add(self, lane_output: Mapping[str, Any]) -> None:
         """Renders one finished case's lane values (encoded with the next batch)."""
-        values = [render(lane_output) for _, render in _LANE_RENDERS]
-        self._pending.append((lane_output["case_index"], values))
+        values: list[Any] = []
+        binary32: list[list[float] | None] = []
+        for render, slotted in _LANE_VALUES:
+            if slotted is None:
+                values.append(render(lane_output))
+                binary32.append(None)
+            else:
+                held: list[float] = []
+                values.append(slotted(lane_output, held))
+                binary32.append(held)
+        self._pending.append((lane_output["case_index"], values, binary32))
         if len(self._pending) >= self.BATCH:
             self.flush()
 
@@ -246,13 +265,19 @@ class LaneBlocks:
         """Encodes the pending cases and appends them to the file."""
         if not self._pending:
             return
-        present = [value for _, values in self._pending for value in values if value is not None]
-        encoded = iter(encode_json_each(present))
+        present: list[Any] = []
+        held: list[list[float] | None] = []
+        for _, values, binary32 in self._pending:
+            for value, floats in zip(values, binary32, strict=True):
+                if value is not None:
+                    present.append(value)
+                    held.append(floats)
+        encoded = iter(encode_json_each(present, binary32=held))
         if self._file is None:
             # Held open until close(): the file is the values' one home.
             self._file = tempfile.TemporaryFile(dir=self._directory)  # noqa: SIM115
         chunks: list[bytes] = []
-        for case_index, values in self._pending:
+        for case_index, values, _ in self._pending:
             self._row[case_index] = len(self._spans)
             self._spans.append(self._size)
             for value in values:

@@ -14,7 +14,6 @@ their rows follow the eval rows with ``population`` ``must_refuse``."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from functools import reduce
 from typing import Any, Final, TypeAlias
@@ -27,6 +26,7 @@ from polars.datatypes import DataTypeClass
 
 from taguru_eval._base.jsonstrict import I64_MAX, JsonPath, JsonShapeError, describe
 from taguru_eval.tables import derive
+from taguru_eval.tables.columns import Columns
 from taguru_eval.tables.derive import Omit
 from taguru_eval.tables.schemas import (
     ANSWER_CHECKS,
@@ -345,75 +345,109 @@ def _explode_list(frame: pl.DataFrame, column: str, index_name: str) -> pl.DataF
 
 
 DEFAULT_BATCH: Final = 1024
-"""Cases per conversion to Arrow, made on a thread of its own while the cases run:
-Arrow's JSON reader leaves the GIL, so the event loop waits only while msgspec
-writes the batch (a few milliseconds), and each reading has a fixed cost of
-about a millisecond, which a larger batch spreads. The flat tables are built
-once, at :meth:`TableRows.finish`: their Polars work has a fixed cost per call
-whatever the size, and a stall like that every few thousand cases held every
-answer that arrived meanwhile (``benchmarks/loop_stalls.py`` shows the stalls)."""
+"""Cases per batch of table rows: each becomes one Polars frame per table at once
+(a few milliseconds of the event loop), so every batch's lists are let go."""
+
+MAX_WAITING: Final = 4 * DEFAULT_BATCH
+"""Outputs held back waiting for an earlier case (a slow call) before the rows give
+up their case order and are sorted once at the end instead."""
 
 
 class TableRows:
     """The run's tables, accumulated from lane outputs in any order.
 
-    A live run adds each case's output as it completes (``run.runner``); every
-    :data:`DEFAULT_BATCH` outputs become one chunk of the nested Arrow frame,
-    so by the end of the network phase no list of every case's dicts is ever
-    converted at once, and :meth:`finish` flattens the one nested frame.
-    Another lane producing :class:`LaneOutput` rows (one per case) can share
-    one accumulator. ``repeat`` is the repetition of the cases its outputs are
-    (``run --repeat``: one accumulator per repetition), stamped on every call.
+    A live run adds each case's output as it completes (``run.runner``). Outputs
+    are taken in case order (one that arrives ahead of an earlier case waits
+    for it, up to :data:`MAX_WAITING`), each read at once into the tables'
+    columns (:class:`~taguru_eval.tables.columns.Columns`), and every
+    :data:`DEFAULT_BATCH` of them become a piece of each table. So no list of
+    every case's dicts and no nested frame is ever held, and :meth:`finish`
+    joins the pieces, already in case order. A batch holding a value the
+    columns cannot (a count past int64) is built the reference way instead
+    (:func:`_tables_of`, which saturates it). The columns take the lanes'
+    outputs, whose values their decoders typed; ``from_lanes=False`` (outputs
+    read back from a document, of any JSON type) takes every batch the
+    reference way, whose conversion refuses a value of the wrong type where
+    Polars would coerce it (``true`` for a count). Another lane producing
+    :class:`LaneOutput` rows (one per case) can share one accumulator.
+    ``repeat`` is the repetition of the cases its outputs are (``run --repeat``:
+    one accumulator per repetition), stamped on every call.
     """
 
-    def __init__(self, batch_size: int = DEFAULT_BATCH, *, repeat: int = 0) -> None:
+    def __init__(
+        self, batch_size: int = DEFAULT_BATCH, *, repeat: int = 0, from_lanes: bool = True
+    ) -> None:
         self._batch_size = max(1, batch_size)
         self._repeat = repeat
-        self._pending: list[LaneOutput] = []
-        self._chunks: list[Future[NestedChunk]] = []
+        self._from_lanes = from_lanes
+        self._next = 0  # the case index taken next, in order
+        self._waiting: dict[int, LaneOutput] = {}
+        self._ordered = True  # every output taken so far came in case order
+        self._batch: list[LaneOutput] = []
+        self._columns = Columns() if from_lanes else _REFUSED
+        self._pieces: list[dict[str, pl.DataFrame]] = []
         self._tables: dict[str, pl.DataFrame] | None = None
-        self._worker: ThreadPoolExecutor | None = None
 
     def add(self, output: LaneOutput) -> None:
-        """One case's lane output; a full batch becomes Arrow columns at once."""
-        self._pending.append(output)
-        if len(self._pending) >= self._batch_size:
-            self._convert()
+        """One case's lane output; a full batch becomes its pieces of the tables at once."""
+        index = output["case_index"]
+        if index == self._next and self._ordered:
+            self._take(output)
+            while self._next in self._waiting:
+                self._take(self._waiting.pop(self._next))
+        elif index > self._next and self._ordered:
+            self._waiting[index] = output
+            if len(self._waiting) > MAX_WAITING:
+                self._give_up_order()
+        else:  # an earlier case again, or order already given up: sorted at the end
+            self._ordered = False
+            self._take(output)
 
     def extend(self, outputs: Iterable[LaneOutput]) -> None:
         for output in outputs:
             self.add(output)
 
-    def _convert(self) -> None:
-        batch, self._pending = self._pending, []
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(1, thread_name_prefix="taguru-eval-arrow")
-        self._chunks.append(
-            self._worker.submit(_nested_chunk, batch, _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
-        )
+    def _take(self, output: LaneOutput) -> None:
+        self._next = max(self._next, output["case_index"] + 1)
+        self._batch.append(output)
+        try:
+            self._columns.add(output)
+        except (TypeError, ValueError, AttributeError):  # not a shape the columns read
+            self._columns = _REFUSED
+        if len(self._batch) >= self._batch_size:
+            self._cut()
 
-    def _converted(self) -> list[NestedChunk]:
-        """Every batch converted so far (waiting for the worker), and the worker let go."""
-        chunks = [future.result() for future in self._chunks]
-        self._chunks.clear()
-        if self._worker is not None:
-            self._worker.shutdown()
-            self._worker = None
-        return chunks
+    def _give_up_order(self) -> None:
+        """Take every waiting output now (in index order); the tables are sorted at the end."""
+        waiting, self._waiting = self._waiting, {}
+        for index in sorted(waiting):
+            self._take(waiting[index])
+        self._ordered = False
+
+    def _cut(self) -> None:
+        """The batch taken so far as a piece of every table."""
+        batch, columns = self._batch, self._columns
+        self._batch, self._columns = [], Columns() if self._from_lanes else _REFUSED
+        self._pieces.append(_piece(batch, columns, self._repeat))
 
     def _eval_tables(self) -> dict[str, pl.DataFrame]:
         """The eval-population rows of every output added so far, in case order.
 
-        Kept, without the nested rows they came from (as large again, while the
-        artifact is built): finishing again (the same phase finished with and
-        without its probes) redoes nothing, and outputs added after a finish
-        join the rows already made.
+        Kept: finishing again (the same phase finished with and without its
+        probes) redoes nothing, and outputs added after a finish join the rows
+        already made.
         """
-        if self._pending or (self._tables is None and not self._chunks):
-            self._convert()
-        if self._chunks:
-            fresh = _tables_of(_nested_frame(self._converted()), self._repeat)
+        if self._waiting:
+            self._give_up_order()
+            self._ordered = True  # what waited comes after every case taken: still in order
+        if self._batch or (self._tables is None and not self._pieces):
+            self._cut()
+        if self._pieces:
+            fresh = _joined(self._pieces, sort=not self._ordered)
+            self._pieces = []
             self._tables = fresh if self._tables is None else _in_case_order(self._tables, fresh)
+            # Outputs added after this finish come after the rows made: sorted with them.
+            self._ordered = False
         assert self._tables is not None
         return self._tables
 
@@ -433,6 +467,48 @@ class TableRows:
         return RunTables(run_id=run_id, **frames, **refusal)
 
 
+class _Refused(Columns):
+    """A batch the columns could not read: it goes the reference way."""
+
+    def add(self, output: LaneOutput) -> None:
+        return None
+
+    def frames(self, repeat: int) -> dict[str, pl.DataFrame]:
+        raise TypeError("a lane output the columns cannot read")
+
+
+_REFUSED: Final = _Refused()
+
+
+def _piece(batch: list[LaneOutput], columns: Columns, repeat: int) -> dict[str, pl.DataFrame]:
+    """A batch's rows of every table: from its columns, else the reference way."""
+    try:
+        return columns.frames(repeat)
+    except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
+        chunk = _nested_chunk(batch, _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
+        return _tables_of(_nested_frame([chunk]), repeat)
+
+
+def _joined(pieces: list[dict[str, pl.DataFrame]], *, sort: bool) -> dict[str, pl.DataFrame]:
+    """The pieces of every table as one frame: in case order already, or ``sort``."""
+    if len(pieces) == 1 and not sort:
+        return pieces[0]
+    joined = {
+        name: pl.concat([piece[name] for piece in pieces], how="vertical") for name in pieces[0]
+    }
+    if not sort:
+        return joined
+    return {
+        name: frame.sort(_ORDER.get(name, ["case_index"]), maintain_order=True)
+        for name, frame in joined.items()
+    }
+
+
+_ORDER: Final = {"calls": ["case_index", "seq"]}
+"""How a table's rows of one case are ordered besides their case (calls by their
+sequence); every other table keeps the order the case produced its rows in."""
+
+
 def _in_case_order(
     earlier: dict[str, pl.DataFrame], later: dict[str, pl.DataFrame]
 ) -> dict[str, pl.DataFrame]:
@@ -440,7 +516,7 @@ def _in_case_order(
     keep their order; calls sort by their sequence within the case)."""
     return {
         name: pl.concat([rows, later[name]], how="vertical").sort(
-            ["case_index", "seq"] if name == "calls" else ["case_index"], maintain_order=True
+            _ORDER.get(name, ["case_index"]), maintain_order=True
         )
         for name, rows in earlier.items()
     }
@@ -468,8 +544,10 @@ def build_tables(
     run_id: str,
     refusal_outputs: Sequence[RefusalOutput] = (),
 ) -> RunTables:
-    """Turn the lanes' per-case outputs into the run's flat frames (case order kept)."""
-    rows = TableRows()
+    """Turn per-case lane outputs into the run's flat frames (case order kept): the
+    declared way, which words a value of the wrong type (outputs read back from an
+    artifact); a live run's :class:`TableRows` reads its lanes' outputs into columns."""
+    rows = TableRows(8 * DEFAULT_BATCH, from_lanes=False)
     rows.extend(lane_outputs)
     return rows.finish(run_id, refusal_outputs)
 

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.must_refuse import lease_data
 
+from taguru_eval._base.jsonstrict import I64_MAX
 from taguru_eval.demo.data import DEMO_CONTEXT, demo_data_dir
 from taguru_eval.demo.synthetic import template_eval_set, template_outputs
 from taguru_eval.inputs.prepare import prepare_run
@@ -33,6 +34,8 @@ from taguru_eval.options import RunOptions
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
 from taguru_eval.run.runner import network_phase
+from taguru_eval.tables import flatten
+from taguru_eval.tables.columns import Columns
 from taguru_eval.tables.flatten import (
     _LANE_OUTPUT,
     _LANE_OUTPUT_ARROW,
@@ -41,6 +44,8 @@ from taguru_eval.tables.flatten import (
     TableRows,
     _arrow_rows,
     _nested_chunk,
+    _nested_frame,
+    _tables_of,
     build_tables,
 )
 from taguru_eval.tables.schemas import RunTables
@@ -230,10 +235,81 @@ def test_arrow_rows_are_pyarrow_s_own_conversion_of_the_outputs(
         assert got.equals(reference)
 
 
-def test_a_score_json_cannot_spell_is_null_in_the_tables_as_in_the_artifact() -> None:
+def _reference(outputs: list[LaneOutput], repeat: int = 0) -> dict[str, pl.DataFrame]:
+    """The tables as declared: selects and explodes of the nested rows."""
+    return _tables_of(
+        _nested_frame([_nested_chunk(outputs, _LANE_OUTPUT, _LANE_OUTPUT_ARROW)]), repeat
+    )
+
+
+def _with_answer_checks(outputs: list[LaneOutput]) -> list[LaneOutput]:
+    """The templates, every third one judged on two answers (``--answers``)."""
+    judged = copy.deepcopy(outputs)
+    for index, output in enumerate(judged[::3]):
+        output["answer_checks"] = [
+            {"answer_index": 0, "found": True, "rank": 1 + index % 4, "match": "normalized"},
+            {"answer_index": 1, "found": False, "rank": None, "match": "tokens"},
+        ]
+    return judged
+
+
+@pytest.mark.parametrize("assembly", [False, True], ids=["baseline", "assembly"])
+def test_the_columns_are_the_declared_tables(tmp_path: Path, assembly: bool) -> None:
+    """A live run reads each output straight into the tables' columns; the tables
+    are the ones declared as selects and explodes of the nested rows, value for
+    value and dtype for dtype, for live outputs of each shape and the templates."""
+    outputs, _ = _live_outputs(tmp_path, assembly)
+    outputs.sort(key=lambda output: output["case_index"])
+    filled = ["case_lanes", "calls", "hits", "evidence_items" if assembly else "resolutions"]
+    judged = _with_answer_checks(TEMPLATE_OUTPUTS)
+    for batch, repeat, full in ((outputs, 0, filled), (judged, 2, ["probes", "answer_checks"])):
+        columns = Columns()
+        for output in batch:
+            columns.add(output)
+        got, reference = columns.frames(repeat), _reference(batch, repeat)
+        assert list(got) == list(reference)
+        for name, frame in got.items():
+            assert frame.schema == reference[name].schema, name
+            assert frame.equals(reference[name]), name
+        assert all(got[name].height > 0 for name in full)
+
+
+def test_an_infinite_score_stays_infinite_in_a_live_run_s_tables() -> None:
+    """A score past binary32's range is infinite once the lane rounds it (Rust's cast);
+    a live run's tables keep it so, as evaluation.json's null reads back as null."""
     outputs = copy.deepcopy(TEMPLATE_OUTPUTS)
     hit = next(output for output in outputs if output["passage"].get("hits"))["passage"]["hits"][0]
     hit["score"] = math.inf
-    tables = build_tables(outputs, "inf")
-    assert tables.hits.filter(pl.col("score").is_null()).height == 1
-    assert tables.hits.filter(pl.col("score").is_infinite()).height == 0
+    rows = TableRows()
+    rows.extend(outputs)
+    assert rows.finish("inf").hits.filter(pl.col("score").is_infinite()).height == 1
+    assert build_tables(outputs, "inf").hits.filter(pl.col("score").is_null()).height == 1
+
+
+def test_a_count_past_int64_takes_its_batch_the_declared_way_and_saturates() -> None:
+    outputs = copy.deepcopy(TEMPLATE_OUTPUTS)
+    probe = next(
+        probe
+        for output in outputs
+        for probe in (output.get("structural") or {}).get("associations", [])
+        if "total" in (probe.get("query") or {})
+    )
+    probe["query"]["total"] = 2**64 - 1
+    rows = TableRows(5)
+    rows.extend(outputs)
+    tables = rows.finish("big")
+    assert tables.probes.get_column("query_total").max() == I64_MAX
+    assert_same_tables(tables, build_tables(outputs, "big"))
+
+
+def test_outputs_held_back_too_long_give_up_their_order_not_their_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A case that never seems to come (a slow call) holds back at most MAX_WAITING
+    later outputs; past that they are taken as they are and sorted at the end."""
+    monkeypatch.setattr(flatten, "MAX_WAITING", 3)
+    rows = TableRows(2)
+    rows.extend(TEMPLATE_OUTPUTS[1:])  # case 0 last: every other one arrives ahead of it
+    assert len(rows._waiting) <= 3
+    rows.add(TEMPLATE_OUTPUTS[0])
+    assert_same_tables(rows.finish("late"), build_tables(TEMPLATE_OUTPUTS, "late"))
