@@ -66,7 +66,6 @@ def record_demo(directory: Path) -> Path:
     from taguru_eval.pipeline import execute
     from taguru_eval.refserver.serve import running_server
     from taguru_eval.run.console import Console
-    from taguru_eval.run.http import make_transport
 
     answers: dict[tuple[str, str, bytes], tuple[int, bytes]] = {}
 
@@ -94,7 +93,7 @@ def record_demo(directory: Path) -> Path:
         )
         console = Console(stdout=io.StringIO(), stderr=io.StringIO())
         prepared = prepare_run(options, {}, stderr=console.err)
-        execute(prepared, console=console, transport=Recording(make_transport(8)))
+        execute(prepared, console=console, transport=Recording(httpx.AsyncHTTPTransport()))
     path = directory / "answers.pickle"
     path.write_bytes(pickle.dumps(answers))
     return path

@@ -3,7 +3,7 @@
 Runs the real network phase of ``--cases`` baseline cases (as
 ``throughput.py``) under cProfile and sums the time spent *in* each function
 (``tottime``) by where it lives: the event loop (asyncio, selectors, the
-kernel's socket calls), the transport (aiohttp, httpx-aiohttp, yarl,
+kernel's socket calls), the transport (aiohttp, yarl,
 multidict), httpx's request/response models, JSON, and taguru_eval itself
 (client, lanes, runner). Prints the totals per group in µs per case, then the top functions.
 
@@ -13,7 +13,6 @@ multidict), httpx's request/response models, JSON, and taguru_eval itself
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import io
 import pstats
@@ -30,10 +29,10 @@ GROUPS = (
     ("taguru_eval/run/lanes", "lanes (taguru_eval.run.lanes)"),
     ("taguru_eval/_base", "jsonstrict, redaction (taguru_eval._base)"),
     ("taguru_eval", "rest of taguru_eval"),
-    ("httpx_aiohttp", "transport (aiohttp, httpx-aiohttp, yarl, multidict)"),
-    ("aiohttp", "transport (aiohttp, httpx-aiohttp, yarl, multidict)"),
-    ("yarl", "transport (aiohttp, httpx-aiohttp, yarl, multidict)"),
-    ("multidict", "transport (aiohttp, httpx-aiohttp, yarl, multidict)"),
+    ("aiohttp", "transport (aiohttp, yarl, multidict)"),
+    ("yarl", "transport (aiohttp, yarl, multidict)"),
+    ("multidict", "transport (aiohttp, yarl, multidict)"),
+    ("uvloop", "event loop (uvloop or asyncio, selectors, sockets)"),
     ("httpx", "httpx request/response models"),
     ("json", "json (stdlib)"),
     ("asyncio", "event loop (asyncio, selectors, sockets)"),
@@ -58,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
+    from taguru_eval.run import loop
     from taguru_eval.run.console import Console
     from taguru_eval.run.runner import network_phase
 
@@ -72,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         prepared = prepare_run(options, {})
         console = Console(stdout=io.StringIO(), stderr=io.StringIO())
-        asyncio.run(network_phase(prepared, console=console, **run_hooks()))  # warm-up
+        loop.run(network_phase(prepared, console=console, **run_hooks()))  # warm-up
         profile = cProfile.Profile()
         profile.enable()
-        asyncio.run(network_phase(prepared, console=console, **run_hooks()))
+        loop.run(network_phase(prepared, console=console, **run_hooks()))
         profile.disable()
     stats = pstats.Stats(profile)
     totals: dict[str, float] = defaultdict(float)

@@ -18,8 +18,8 @@ read) over a synthetic 2,000-case eval set:
   exchange). Each mode also reports the client's own CPU time per case, and
   the answer handling is timed in-process.
 
-Every figure is the median of ``--repeats`` runs of the client's one engine
-(an ``httpx.AsyncClient`` over httpx-aiohttp's transport). Where the client's
+Every figure is the median of ``--repeats`` runs of the client's own engine
+(aiohttp's client, on the run's event loop: uvloop's where it installs). Where the client's
 CPU goes per call is ``profile_client.py``'s. The stub stops with the script (and by
 itself after ``--stub-lifetime`` seconds).
 
@@ -27,8 +27,8 @@ itself after ``--stub-lifetime`` seconds).
                                     [--modes baseline,assembly,padded] [--httpx-pool]
                                     [--bare] [--bare-busy-us 100]
 
-``--httpx-pool`` adds run mode over httpx's own connection pool (why the
-engine's transport is httpx-aiohttp's); ``--bare`` adds bare aiohttp (no taguru_eval)
+``--httpx-pool`` adds run mode over httpx's own connection pool (a transport
+handed in); ``--bare`` adds bare aiohttp (no taguru_eval)
 against the same stub, the ceiling of the transport and the event loop;
 ``--bare-busy-us N`` measures what N µs of the client's own work per call
 costs that ceiling.
@@ -249,6 +249,7 @@ def _measure(
 
     from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
+    from taguru_eval.run import loop
     from taguru_eval.run.console import Console
     from taguru_eval.run.runner import network_phase
     from taguru_eval.score.stats import nearest_rank_index
@@ -273,7 +274,7 @@ def _measure(
     gc.collect()  # every run starts without the previous run's garbage
     cpu = time.process_time()
     collected: list[int] = []
-    phase = asyncio.run(
+    phase = loop.run(
         network_phase(prepared, console=console, transport=transport, **run_hooks(collected))
     )
     cpu = time.process_time() - cpu

@@ -30,7 +30,7 @@ script stops.
 
     TAGURU_BIN=… .venv/bin/python benchmarks/vs_taguru.py [--runs 3] [--cases 20000]
         [--search-cases 20000] [--documents 1400] [--proxy-cases 3000]
-        [--shapes demo,search,demo16,proxy] [--concurrency N] [--store]
+        [--shapes demo,search,demo16,proxy] [--concurrency N] [--no-store]
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def commands(
     ours += ["--context", shape.context, "--url", shape.url, "--out", str(work / "ours.json")]
     if args.concurrency is not None:
         ours += ["--concurrency", str(args.concurrency)]
-    if not args.store:
+    if args.no_store:
         ours.append("--no-store")
     theirs = [str(binary), "evaluate", "--eval", str(shape.eval_path), "--context", shape.context]
     theirs += ["--url", shape.url, "--out", str(work / "taguru.json")]
@@ -293,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ms", type=float, default=1.0)
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--concurrency", type=int, help="taguru_eval's --concurrency")
-    parser.add_argument("--store", action="store_true", help="keep taguru_eval's run store on")
+    parser.add_argument(
+        "--no-store", action="store_true", help="taguru_eval without its run store (on by default)"
+    )
     args = parser.parse_args(argv)
     shapes = [shape for shape in args.shapes.split(",") if shape]
     unknown = set(shapes) - set(SHAPES)

@@ -3,11 +3,11 @@
 The flat tables are declared as selects and explodes of the nested lane outputs
 (:func:`taguru_eval.tables.flatten._tables_of`): that is the reference. A live
 run takes the short way: each case's output is read once, as it is taken, into
-one Python list per table column, and every batch becomes one Polars frame per
-table, conformed to its schema. No nested rows, no JSON, no Arrow conversion of
-Python objects (which imports pandas) exist on the way, and nothing is
-allocated but the tables themselves: the explodes of the reference path left
-more than 100 MiB behind in Polars' allocator at 20,000 cases.
+one tuple per row of each table, and every batch becomes one Polars frame per
+table, a column at a time, conformed to its schema. No nested rows, no JSON and
+no Arrow conversion of Python objects (which imports pandas) exist on the way,
+and nothing is allocated but the tables themselves: the explodes of the
+reference path left more than 100 MiB behind in Polars' allocator at 20,000 cases.
 ``tests/tables/test_table_rows.py`` holds the two ways equal on live outputs of
 every shape (baseline, ``--assembly``, ``--answers``, must-refuse runs).
 
@@ -74,243 +74,217 @@ _QUERY: Final = tuple(name for name in derive.keys(AssociationQuery) if name != 
 _EVIDENCE_ROW: Final = derive.keys(EvidenceRow)
 _ANSWER_CHECK: Final = derive.keys(AnswerCheck)
 _NO_DICT: Final[Mapping[str, Any]] = {}
+_KEYS: Final = ("case_index", "case_id")
+
+FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "case_lanes": (
+        *_KEYS, "query", "cues", "limit", "tags", "passage_outcome", "passage_message",
+        "passage_latency_ms", "hit_count", "plan_context",
+        *(f"plan_{lane}_{attr}" for lane in _PLAN_LANES for attr in _LANE_PLAN),
+        "plan_filter_eligible_sources", "plan_filter_total_sources", "structural_ran",
+        "citation_count", "evidence_outcome", "evidence_message", "evidence_latency_ms",
+        "reranker_ran", "reranker_reason", "budget_items_used", "budget_bytes_used",
+        "budget_tokens_used", "budget_max_items", "budget_max_bytes", "budget_max_tokens",
+        "budget_omitted_total", "budget_omitted_by_budget",
+    ),
+    "calls": (*_KEYS, *_CALL_FIELDS),
+    "hits": (
+        *_KEYS, "rank", "source", "paragraph", "score", "bm25_rank", "bm25_score",
+        "vector_rank", "vector_score",
+    ),
+    "resolutions": (
+        *_KEYS, "cue_index", "cue", "kind", "tier", "error", "latency_ms", "rank", "name",
+    ),
+    "probes": (
+        *_KEYS, "association_index", "subject_cue", "label_cue", "object_cue",
+        *(f"{position}_{attr}" for position in _POSITIONS for attr in _POSITION),
+        *(f"query_{attr}" for attr in _QUERY),
+    ),
+    "attributions": (*_KEYS, "association_index", "attribution_index", "source", "paragraph"),
+    "citation_checks": (
+        *_KEYS, "citation_index", "source", "paragraph", "served", "outcome", "code",
+        "message", "latency_ms", "section_check", "section_expected", "quote_declared",
+        "quote_matched",
+    ),
+    "evidence_items": (*_KEYS, "item_index", *_EVIDENCE_ROW),
+    "answer_checks": (*_KEYS, *_ANSWER_CHECK),
+}  # fmt: skip
+"""Each table's columns as :class:`Columns` records a row of it (a tuple, in this
+order); the others are the same for every row (``run_id``, ``population``, ``repeat``,
+``match_kind``)."""
 
 
 class Columns:
-    """The flat tables' columns of the outputs added so far (one list per column)."""
+    """The flat tables' rows of the outputs added so far (one tuple per row)."""
 
     def __init__(self) -> None:
-        self._columns: dict[str, dict[str, list[Any]]] = {
-            table: {name: [] for name in schema.names() if name != "run_id"}
-            for table, schema in SCHEMAS.items()
-        }
+        self._rows: dict[str, list[tuple[Any, ...]]] = {table: [] for table in SCHEMAS}
 
     def __len__(self) -> int:
-        return len(self._columns["case_lanes"]["case_index"])
+        return len(self._rows["case_lanes"])
 
     def add(self, output: LaneOutput) -> None:
         """One case's rows of every table (the reference's rows, in its order)."""
         index, case_id = output["case_index"], output["case_id"]
         passage = _struct(output["passage"])
-        self._case_lane(output, passage)
-        if passage.get("outcome") == "searched":
-            self._hits(index, case_id, _items(passage.get("hits")))
+        hits = _items(passage.get("hits")) if passage.get("outcome") == "searched" else None
+        checks = _items(output.get("checks"))
+        self._rows["case_lanes"].append(_case_lane(output, passage, hits, checks))
+        if hits:
+            self._hits(index, case_id, hits)
         structural = output.get("structural")
         if structural is not None:
             self._resolutions(index, case_id, _items(structural.get("cues")))
             self._probes(index, case_id, _items(structural.get("associations")))
-        self._citation_checks(index, case_id, _items(output.get("checks")))
-        self._rows(
-            "evidence_items",
-            index,
-            case_id,
-            "item_index",
-            _items(output.get("evidence_rows")),
-            _EVIDENCE_ROW,
-            population=True,
-        )
-        self._rows(
-            "answer_checks",
-            index,
-            case_id,
-            None,
-            _items(output.get("answer_checks")),
-            _ANSWER_CHECK,
-        )
-        self._calls(index, case_id, _items(output.get("calls")))
+        if checks:
+            self._citation_checks(index, case_id, checks)
+        rows = self._rows["evidence_items"]
+        for at, row in enumerate(_items(output.get("evidence_rows"))):
+            rows.append((index, case_id, at, *(row.get(key) for key in _EVIDENCE_ROW)))
+        rows = self._rows["answer_checks"]
+        for row in _items(output.get("answer_checks")):
+            rows.append((index, case_id, *(row.get(key) for key in _ANSWER_CHECK)))
+        calls = _items(output.get("calls"))
+        rows = self._rows["calls"]
+        for call in sorted(calls, key=_seq) if _out_of_order(calls) else calls:
+            rows.append((index, case_id, *(call.get(key) for key in _CALL_FIELDS)))
 
     def frames(self, repeat: int) -> dict[str, pl.DataFrame]:
         """Every table of the outputs added, conformed to its schema (``run_id`` empty,
         every call stamped with ``repeat``); raises ``TypeError``/``OverflowError``
         for a value a column cannot hold."""
-        calls = self._columns["calls"]
-        calls["population"] = [POPULATION_EVAL] * len(calls["seq"])
-        calls["repeat"] = [repeat] * len(calls["seq"])
+        constant: dict[str, Any] = {
+            "run_id": "",
+            "population": POPULATION_EVAL,
+            "repeat": repeat,
+            "match_kind": None,
+        }
         frames: dict[str, pl.DataFrame] = {}
         for table, schema in SCHEMAS.items():
-            columns = self._columns[table]
-            rows = len(columns["case_index"])
+            rows = self._rows[table]
+            fields = FIELDS[table]
+            columns = dict(zip(fields, zip(*rows, strict=True), strict=False)) if rows else {}
             series: dict[str, pl.Series] = {}
-            listed: list[tuple[str, list[Any], pl.List]] = []
+            listed: list[tuple[str, Sequence[Any], pl.List]] = []
             for name, dtype in schema.items():
-                if name == "run_id":
-                    series[name] = pl.Series(name, [""] * rows, dtype=pl.String)
-                elif isinstance(dtype, pl.List):
-                    listed.append((name, columns[name], dtype))
+                if name in fields:
+                    values: Sequence[Any] = columns.get(name, ())
                 else:
-                    series[name] = pl.Series(name, columns[name], dtype=dtype)
+                    values = [constant[name]] * len(rows)
+                if isinstance(dtype, pl.List):
+                    listed.append((name, values, dtype))
+                else:
+                    series[name] = pl.Series(name, values, dtype=dtype)
             series.update(_list_columns(listed))
             frames[table] = pl.DataFrame([series[name] for name in schema.names()])
         return frames
 
     # ---------------------------------------------------------------- one table each
 
-    def _case_lane(self, output: LaneOutput, passage: Mapping[str, Any]) -> None:
-        column = self._columns["case_lanes"]
-        column["case_index"].append(output["case_index"])
-        column["case_id"].append(output["case_id"])
-        column["query"].append(output.get("query"))
-        cues = output.get("cues")
-        column["cues"].append([] if cues is None else cues)  # read as a list with the others
-        column["limit"].append(output.get("limit"))
-        column["tags"].append(output.get("tags"))
-        outcome = passage.get("outcome")
-        column["passage_outcome"].append(outcome)
-        column["passage_message"].append(passage.get("message"))
-        column["passage_latency_ms"].append(passage.get("latency_ms"))
-        column["hit_count"].append(
-            len(_items(passage.get("hits"))) if outcome == "searched" else None
-        )
-        plan = _struct(passage.get("plan"))
-        column["plan_context"].append(plan.get("context"))
-        plan_lanes = _struct(plan.get("lanes"))
-        for lane in _PLAN_LANES:
-            lane_plan = _struct(plan_lanes.get(lane))
-            for attr in _LANE_PLAN:
-                column[f"plan_{lane}_{attr}"].append(lane_plan.get(attr))
-        plan_filter = _struct(plan.get("filter"))
-        column["plan_filter_eligible_sources"].append(plan_filter.get("eligible_sources"))
-        column["plan_filter_total_sources"].append(plan_filter.get("total_sources"))
-        column["structural_ran"].append(output.get("structural") is not None)
-        column["citation_count"].append(len(_items(output.get("checks"))))
-        evidence = output.get("evidence")
-        evidence_block = _struct(evidence)
-        column["evidence_outcome"].append(evidence_block.get("outcome"))
-        column["evidence_message"].append(evidence_block.get("message"))
-        column["evidence_latency_ms"].append(evidence_block.get("latency_ms"))
-        reranker = _struct(evidence_block.get("reranker"))
-        column["reranker_ran"].append(reranker.get("ran"))
-        column["reranker_reason"].append(reranker.get("reason"))
-        budget: Mapping[str, Any] = _struct(output.get("budget"))
-        limits = _struct(budget.get("limits"))
-        column["budget_items_used"].append(budget.get("items_used"))
-        column["budget_bytes_used"].append(budget.get("bytes_used"))
-        column["budget_tokens_used"].append(budget.get("tokens_used"))
-        column["budget_max_items"].append(limits.get("max_items"))
-        column["budget_max_bytes"].append(limits.get("max_bytes"))
-        column["budget_max_tokens"].append(limits.get("max_tokens"))
-        column["budget_omitted_total"].append(budget.get("omitted_total"))
-        if evidence is not None:
-            # Assembly: only the budget reasons count (saturating at int64's largest).
-            reasons = _struct(evidence_block.get("omitted_by_reason"))
-            by_budget = sum(_count(reasons.get(key)) for key in BUDGET_REASONS)
-            column["budget_omitted_by_budget"].append(min(by_budget, I64_MAX))
-        else:  # baseline: every omission is the budget's
-            column["budget_omitted_by_budget"].append(budget.get("omitted_total"))
-
     def _hits(self, index: int, case_id: str, hits: Sequence[Mapping[str, Any]]) -> None:
-        column = self._columns["hits"]
+        rows = self._rows["hits"]
         for rank, hit in enumerate(hits):
-            column["case_index"].append(index)
-            column["case_id"].append(case_id)
-            column["rank"].append(rank)
-            column["source"].append(hit.get("source"))
-            column["paragraph"].append(hit.get("paragraph"))
-            column["score"].append(hit.get("score"))
             lanes = _struct(hit.get("lanes"))
             bm25 = _struct(lanes.get("bm25"))
             vector = _struct(lanes.get("vector"))
-            column["bm25_rank"].append(bm25.get("rank"))
-            column["bm25_score"].append(bm25.get("score"))
-            column["vector_rank"].append(vector.get("rank"))
-            column["vector_score"].append(vector.get("score"))
-            column["population"].append(POPULATION_EVAL)
+            rows.append(
+                (
+                    index, case_id, rank, hit.get("source"), hit.get("paragraph"),
+                    hit.get("score"), bm25.get("rank"), bm25.get("score"), vector.get("rank"),
+                    vector.get("score"),
+                )
+            )  # fmt: skip
 
     def _resolutions(self, index: int, case_id: str, cues: Sequence[Mapping[str, Any]]) -> None:
-        column = self._columns["resolutions"]
+        rows = self._rows["resolutions"]
         for cue_index, cue in enumerate(cues):
+            head = (
+                index, case_id, cue_index, cue.get("cue"), cue.get("kind"), cue.get("tier"),
+                cue.get("error"), cue.get("latency_ms"),
+            )  # fmt: skip
             names = _items(cue.get("resolved_names"))
             # One row per resolved name; a cue that resolved none keeps one row
             # (its latency and error stay visible) with no rank and no name.
             for rank, name in enumerate(names) if names else ((None, None),):
-                column["case_index"].append(index)
-                column["case_id"].append(case_id)
-                column["cue_index"].append(cue_index)
-                column["cue"].append(cue.get("cue"))
-                column["kind"].append(cue.get("kind"))
-                column["tier"].append(cue.get("tier"))
-                column["error"].append(cue.get("error"))
-                column["latency_ms"].append(cue.get("latency_ms"))
-                column["rank"].append(rank)
-                column["name"].append(name)
-                column["population"].append(POPULATION_EVAL)
-                column["match_kind"].append(None)
+                rows.append((*head, rank, name))
 
     def _probes(self, index: int, case_id: str, probes: Sequence[Mapping[str, Any]]) -> None:
-        column = self._columns["probes"]
-        attribution = self._columns["attributions"]
+        rows = self._rows["probes"]
+        attributions = self._rows["attributions"]
         for association_index, probe in enumerate(probes):
-            column["case_index"].append(index)
-            column["case_id"].append(case_id)
-            column["association_index"].append(association_index)
-            for key in ("subject_cue", "label_cue", "object_cue"):
-                column[key].append(probe.get(key))
-            for position in _POSITIONS:
-                outcome = _struct(probe.get(position))
-                for attr in _POSITION:
-                    column[f"{position}_{attr}"].append(outcome.get(attr))
+            positions = [_struct(probe.get(position)) for position in _POSITIONS]
             query = _struct(probe.get("query"))
-            for attr in _QUERY:
-                column[f"query_{attr}"].append(query.get(attr))
+            rows.append(
+                (
+                    index, case_id, association_index, probe.get("subject_cue"),
+                    probe.get("label_cue"), probe.get("object_cue"),
+                    *(outcome.get(attr) for outcome in positions for attr in _POSITION),
+                    *(query.get(attr) for attr in _QUERY),
+                )
+            )  # fmt: skip
             for attribution_index, found in enumerate(_items(query.get("attributions"))):
-                attribution["case_index"].append(index)
-                attribution["case_id"].append(case_id)
-                attribution["association_index"].append(association_index)
-                attribution["attribution_index"].append(attribution_index)
-                attribution["source"].append(found.get("source"))
-                attribution["paragraph"].append(found.get("paragraph"))
+                attributions.append(
+                    (
+                        index, case_id, association_index, attribution_index,
+                        found.get("source"), found.get("paragraph"),
+                    )
+                )  # fmt: skip
 
     def _citation_checks(
         self, index: int, case_id: str, checks: Sequence[Mapping[str, Any]]
     ) -> None:
-        column = self._columns["citation_checks"]
+        rows = self._rows["citation_checks"]
         for citation_index, check in enumerate(checks):
-            column["case_index"].append(index)
-            column["case_id"].append(case_id)
-            column["citation_index"].append(citation_index)
-            for key in ("source", "paragraph", "served", "outcome", "code", "message"):
-                column[key].append(check.get(key))
-            column["latency_ms"].append(check.get("latency_ms"))
             section = _struct(check.get("section"))
             quote = _struct(check.get("quote"))
-            column["section_check"].append(section.get("check"))
-            column["section_expected"].append(section.get("expected"))
-            column["quote_declared"].append(quote.get("declared"))
-            column["quote_matched"].append(quote.get("matched"))
+            rows.append(
+                (
+                    index, case_id, citation_index, check.get("source"), check.get("paragraph"),
+                    check.get("served"), check.get("outcome"), check.get("code"),
+                    check.get("message"), check.get("latency_ms"), section.get("check"),
+                    section.get("expected"), quote.get("declared"), quote.get("matched"),
+                )
+            )  # fmt: skip
 
-    def _calls(self, index: int, case_id: str, calls: Sequence[Mapping[str, Any]]) -> None:
-        column = self._columns["calls"]
-        ordered = sorted(calls, key=_seq) if _out_of_order(calls) else calls
-        for call in ordered:
-            column["case_index"].append(index)
-            column["case_id"].append(case_id)
-            for key in _CALL_FIELDS:
-                column[key].append(call.get(key))
 
-    def _rows(
-        self,
-        table: str,
-        index: int,
-        case_id: str,
-        position: str | None,
-        rows: Sequence[Mapping[str, Any]],
-        fields: tuple[str, ...],
-        *,
-        population: bool = False,
-    ) -> None:
-        """A list of flat records as rows (with their 0-based ``position`` when the
-        table keeps it)."""
-        column = self._columns[table]
-        for at, row in enumerate(rows):
-            column["case_index"].append(index)
-            column["case_id"].append(case_id)
-            if position is not None:
-                column[position].append(at)
-            for key in fields:
-                if key in column:
-                    column[key].append(row.get(key))
-            if population:
-                column["population"].append(POPULATION_EVAL)
+def _case_lane(
+    output: LaneOutput,
+    passage: Mapping[str, Any],
+    hits: Sequence[Any] | None,
+    checks: Sequence[Any],
+) -> tuple[Any, ...]:
+    """A case's ``case_lanes`` row, in :data:`FIELDS` order."""
+    plan = _struct(passage.get("plan"))
+    plan_lanes = _struct(plan.get("lanes"))
+    lane_plans = [_struct(plan_lanes.get(lane)) for lane in _PLAN_LANES]
+    plan_filter = _struct(plan.get("filter"))
+    evidence = output.get("evidence")
+    evidence_block = _struct(evidence)
+    reranker = _struct(evidence_block.get("reranker"))
+    budget = _struct(output.get("budget"))
+    limits = _struct(budget.get("limits"))
+    by_budget: int | None
+    if evidence is not None:
+        # Assembly: only the budget reasons count (saturating at int64's largest).
+        reasons = _struct(evidence_block.get("omitted_by_reason"))
+        by_budget = min(sum(_count(reasons.get(key)) for key in BUDGET_REASONS), I64_MAX)
+    else:  # baseline: every omission is the budget's
+        by_budget = budget.get("omitted_total")
+    cues = output.get("cues")
+    return (
+        output["case_index"], output["case_id"], output.get("query"),
+        [] if cues is None else cues, output.get("limit"), output.get("tags"),
+        passage.get("outcome"), passage.get("message"), passage.get("latency_ms"),
+        None if hits is None else len(hits), plan.get("context"),
+        *(lane_plan.get(attr) for lane_plan in lane_plans for attr in _LANE_PLAN),
+        plan_filter.get("eligible_sources"), plan_filter.get("total_sources"),
+        output.get("structural") is not None, len(checks),
+        evidence_block.get("outcome"), evidence_block.get("message"),
+        evidence_block.get("latency_ms"), reranker.get("ran"), reranker.get("reason"),
+        budget.get("items_used"), budget.get("bytes_used"), budget.get("tokens_used"),
+        limits.get("max_items"), limits.get("max_bytes"), limits.get("max_tokens"),
+        budget.get("omitted_total"), by_budget,
+    )  # fmt: skip
 
 
 def _struct(value: Any) -> Mapping[str, Any]:
@@ -355,7 +329,7 @@ def _out_of_order(calls: Sequence[Mapping[str, Any]]) -> bool:
     )
 
 
-def _list_columns(listed: list[tuple[str, list[Any], pl.List]]) -> dict[str, pl.Series]:
+def _list_columns(listed: list[tuple[str, Sequence[Any], pl.List]]) -> dict[str, pl.Series]:
     """List columns from their rows' Python lists (``None``: a null list).
 
     Polars builds a list column from nested Python lists at several microseconds

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from taguru_eval.run.http import (
     CallFailure,
@@ -387,3 +389,31 @@ def test_parse_json_reads_as_json_loads_without_constants(text: str) -> None:
             client_module.parse_json(text)
     else:
         assert repr(client_module.parse_json(text)) == repr(wanted)
+
+
+_JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text()
+)
+_JSON_VALUES = st.recursive(
+    _JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), _JSON_VALUES, max_size=6))
+def test_a_request_body_is_the_bytes_the_stdlib_writer_wrote(body: dict[str, object]) -> None:
+    """msgspec writes the requests now: the same bytes as before, floats included
+    (``1e-05``, ``1e+22``, not msgspec's ``1e-5``), strings unescaped."""
+    try:
+        wanted = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError:
+        with pytest.raises(UnicodeEncodeError):
+            client_module.compact_json(body)
+        return
+    assert client_module.compact_json(body) == wanted

@@ -141,12 +141,17 @@ def compact_json(body: object) -> bytes:
 
 
 def _python_floats(value: object) -> object:
-    """``value`` with every float a ``msgspec.Raw`` of its stdlib JSON spelling."""
+    """``value`` with every float a ``msgspec.Raw`` of its stdlib JSON spelling (the
+    value itself when it holds none: a request body is a handful of members)."""
     if isinstance(value, float):
         text = float.__repr__(value) if math.isfinite(value) else _WRITER.encode(value)
         return msgspec.Raw(text.encode())
     if isinstance(value, dict):
+        if not any(isinstance(item, float | dict | list | tuple) for item in value.values()):
+            return value
         return {key: _python_floats(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
+        if not any(isinstance(item, float | dict | list | tuple) for item in value):
+            return value
         return [_python_floats(item) for item in value]
     return value
