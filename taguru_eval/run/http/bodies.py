@@ -147,11 +147,17 @@ def _python_floats(value: object) -> object:
         text = float.__repr__(value) if math.isfinite(value) else _WRITER.encode(value)
         return msgspec.Raw(text.encode())
     if isinstance(value, dict):
-        if not any(isinstance(item, float | dict | list | tuple) for item in value.values()):
-            return value
-        return {key: _python_floats(item) for key, item in value.items()}
+        for item in value.values():
+            if isinstance(item, _SPELLED):
+                return {key: _python_floats(item) for key, item in value.items()}
+        return value
     if isinstance(value, list | tuple):
-        if not any(isinstance(item, float | dict | list | tuple) for item in value):
-            return value
-        return [_python_floats(item) for item in value]
+        for item in value:
+            if isinstance(item, _SPELLED):
+                return [_python_floats(item) for item in value]
+        return value
     return value
+
+
+_SPELLED: Final = (float, dict, list, tuple)
+"""What :func:`_python_floats` looks into: a float, or what may hold one."""
