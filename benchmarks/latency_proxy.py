@@ -66,22 +66,28 @@ class _Client(asyncio.Protocol):
             return
         self.upstream = upstream
         self.transport.resume_reading()
+        if self.pending and self.timer is None:  # bytes that came before the upstream did
+            self.timer = self.loop.call_at(self.pending[0][0], self._release)
 
     def data_received(self, data: bytes) -> None:
         self.pending.append((self.loop.time() + self.delay, data))
-        if self.timer is None:
+        if self.timer is None and self.upstream is not None:
             self.timer = self.loop.call_at(self.pending[0][0], self._release)
 
     def _release(self) -> None:
         self.timer = None
+        upstream = self.upstream.transport if self.upstream is not None else None
+        if upstream is None or upstream.is_closing():
+            self.pending.clear()
+            self.transport.close()
+            return
         now = self.loop.time()
-        assert self.upstream is not None and self.upstream.transport is not None
         while self.pending and self.pending[0][0] <= now:
-            self.upstream.transport.write(self.pending.popleft()[1])
+            upstream.write(self.pending.popleft()[1])
         if self.pending:
             self.timer = self.loop.call_at(self.pending[0][0], self._release)
         elif self.closing:
-            self.upstream.transport.close()
+            upstream.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True

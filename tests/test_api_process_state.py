@@ -1,10 +1,14 @@
 """The library leaves the process as it found it: ``taguru_eval.run`` changes no
-interpreter-wide setting (the collector's, the thread switch interval), neither
-while the cases run nor after. A caller in a notebook or a service owns those."""
+interpreter-wide setting (the collector's, the thread switch interval, the event
+loop policy), neither while the cases run nor after. A caller in a notebook or a
+service owns those. The cases run on uvloop's loop where it installs, chosen for
+the run's own runner only."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,11 +19,17 @@ from support.paths import DATA
 import taguru_eval
 from taguru_eval.refserver.serve import running_server
 
-Settings = tuple[tuple[int, ...], bool, int, float]
+Settings = tuple[tuple[int, ...], bool, int, float, int]
 
 
 def settings() -> Settings:
-    return gc.get_threshold(), gc.isenabled(), gc.get_freeze_count(), sys.getswitchinterval()
+    return (
+        gc.get_threshold(),
+        gc.isenabled(),
+        gc.get_freeze_count(),
+        sys.getswitchinterval(),
+        id(asyncio.get_event_loop_policy()),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +63,12 @@ def test_a_library_run_changes_no_process_wide_setting(
     server: str, tmp_path: Path, callers_settings: Settings
 ) -> None:
     seen: list[Settings] = []
+    loops: list[str] = []
+
+    def progress(done: int, total: int) -> None:
+        seen.append(settings())
+        loops.append(type(asyncio.get_running_loop()).__module__.partition(".")[0])
+
     sake = DATA / "sake"
     result = taguru_eval.run(
         sake / "eval.jsonl",
@@ -64,7 +80,7 @@ def test_a_library_run_changes_no_process_wide_setting(
         store=tmp_path / "runs",
         concurrency=4,
         env={},
-        progress=lambda done, total: seen.append(settings()),
+        progress=progress,
     )
     # A whole run went through: cases, probes, the gate and the store.
     assert result.exit_code == 0 and result.path is not None
@@ -73,3 +89,5 @@ def test_a_library_run_changes_no_process_wide_setting(
     assert len(seen) >= 16
     assert set(seen) == {callers_settings}
     assert settings() == callers_settings
+    expected_loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    assert set(loops) == {expected_loop}
