@@ -36,7 +36,12 @@ slower one with a 408 first."""
 
 
 class Unreachable(Exception):
-    """No HTTP answer: connection refused, DNS, TLS, timeout, a proxy failing."""
+    """No HTTP answer: connection refused, DNS, TLS, a proxy failing, or none in time
+    (``timed_out``)."""
+
+    def __init__(self, reason: str, *, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.timed_out = timed_out
 
 
 @dataclass
@@ -137,7 +142,8 @@ class WriteClient:
             response = self._http.request(method, url, content=content, headers=headers)
         except httpx.HTTPError as exc:
             reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            raise Unreachable(self.redact(reason)) from None
+            timed_out = isinstance(exc, httpx.TimeoutException)
+            raise Unreachable(self.redact(reason), timed_out=timed_out) from None
         sent = 0 if content is None else len(content)
         text = self.redactor.body(response.text)
         try:
@@ -155,7 +161,11 @@ def _refusal(
     """What a non-200 (or non-envelope) answer says, redacted."""
     if not isinstance(document, dict):
         location = response.headers.get("location")
-        what = f"a redirect to {location}" if location else f"not a taguru response: {text[:200]}"
+        what = (
+            f"a redirect to {location} (load follows none: pass that URL with --url)"
+            if location
+            else f"not a taguru response: {text[:200]}"
+        )
         return Refused(response.status_code, None, client.redact(what), body_bytes=sent)
     code = document.get("code")
     error = document.get("error")

@@ -61,7 +61,14 @@ from taguru_eval.corpus.folder import (
     read_context_folder,
 )
 from taguru_eval.corpus.writes import Caps, Location, Write, fill_writes, split_write
-from taguru_eval.errors import InputError, RunError, TaguruEvalError, UsageError
+from taguru_eval.errors import (
+    InputError,
+    RunError,
+    TaguruEvalError,
+    UnsentSettingWarning,
+    UsageError,
+    warn,
+)
 from taguru_eval.inputs.config import (
     TOKEN_ENV,
     TOKENS_ENV,
@@ -73,7 +80,7 @@ from taguru_eval.inputs.config import (
     strip_trailing_slashes,
 )
 from taguru_eval.inputs.proxy import proxy_config
-from taguru_eval.populate.client import Refused, Unreachable, WriteClient
+from taguru_eval.populate.client import REQUEST_TIMEOUT_S, Refused, Unreachable, WriteClient
 from taguru_eval.run.console import CaseProgress, Console, Progress
 
 BODY_BYTES_ENV: Final = "TAGURU_MAX_BODY_BYTES"
@@ -258,7 +265,7 @@ def load_folders(
             session.look(plan)
         refused = [plan for plan in plans if plan.holds is not None and not replace]
         if refused:
-            raise _holds_data(refused, masked)
+            raise _holds_data(refused, masked, single=holds_a_context(path))
         loaded = [session.load(plan) for plan in plans]
     for done in loaded:
         console.out(
@@ -299,7 +306,7 @@ def body_cap(env: Mapping[str, str]) -> int:
     reads it (a positive number of bytes; anything else means its default, 8 MiB),
     so a config file shared with the server sets both."""
     text = trim(env.get(BODY_BYTES_ENV, ""))
-    value = parse_decimal(text, 2**64 - 1) if text.isdigit() else None
+    value = parse_decimal(text, 2**64 - 1) if text.isascii() and text.isdigit() else None
     return value if value else DEFAULT_MAX_BODY_BYTES
 
 
@@ -310,15 +317,15 @@ def _token_variable(env: Mapping[str, str], token: str | None) -> str | None:
     return TOKEN_ENV if trim(env.get(TOKEN_ENV, "")) else TOKENS_ENV
 
 
-def _holds_data(plans: Sequence[_Plan], masked_url: str) -> InputError:
+def _holds_data(plans: Sequence[_Plan], masked_url: str, *, single: bool) -> InputError:
     """Nothing was written: the first context that holds data, and how many more do."""
     first = plans[0]
     more = f" (and {len(plans) - 1} more context(s) of the folder)" if len(plans) > 1 else ""
+    elsewhere = ", or load it under another name with --context" if single else ""
     return InputError(
         f"context '{first.folder.name}' on {masked_url} already holds {first.holds}{more}: "
         "load does not merge into it — pass --replace to delete it and load "
-        f"{first.folder.folder} afresh (the delete needs an admin key), or load it under "
-        "another name with --context"
+        f"{first.folder.folder} afresh (the delete needs an admin key){elsewhere}"
     )
 
 
@@ -353,10 +360,18 @@ class _Session:
         try:
             return self.client.call(method, segments, body, query=query)
         except Unreachable as failure:
-            raise RunError(
-                f"{self.masked_url} cannot be reached ({failure}): start the server, "
-                "or point --url (or TAGURU_ADDR) at it"
-            ) from None
+            raise RunError(self._unreachable(failure)) from None
+
+    def _unreachable(self, failure: Unreachable) -> str:
+        if failure.timed_out:
+            return (
+                f"{self.masked_url} did not answer within {REQUEST_TIMEOUT_S:g} s ({failure}): "
+                "is the server overloaded? try again when it is idle"
+            )
+        return (
+            f"{self.masked_url} cannot be reached ({failure}): start the server, "
+            "or point --url (or TAGURU_ADDR) at it"
+        )
 
     def _read(self, name: str, suffix: str = "", query: Sequence[tuple[str, str]] = ()) -> object:
         segments = ["contexts", name, *([suffix] if suffix else [])]
@@ -431,6 +446,13 @@ class _Session:
         """Create (or empty) the context, send its writes, wait until it reads back."""
         folder = plan.folder
         name = folder.name
+        if folder.vector_lane:
+            warn(
+                UnsentSettingWarning(
+                    f"{folder.settings_file}: vector_lane is the reference server's own key; "
+                    "no route sends it (a server's vector lane is its embedding provider)"
+                )
+            )
         action = "created"
         start = dict.fromkeys(REVISION_KEYS, 0)
         if plan.exists and plan.holds is not None:
@@ -448,7 +470,11 @@ class _Session:
         while queue:
             write = queue.popleft()
             try:
-                result, sent = self._call("POST", ["contexts", name, write.kind], write.body())
+                result, sent = self.client.call(
+                    "POST", ["contexts", name, write.kind], write.body()
+                )
+            except Unreachable as failure:
+                raise RunError(f"{self._unreachable(failure)}; {_partial(folder, tally)}") from None
             except Refused as refused:
                 if refused.status == 413 and (smaller := self._split(write, refused, queue)):
                     queue.extendleft(reversed(smaller))
@@ -589,7 +615,8 @@ def _partial(folder: ContextFolder, tally: _Tally) -> str:
         f"context '{folder.name}' holds part of the folder ({tally.sources} of "
         f"{len(folder.sources)} source(s), {tally.associations} of {len(folder.associations)} "
         "association(s) and "
-        f"{tally.aliases} alias pair(s) written) — fix it and load again with --replace"
+        f"{tally.aliases} alias pair(s) written before the refused request) — fix it and "
+        "load again with --replace"
     )
 
 
