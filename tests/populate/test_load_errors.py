@@ -389,3 +389,59 @@ def test_a_server_echoing_the_token_has_it_redacted(tmp_path: Path) -> None:
         _load(_one_source(tmp_path), server, env={"TAGURU_API_TOKEN": WRITE_TOKEN})
     assert WRITE_TOKEN not in str(caught.value)
     assert "500 internal: bad header Bearer [REDACTED] ([REDACTED]);" in str(caught.value)
+
+
+def _handler_load(tmp_path: Path, handler: Callable[[httpx.Request], httpx.Response]) -> None:
+    load_folders(
+        _one_source(tmp_path),
+        url="http://taguru.test",
+        context=None,
+        replace=False,
+        config=None,
+        env={},
+        console=Console(stdout=_Null(), stderr=_Null()),
+        transport=httpx.MockTransport(handler),
+    )
+
+
+def test_a_server_that_stops_answering_mid_load_is_told_with_what_was_written(
+    tmp_path: Path,
+) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404, json={"status": "error", "code": "no_context", "error": ""})
+        if request.method == "PUT":
+            return _ok(True)
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    with pytest.raises(RunError) as caught:
+        _handler_load(tmp_path, handler)
+    assert str(caught.value) == (
+        "http://taguru.test did not answer within 300 s (ReadTimeout: timed out): is the "
+        "server overloaded? try again when it is idle; context 'c' holds nothing of the "
+        "folder yet — fix it and load again"
+    )
+
+
+def test_a_redirect_is_not_followed_and_names_where_it_points(tmp_path: Path) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(308, headers={"Location": "https://taguru.test/api/contexts/c"})
+
+    with pytest.raises(RunError, match=r"GET /contexts/c answered 308: a redirect to https://"):
+        _handler_load(tmp_path, handler)
+
+
+def test_the_reference_server_s_vector_lane_key_is_dropped_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _one_source(tmp_path)
+    (folder / "context.json").write_text('{"vector_lane": true}', encoding="utf-8")
+    with running_server(None) as url:
+        code, out, err = _run(capsys, str(folder), "--url", url)
+        assert httpx.get(f"{url}/contexts/c").json()["result"]["description"] == ""
+    assert code == 0, err
+    assert err.splitlines()[1] == (
+        f"taguru: evaluate: warning: {folder / 'context.json'}: vector_lane is the reference "
+        "server's own key; no route sends it (a server's vector lane is its embedding provider)"
+    )
+    assert out.startswith("  c: created from ")
