@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import polars as pl
 import pytest
+from support.loopback import ForwardProxy
 from support.paths import DATA
 from support.readback import expected_of, read_back
 
@@ -264,3 +265,18 @@ def test_the_command_line_prints_one_line_per_context(
         f"  sake: created from {DATA / 'sake'} — 7 source(s), 47 association(s), "
         "15 alias(es); revision graph 62, passages 7, config 0\n"
     )
+
+
+def test_load_goes_through_the_proxy_run_mode_would_use() -> None:
+    proxy = ForwardProxy()
+    with running_server(None) as url, proxy as proxy_url:
+        taguru_eval.load(DATA / "handbook", url=url, env={"HTTP_PROXY": proxy_url})
+        methods = [method for method, _target in proxy.seen]
+        assert methods[:2] == ["GET", "PUT"] and methods.count("POST") == 3
+        assert all(target.startswith(f"{url}/contexts/handbook") for _m, target in proxy.seen)
+        proxy.seen.clear()
+        taguru_eval.load(
+            DATA / "sake", url=url, env={"HTTP_PROXY": proxy_url, "NO_PROXY": "127.0.0.1"}
+        )
+        assert proxy.seen == []
+        assert read_back(url, "sake") == expected_of(DATA / "sake")
