@@ -444,8 +444,22 @@ class _Session:
 
     def load(self, plan: _Plan) -> LoadedContext:
         """Create (or empty) the context, send its writes, wait until it reads back."""
+        action, start = self._open(plan)
+        tally = self._fill(plan)
+        return LoadedContext(
+            name=plan.folder.name,
+            folder=plan.folder.folder,
+            action=action,
+            sources=tally.sources,
+            associations=tally.associations,
+            aliases=tally.aliases,
+            revision=self._settle(plan, start, tally),
+        )
+
+    def _open(self, plan: _Plan) -> tuple[str, dict[str, int]]:
+        """Make the context exist and be empty: how (created, filled or replaced), and
+        its revision then."""
         folder = plan.folder
-        name = folder.name
         if folder.vector_lane:
             warn(
                 UnsentSettingWarning(
@@ -453,49 +467,41 @@ class _Session:
                     "no route sends it (a server's vector lane is its embedding provider)"
                 )
             )
-        action = "created"
-        start = dict.fromkeys(REVISION_KEYS, 0)
-        if plan.exists and plan.holds is not None:
-            self._delete(plan)
-            action = "replaced"
         if plan.exists and plan.holds is None:
-            action = "filled"
-            start = plan.revision
             if folder.settings not in (None, {}):
                 self._context_write("PATCH", PATCH_CONTEXT, plan, folder.settings)
-        else:
-            self._context_write("PUT", CREATE_CONTEXT, plan, folder.settings)
+            return "filled", plan.revision
+        action = "created"
+        if plan.exists:
+            self._delete(plan)
+            action = "replaced"
+        self._context_write("PUT", CREATE_CONTEXT, plan, folder.settings)
+        return action, dict.fromkeys(REVISION_KEYS, 0)
+
+    def _fill(self, plan: _Plan) -> _Tally:
+        """Send the context's writes in order; a 413 re-cuts them under a smaller budget."""
         tally = _Tally()
         queue: deque[Write] = deque(plan.writes)
         while queue:
             write = queue.popleft()
             try:
                 result, sent = self.client.call(
-                    "POST", ["contexts", name, write.kind], write.body()
+                    "POST", ["contexts", plan.folder.name, write.kind], write.body()
                 )
             except Unreachable as failure:
-                raise RunError(f"{self._unreachable(failure)}; {_partial(folder, tally)}") from None
+                partial = _partial(plan.folder, tally)
+                raise RunError(f"{self._unreachable(failure)}; {partial}") from None
             except Refused as refused:
                 if refused.status == 413 and (smaller := self._split(write, refused, queue)):
                     queue.extendleft(reversed(smaller))
                     continue
                 raise self._refused_write(plan, write, refused, tally) from None
-            self._row(
-                name, ROUTE_OF[write.kind], write.items, sent, self._count(write, result, tally)
-            )
+            applied = self._count(write, result, tally)
+            self._row(plan.folder.name, ROUTE_OF[write.kind], write.items, sent, applied)
             self.done += write.items
             if self.progress is not None and self.total:
                 self.progress(self.done, self.total)
-        revision = self._settle(plan, start, tally)
-        return LoadedContext(
-            name=name,
-            folder=folder.folder,
-            action=action,
-            sources=tally.sources,
-            associations=tally.associations,
-            aliases=tally.aliases,
-            revision=revision,
-        )
+        return tally
 
     def _delete(self, plan: _Plan) -> None:
         name = plan.folder.name
@@ -505,7 +511,7 @@ class _Session:
             raise RunError(
                 f"--replace deletes context '{name}' first, and "
                 f"{_route(DELETE_CONTEXT, name)} answered {refused.status_text()}: "
-                f"{self._hint(refused, role='admin')}; nothing was written"
+                f"{self._hint(refused, role='admin')}; the context was left as it was"
             ) from None
         self._row(name, DELETE_CONTEXT, 0, sent, None)
 

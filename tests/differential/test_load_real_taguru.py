@@ -178,7 +178,8 @@ def test_a_read_only_key_is_a_403_and_a_write_key_may_not_replace(
         "answered 403 forbidden: key 'bot' has role 'write'"
     )
     assert line.endswith(
-        "with the admin role on the context (the server's TAGURU_KEY_SCOPES); nothing was written"
+        "with the admin role on the context (the server's TAGURU_KEY_SCOPES); "
+        "the context was left as it was"
     )
 
     monkeypatch.setenv("TAGURU_API_TOKEN", ADMIN_TOKEN)
