@@ -190,19 +190,19 @@ async def seed_ambiguity(server: Server, name: str = "sake") -> None:
 def capped_server(max_body_bytes: int, state: ServerState | None = None) -> Iterator[str]:
     """The reference server with its request body cap lowered to ``max_body_bytes``,
     on a loopback port (``running_server`` serves taguru's default 8 MiB); yields its URL."""
-    import socket
     import threading
     import time
 
     import uvicorn
 
+    from taguru_eval.refserver.serve import LOOPBACK, bind_socket, socket_url
+
     app = create_app(state or ServerState(), max_body_bytes=max_body_bytes)
     server = uvicorn.Server(
         uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
     )
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
+    # The server's own listening socket (a bare one answers each request ~45 ms late).
+    sock = bind_socket(LOOPBACK, 0)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -210,7 +210,7 @@ def capped_server(max_body_bytes: int, state: ServerState | None = None) -> Iter
         while not server.started:
             assert thread.is_alive(), "the capped reference server did not start"
             time.sleep(0.005)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        yield socket_url(sock)
     finally:
         server.should_exit = True
         thread.join(timeout=30)
