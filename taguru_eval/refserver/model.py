@@ -50,7 +50,7 @@ class Revision:
     config: int = 0
 
     def to_wire(self) -> dict[str, object]:
-        return {"config": self.config, "graph": self.graph, "passages": self.passages}
+        return {"graph": self.graph, "passages": self.passages, "config": self.config}
 
 
 @dataclass
@@ -65,11 +65,11 @@ class Usage:
 
     def to_wire(self) -> dict[str, object]:
         return {
+            "reads": self.reads,
             "empty_reads": self.empty_reads,
+            "writes": self.writes,
             "last_read_epoch": self.last_read_epoch,
             "last_write_epoch": self.last_write_epoch,
-            "reads": self.reads,
-            "writes": self.writes,
         }
 
 

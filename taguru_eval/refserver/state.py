@@ -211,7 +211,10 @@ class ServerState:
     # -- schema --------------------------------------------------------------
 
     def put_schema(self, name: str, body: object) -> dict[str, object]:
-        """``PUT /contexts/{name}/schema``: install wholesale; ``config`` +1 when it changed."""
+        """``PUT /contexts/{name}/schema``: install wholesale; ``config`` +1 when it changed.
+
+        Not a data write: ``usage.writes`` stays, as in taguru (measured on 0.9.7).
+        """
         installed = decode_schema(body)
         with self.lock:
             context = self.context(name)
@@ -219,7 +222,6 @@ class ServerState:
             if previous is None or previous.to_wire() != installed.to_wire():
                 context.revision.config += 1
             context.schema = installed
-            self._count_write(context)
             return installed.to_wire()
 
     def get_schema(self, name: str) -> dict[str, object]:
