@@ -33,6 +33,8 @@ from taguru_eval.refserver.model import (
     ContextState,
     Edge,
     byte_len,
+    refuse_empty,
+    refuse_oversized,
 )
 from taguru_eval.refserver.routes_bodies import Fields, over_limit
 from taguru_eval.refserver.routes_common import Call, RouteSpec
@@ -410,14 +412,8 @@ def lookup_passages(call: Call) -> object:
     if len(sources) > MAX_LIST_ITEMS:
         raise over_limit("sources", len(sources), MAX_LIST_ITEMS)
     for source in sources:
-        if not source:
-            raise ApiError("invalid_argument", "source must not be empty; nothing was applied")
-        if byte_len(source) > MAX_NAME_BYTES:
-            raise ApiError(
-                "invalid_argument",
-                f"source is {byte_len(source)} bytes, past the limit of {MAX_NAME_BYTES}; "
-                "nothing was applied",
-            )
+        refuse_empty("source", source)
+        refuse_oversized("source", source, MAX_NAME_BYTES)
     with call.state.lock:
         context = call.state.context(call.name)
         passages = {

@@ -30,6 +30,8 @@ from taguru_eval.refserver.model import (
     Namespace,
     PassageRecord,
     byte_len,
+    refuse_empty,
+    refuse_oversized,
 )
 from taguru_eval.refserver.passage_search import DEFAULT_SEARCH_LIMIT, search_passages
 from taguru_eval.refserver.resolve import GLOSSED_CANDIDATES
@@ -259,15 +261,16 @@ def search(call: Call) -> object:
     tags = fields.str_list("tags")
     since = fields.opt_uint("since", "u64")
     until = fields.opt_uint("until", "u64")
+    # The filter is judged before the context is looked up, as taguru does.
+    wanted_tags = _validate_tags(tags)
+    if since is not None and until is not None and since >= until:
+        raise ApiError(
+            "invalid_argument",
+            f"since {since} is not before until {until} — the window is half-open "
+            "[since, until) and this one selects nothing",
+        )
     with call.state.lock:
         context = call.state.context(call.name)
-        wanted_tags = _validate_tags(tags)
-        if since is not None and until is not None and since >= until:
-            raise ApiError(
-                "invalid_argument",
-                f"since {since} is not before until {until} — the window is half-open "
-                "[since, until) and this one selects nothing",
-            )
         limit = min(
             DEFAULT_SEARCH_LIMIT if requested_limit is None else requested_limit, MAX_MATCH_LIMIT
         )
@@ -295,20 +298,18 @@ def search(call: Call) -> object:
 
 
 def _validate_tags(tags: list[str]) -> set[str]:
+    """The distinct filter tags, or taguru's refusal: the list size, then each tag
+    (empty, over 128 bytes) in request order, then the distinct count."""
     if len(tags) > MAX_LIST_ITEMS:
         raise over_limit("tags", len(tags), MAX_LIST_ITEMS)
     for tag in tags:
-        if not tag or byte_len(tag) > MAX_TAG_BYTES:
-            raise ApiError(
-                "invalid_argument",
-                f"tag '{tag}' must be 1..={MAX_TAG_BYTES} bytes (it is {byte_len(tag)})",
-            )
+        refuse_empty("a filter tag", tag)
+        refuse_oversized("a filter tag", tag, MAX_TAG_BYTES)
     distinct = set(tags)
     if len(distinct) > MAX_FILTER_TAGS:
         raise ApiError(
             "over_limit",
-            f"tags names {len(distinct)} distinct tags, past the per-request limit of "
-            f"{MAX_FILTER_TAGS}; narrow the filter",
+            f"{len(distinct)} distinct filter tags where at most {MAX_FILTER_TAGS} may be named",
         )
     return distinct
 
@@ -332,7 +333,9 @@ def _resolve(call: Call, which: Namespace) -> object:
     requested_limit = fields.opt_uint("limit", "usize")
     dice_floor = fields.opt_float("dice_floor")
     fields.opt_float("semantic_floor", "f32")  # semantic tier needs a provider
-    _refuse_long_cue(cue)
+    # taguru 0.9.6+: after decoding the body, before the context lookup (ERRATA §3
+    # row 23); /evidence origins are not capped this way.
+    refuse_oversized("the cue", cue, MAX_CUE_BYTES)
     limit = min(MAX_MATCH_LIMIT if requested_limit is None else requested_limit, MAX_MATCH_LIMIT)
     with call.state.lock:
         context = call.state.context(call.name)
@@ -347,18 +350,6 @@ def _resolve(call: Call, which: Namespace) -> object:
             result.append(candidate.to_wire())
         call.state.count_read(context, empty=not result)
     return result
-
-
-def _refuse_long_cue(cue: str) -> None:
-    """taguru 0.9.6+ refuses a cue over 1024 UTF-8 bytes, after decoding the body
-    and before looking the context up (ERRATA §3 row 23); ``/evidence`` origins
-    are not capped this way."""
-    size = byte_len(cue)
-    if size > MAX_CUE_BYTES:
-        raise ApiError(
-            "invalid_argument",
-            f"the cue is {size} bytes, over the {MAX_CUE_BYTES}-byte cap; nothing was applied",
-        )
 
 
 def gloss(context: ContextState, which: Namespace, name: str) -> str:
@@ -452,14 +443,8 @@ def cite(call: Call) -> object:
         paragraph = fields.req_uint("index", "u32")
     else:
         paragraph = fields.req_uint("paragraph", "u32")
-    if not source:
-        raise ApiError("invalid_argument", "source must not be empty; nothing was applied")
-    if byte_len(source) > MAX_NAME_BYTES:
-        raise ApiError(
-            "invalid_argument",
-            f"source is {byte_len(source)} bytes, past the limit of {MAX_NAME_BYTES}; "
-            "nothing was applied",
-        )
+    refuse_empty("source", source)
+    refuse_oversized("source", source, MAX_NAME_BYTES)
     with call.state.lock:
         context = call.state.context(call.name)
         record = context.passages.get(source)

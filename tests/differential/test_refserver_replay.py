@@ -43,6 +43,9 @@ WARN_SCHEMA = {
     "relations": {"杜氏": {"domain": ["Brewery"], "range": ["Person"]}},
 }
 
+STRICT_SCHEMA = {**WARN_SCHEMA, "mode": "strict"}
+ASSOCIATION = {"subject": "s", "label": "l", "object": "o", "weight": 1.0}
+
 EXTRA_REQUESTS: tuple[Sent, ...] = (
     # the directory and contract routes a client reads
     Sent("GET", "/version", None, b""),
@@ -54,6 +57,25 @@ EXTRA_REQUESTS: tuple[Sent, ...] = (
     _post("/contexts/no-such-context/resolve", {"cue": LONG_CUE}),
     _post("/contexts/sake/resolve_label", {"cue": "a" * 1025, "limit": 5}),
     _post("/contexts/sake/query", {}),
+    # refusals of what a user's eval file or corpus can carry (nothing is written)
+    _post("/contexts/sake/citations", {"source": "s" * 1025, "paragraph": 0}),
+    _post("/contexts/sake/citations", {"source": "", "paragraph": 0}),
+    _post("/contexts/sake/sources/search", {"query": "蔵", "tags": ["", "t" * 129]}),
+    _post("/contexts/sake/sources/search", {"query": "蔵", "tags": ["t" * 129]}),
+    _post("/contexts/sake/sources/search", {"query": "蔵", "tags": [f"t{n}" for n in range(33)]}),
+    _post("/contexts/no-such-context/sources/search", {"query": "蔵", "tags": ["t"] * 1001}),
+    _post("/contexts/no-such-context/sources/search", {"query": "蔵", "since": 5, "until": 5}),
+    Sent("GET", "/contexts/sake/sources?limit=2&after=" + "a" * 1033, None, b""),
+    _post("/contexts/sake/associations", [ASSOCIATION, {**ASSOCIATION, "weight": 2e6}]),
+    _post("/contexts/sake/associations", [{**ASSOCIATION, "weight": 2000000, "source": ""}]),
+    _post("/contexts/sake/associations", [{**ASSOCIATION, "subject": "", "label": ""}] * 12),
+    _post("/contexts/sake/sources", {"passages": {"": "x", "a.md": "y"}, "tags": {"a.md": [""]}}),
+    _post("/contexts/sake/aliases", {"concepts": {"": "青嶺酒造"}}),
+    _post("/contexts/sake/aliases", {"labels": {"とうじ": "l" * 1025}}),
+    Sent("PUT", "/contexts/" + "c" * 65, None, b""),
+    Sent(
+        "PUT", "/contexts/described", "application/json", b'{"description": "' + b"d" * 4097 + b'"}'
+    ),
     # the graph reads taguru's own clients make
     _post("/contexts/sake/activate", {"origins": ["青嶺酒造"], "limit": 3}),
     _post("/contexts/sake/explore", {"origins": ["高瀬"], "limit": 3, "max_depth": 1}),
@@ -72,13 +94,24 @@ EXTRA_REQUESTS: tuple[Sent, ...] = (
         ],
     ),
     _post("/contexts/typed/resolve", {"cue": "高瀬"}),
+    Sent("PUT", "/contexts/strict", None, b""),
+    Sent("PUT", "/contexts/strict/schema", "application/json", json.dumps(STRICT_SCHEMA).encode()),
+    _post(
+        "/contexts/strict/associations",
+        [
+            {"subject": "高瀬", "label": "schema:type", "object": "Person", "weight": 1.0},
+            {"subject": "高瀬", "label": "杜氏", "object": "個人A", "weight": 1.0},
+        ],
+    ),
     _post("/contexts/typed/describe", {"concept": "高瀬"}),
     Sent("GET", "/contexts/typed", None, b""),
     Sent("GET", "/contexts/typed/schema", None, b""),
 )
 """Requests the evaluator does not make but the claim covers: the directory and
-contract routes, refusals, the reads taguru's own clients make, and a schema's
-answers (its success envelope's ``issues``, resolve's ``types``)."""
+contract routes, refusals of what an eval file or a corpus folder can carry (the
+messages taguru 0.9.7 words), the reads taguru's own clients make, and a
+schema's answers (the success envelope's ``issues``, resolve's ``types``, a
+strict refusal)."""
 
 ROUTES_THE_EVALUATOR_CALLS = (
     ("GET", "/health"),
