@@ -73,6 +73,9 @@ EXTRA_REQUESTS: tuple[Sent, ...] = (
     _post("/contexts/sake/aliases", {"concepts": {"": "青嶺酒造"}}),
     _post("/contexts/sake/aliases", {"labels": {"とうじ": "l" * 1025}}),
     Sent("PUT", "/contexts/" + "c" * 65, None, b""),
+    Sent("DELETE", "/contexts/sake/sources", None, b""),
+    Sent("PUT", "/health", None, b""),
+    Sent("GET", "/contexts/sake/nothing-here?x=1", None, b""),
     Sent(
         "PUT", "/contexts/described", "application/json", b'{"description": "' + b"d" * 4097 + b'"}'
     ),
