@@ -249,8 +249,16 @@ UNCOMPARED = (("generated_at",), ("inputs", "out"))
 """Paths of the artifact that differ between any two runs (with the latencies)."""
 
 
+PROSE = ("description", "caveat")
+"""The definitions' prose: ours is in our own words (EVALUATE.md §5.3)."""
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, tuple) for item in value)
+
+
 def _mask(value: Any, path: tuple[str, ...]) -> Any:
-    if isinstance(value, list) and all(isinstance(item, tuple) for item in value):
+    if _is_object(value):
         masked = []
         for key, item in value:
             here = (*path, key)
@@ -258,22 +266,14 @@ def _mask(value: Any, path: tuple[str, ...]) -> Any:
                 masked.append((key, MASKED))
             elif here == ("inputs", "concurrency"):
                 continue  # our one additive key (DESIGN.md)
-            elif len(here) == 3 and here[0] == "definitions":
-                masked.append((key, _mask_prose(item)))
+            elif path[:1] == ("definitions",) and key in PROSE:
+                masked.append((key, MASKED))
             else:
                 masked.append((key, _mask(item, here)))
         return masked
     if isinstance(value, list):
         return [_mask(item, path) for item in value]
     return value
-
-
-def _mask_prose(definition: Any) -> Any:
-    """A definition with its prose masked (ours is in our own words, EVALUATE.md §5.3)."""
-    if not isinstance(definition, list):
-        return definition
-    prose = ("description", "caveat")
-    return [(key, MASKED if key in prose else item) for key, item in definition]
 
 
 def normalized_artifact(text: str) -> Any:
