@@ -156,7 +156,9 @@ class _ThreadedServer:
         tb: TracebackType | None,
     ) -> None:
         if self._loop is not None and self._stopped is not None:
-            self._loop.call_soon_threadsafe(self._stopped.set)
+            # A server that stopped itself has closed its loop already.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stopped.set)
         self._thread.join(10)
 
 
@@ -358,3 +360,53 @@ class RawServer(_ThreadedServer):
                 await writer.drain()
             if scripted.close:
                 return
+
+
+class StoppingProxy(_ThreadedServer):
+    """A reverse proxy in front of ``upstream`` (``host:port``) that relays the first
+    ``requests`` requests and then stops as a server does: its open connections
+    are closed and its port refuses new ones."""
+
+    def __init__(self, upstream: str, requests: int) -> None:
+        super().__init__(self.handle)
+        host, _, port = upstream.rpartition(":")
+        self._upstream = (host, int(port))
+        self._left = requests
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.relayed: list[str] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self._upstream)
+        try:
+            while self._left > 0:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                body = await reader.readexactly(_content_length(head))
+                self._left -= 1
+                self.relayed.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
+                upstream_writer.write(head + body)
+                await upstream_writer.drain()
+                answer = await upstream_reader.readuntil(b"\r\n\r\n")
+                answer += await upstream_reader.readexactly(_content_length(answer))
+                writer.write(answer)
+                await writer.drain()
+            self._stop_serving()
+        finally:
+            upstream_writer.close()
+
+    def _stop_serving(self) -> None:
+        for writer in self._writers:
+            writer.close()
+        if self._stopped is not None:
+            self._stopped.set()
+
+
+def _content_length(head: bytes) -> int:
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
