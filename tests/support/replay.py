@@ -1,8 +1,8 @@
 """Record the requests this package makes, replay them to two servers, compare the answers.
 
 The reference server claims to answer as taguru does. This module is how that
-claim is measured (issue 41): every command of a mode list runs against one
-server behind a :class:`~support.loopback.RecordingProxy`, the distinct
+claim is measured (issue 41): every mode of a mode list (``support.differential``)
+runs against one server behind a :class:`~support.loopback.RecordingProxy`, the distinct
 requests it sent are kept (method, target with its query, body), and each is
 sent again, in the order first seen, to two freshly loaded servers. Their
 answers are compared as JSON documents whose objects keep their key order and
@@ -13,9 +13,6 @@ shows; only the keys :data:`MASKED` names are blanked first.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,11 +20,12 @@ from typing import Any, Protocol
 
 import httpx
 
+from support.differential import run_ours
 from support.loopback import Exchange, RecordingProxy
 
 
 class RunnableMode(Protocol):
-    """What a mode of ``support.replay_modes`` (or ``support.differential``) offers."""
+    """What a mode of ``support.differential`` offers."""
 
     @property
     def name(self) -> str: ...
@@ -75,44 +73,18 @@ class Recording:
                 senders.append(mode)
 
 
-def _environment() -> dict[str, str]:
-    """The machine's environment without TAGURU_* settings (no token, no config)."""
-    return {key: value for key, value in os.environ.items() if not key.startswith("TAGURU_")}
-
-
 def record_runs(url: str, modes: Sequence[RunnableMode], inputs: Path, workdir: Path) -> Recording:
-    """Run ``python -m taguru_eval`` in every mode (with this package's own flags)
+    """Run ``python -m taguru_eval`` in every mode, this package's own flags included,
     against ``url`` through a recording proxy; the distinct requests they made."""
     recording = Recording()
     proxy = RecordingProxy(url)
     with proxy as proxy_url:
         for mode in modes:
             before = len(proxy.exchanges)
-            out = workdir / mode.name
-            out.mkdir(parents=True, exist_ok=True)
-            argv = [
-                sys.executable,
-                "-m",
-                "taguru_eval",
-                *mode.argv(inputs, ours=True),
-                "--url",
-                proxy_url,
-                "--out",
-                str(out / "evaluation.json"),
-                "--no-store",
-                "--quiet",
-            ]
-            completed = subprocess.run(
-                argv,
-                cwd=out,
-                capture_output=True,
-                text=True,
-                env=_environment(),
-                timeout=300,
-                check=False,
-            )
-            recording.exit_codes[mode.name] = completed.returncode
-            recording.stderr[mode.name] = completed.stderr
+            argv = [*mode.argv(inputs, ours=True), "--url", proxy_url, "--quiet"]
+            outcome = run_ours(argv, workdir / mode.name)
+            recording.exit_codes[mode.name] = outcome.exit_code
+            recording.stderr[mode.name] = outcome.stderr
             recording.add(mode.name, proxy.exchanges[before:])
     return recording
 
