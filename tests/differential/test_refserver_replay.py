@@ -20,8 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
-from support.differential import CONTEXTS, MODES
+from support.differential import CONTEXTS, MODES, TOKEN
 from support.loopback import Exchange, RecordingProxy
 from support.paths import DATA
 from support.replay import Answer, Recording, Sent, difference, record_runs, replay
@@ -246,3 +247,25 @@ def test_every_recorded_request_answers_as_taguru_does(
     assert not found, _report(found, len(requests))
     statuses = {answer.status for answer in theirs}
     assert {200, 400, 404} <= statuses  # answers and refusals were both compared
+
+
+def test_a_token_server_refuses_as_taguru_does(real_taguru: Callable[..., RealTaguru]) -> None:
+    """Behind a token, a missing, wrong or non-bearer credential gets taguru's 401."""
+    refusals = {
+        "no credential": {},
+        "a wrong token": {"Authorization": "Bearer not-the-token"},
+        "not a bearer": {"Authorization": "Basic dXNlcjpwYXNz"},
+    }
+    taguru = real_taguru(token=TOKEN)
+    with running_server(None, token=TOKEN) as reference:
+        found = []
+        for why, headers in refusals.items():
+            theirs = httpx.get(f"{taguru.url}/contexts/sake", headers=headers)
+            ours = httpx.get(f"{reference}/contexts/sake", headers=headers)
+            answers = [Answer(got.status_code, got.content) for got in (ours, theirs)]
+            differs = difference(*answers)
+            if differs is not None:
+                found.append(f"{why}: {differs}")
+            assert theirs.status_code == 401, why
+            assert ours.headers["www-authenticate"] == theirs.headers["www-authenticate"]
+    assert not found, found
