@@ -68,7 +68,12 @@ MODES: tuple[Mode, ...] = (
     Mode(
         "handbook-baseline",
         HANDBOOK,
-        ("--must-refuse", "{data}/handbook/must_refuse.jsonl"),
+        (
+            "--must-refuse",
+            "{data}/handbook/must_refuse.jsonl",
+            "--answers",
+            "{inputs}/handbook.answers.jsonl",
+        ),
     ),
     Mode("handbook-gate", (*HANDBOOK, "--thresholds", "{data}/handbook/thresholds.json")),
     Mode("handbook-assembly", (*HANDBOOK, "--assembly")),
@@ -145,6 +150,23 @@ STRICT_THRESHOLDS = {
 }
 """Bounds the sake demo misses, aggregate and per case."""
 
+HANDBOOK_ANSWERS = {
+    "remote-days-h01": ["three days"],
+    "stipend-h02": ["USD 600", "600"],
+    "vpn-fullwidth-h04": ["WireGuard"],
+}
+"""Answer text for three handbook cases (``--answers``, one of the replay suite's flags)."""
+
+
+def _answers() -> str:
+    lines = [json.dumps({"taguru_eval_answers": 1, "name": "handbook answers"})]
+    lines.extend(
+        json.dumps({"case_id": case_id, "answers": answers})
+        for case_id, answers in HANDBOOK_ANSWERS.items()
+    )
+    return "\n".join(lines) + "\n"
+
+
 CONFIG = "\n".join(
     [
         "# a config file with keys only taguru 0.9.7 knows, and one typo",
@@ -166,6 +188,7 @@ def write_inputs(folder: Path) -> Path:
         "limit.eval.jsonl": _limit_out_of_range(),
         "strict.thresholds.json": json.dumps(STRICT_THRESHOLDS, indent=2) + "\n",
         "taguru.config": CONFIG,
+        "handbook.answers.jsonl": _answers(),
     }
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")

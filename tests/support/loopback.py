@@ -3,9 +3,10 @@
 :class:`ScriptedServer` answers every HTTP/1.1 request with whatever its
 handler returns (an echoing server, an endless source listing, a redirector);
 :class:`ForwardProxy` is a minimal forward proxy (absolute-form requests and
-``CONNECT`` tunnels) that records what went through it; :class:`RawServer`
-writes whatever bytes its script gives (malformed, chunked or cut-short
-responses). All run their own
+``CONNECT`` tunnels) that records what went through it; :class:`RecordingProxy`
+is a reverse proxy in front of one server that keeps every exchange (request
+and answer, bytes as sent); :class:`RawServer` writes whatever bytes its script
+gives (malformed, chunked or cut-short responses). All run their own
 event loop on a background thread, so the code under test can be the real
 CLI with its real transport.
 """
@@ -244,6 +245,71 @@ class ForwardProxy(_ThreadedServer):
                 sink.close()
 
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request relayed by a :class:`RecordingProxy` and the upstream's answer."""
+
+    method: str
+    target: str
+    content_type: str | None
+    body: bytes
+    status: int
+    answer: bytes
+
+
+class RecordingProxy(_ThreadedServer):
+    """A reverse proxy to ``upstream`` (a base URL) that records every exchange.
+
+    A client pointed at the proxy's URL talks to the upstream as it would
+    directly: the method, target, body and ``Content-Type`` go through as sent
+    (and ``Authorization``, when there is one); the answer comes back with its
+    status, ``Content-Type`` and body. ``exchanges`` keeps them in arrival order.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(self.handle)
+        self.upstream = upstream.rstrip("/")
+        self.exchanges: list[Exchange] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=120) as client:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    return
+                forwarded = {
+                    name: value
+                    for name, value in request.headers.items()
+                    if name in ("content-type", "authorization", "accept")
+                }
+                answer = await client.request(
+                    request.method,
+                    self.upstream + request.target,
+                    content=request.body or None,
+                    headers=forwarded,
+                )
+                content_type = request.headers.get("content-type")
+                self.exchanges.append(
+                    Exchange(
+                        request.method,
+                        request.target,
+                        content_type,
+                        request.body,
+                        answer.status_code,
+                        answer.content,
+                    )
+                )
+                headers = {}
+                if "content-type" in answer.headers:
+                    headers["Content-Type"] = answer.headers["content-type"]
+                writer.write(
+                    _encode_response(Response(answer.status_code, answer.content, headers))
+                )
+                await writer.drain()
 
 
 @dataclass(frozen=True)
