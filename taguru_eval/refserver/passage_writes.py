@@ -187,7 +187,7 @@ def decode_store_request(body: object) -> list[StoreItem]:
         if item is not None:
             item.date = stamp
     if issues:
-        raise refusal("store request", issues)
+        raise refusal("passage store", issues)
     return list(items.values())
 
 

@@ -313,7 +313,7 @@ def test_serve_process_prints_its_url_and_answers(tmp_path: Path) -> None:
         url = line.split("listening on ")[1].split(" ")[0]
         assert "(contexts: kura)" in line
         health = httpx.get(url + "/health", timeout=10)
-        assert health.json() == {"status": "ok", "version": "0.9.3"}
+        assert health.json() == {"status": "ok", "version": "0.9.7"}
 
 
 def test_serve_escapes_a_folder_name_s_control_characters(tmp_path: Path) -> None:
