@@ -158,11 +158,13 @@ class StagedRun:
         except BaseException as exc:  # handed to whoever finishes the run
             self._failure = exc
 
-    def finish(self, artifact: str | Path) -> Path:
+    def finish(self, artifact: str | Path, before_rename: Callable[[], None] | None = None) -> Path:
         """Adds ``artifact`` (the evaluation.json text, or the ``Path`` of one already
         written, whose bytes are streamed from the file and stored compressed, as
         they are) and ``run.json``, and moves the run into place; returns the run
-        directory. Failure → :class:`RunError`."""
+        directory. ``before_rename`` runs once everything is staged, just before
+        the rename (a resumed run's checkpoint is retired there). Failure →
+        :class:`RunError`."""
         self._writer.join()
         try:
             if self._failure is not None:
@@ -172,6 +174,8 @@ class StagedRun:
                 self._staging / ORIGIN_NAME, json.dumps(self._origin.to_json(), ensure_ascii=False)
             )
             self.target.parent.mkdir(parents=True, exist_ok=True)
+            if before_rename is not None:
+                before_rename()
             os.rename(self._staging, self.target)
             fsync_directory(self.target.parent)
         except OSError as exc:

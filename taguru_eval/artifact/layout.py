@@ -206,6 +206,12 @@ _LANE_RENDERS: Final = tuple(
 )
 
 
+def lane_values(lane_output: Mapping[str, Any]) -> list[Any]:
+    """One case's lane values as its block writes them, in :data:`CASE_LAYOUT`'s
+    order (``None`` where the case has none)."""
+    return [render(lane_output) for _, render in _LANE_RENDERS]
+
+
 class LaneBlocks:
     """Each case's lane values, encoded as its block writes them the moment the case
     finishes, and kept on disk (the pipeline hands :meth:`add` to the network phase).
@@ -237,7 +243,7 @@ class LaneBlocks:
 
     def add(self, lane_output: Mapping[str, Any]) -> None:
         """Renders one finished case's lane values (encoded with the next batch)."""
-        values = [render(lane_output) for _, render in _LANE_RENDERS]
+        values = lane_values(lane_output)
         self._pending.append((lane_output["case_index"], values))
         if len(self._pending) >= self.BATCH:
             self.flush()

@@ -33,6 +33,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from taguru_eval._base import signals
 from taguru_eval._base.ready import (
     ReadyFile,
     remove_ready_file,
@@ -240,6 +241,9 @@ def serve_until_interrupted(
     except KeyboardInterrupt:
         pass
     finally:
+        # uvicorn handles SIGINT and SIGTERM while it serves and hands them on once
+        # it has stopped: for serve, being stopped is the normal end (exit 0).
+        signals.consume()
         if ready is not None:
             ready.remove()
         sock.close()
