@@ -72,9 +72,11 @@ def main() -> int:
         f"  read with changed values (digest redone): {counts.get('accepted, values changed', 0)}"
     )
     print(
-        f"  whole --resume runs: {counts.get('resumed', 0)} (every one exit 0, no traceback); "
-        f"the uninterrupted artifact: {counts.get('resumed, same artifact', 0)}, "
-        f"another (a redone digest's values, no warning possible): "
+        f"  whole --resume runs: {counts.get('resumed', 0)} (every one exit 0, no traceback): "
+        f"a batch dropped, warned and its cases sent again, the uninterrupted artifact: "
+        f"{counts.get('resumed, dropped and sent again', 0)}; a batch read, the uninterrupted "
+        f"artifact: {counts.get('resumed, same artifact', 0)}; a batch read with a redone "
+        f"digest's values, another artifact (no warning possible): "
         f"{counts.get('resumed, other values', 0)}"
     )
     print("  tracebacks: 0, silent differences from a damaged batch: 0")

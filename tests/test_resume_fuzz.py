@@ -180,6 +180,7 @@ def test_every_mutated_batch_is_dropped_with_a_warning_or_read_as_written(
             assert len(warned) == 1, err
             assert name in warned[0] and "its cases are sent again" in warned[0]
             assert doc == expected
+            counts["resumed, dropped and sent again"] += 1
         shutil.rmtree(workdir)
     report = os.environ.get("TAGURU_EVAL_FUZZ_REPORT")
     if report:

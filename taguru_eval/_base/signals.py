@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -158,7 +159,12 @@ async def stoppable(awaitable: Awaitable[T]) -> T:
 
     installed = _install(loop, arrived)
     try:
-        check()  # one that arrived before the loop's handlers were in place
+        try:
+            check()  # one that arrived before the loop's handlers were in place
+        except KeyboardInterrupt:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()  # never started: no "never awaited" warning
+            raise
         result = await awaitable
     except BaseException:
         # The cancellation, or whatever a cleanup it cut short raised instead:

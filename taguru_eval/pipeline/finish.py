@@ -43,6 +43,7 @@ from taguru_eval.errors import (
     RunError,
     StoreWriteWarning,
     os_error_text,
+    temporary_write_error,
     warn,
 )
 from taguru_eval.gate import (
@@ -176,7 +177,10 @@ def write_document(out: Path, chunks: Iterable[bytes]) -> Path:
     if not writes_through(out):
         write_artifact(out, chunks)
         return out
-    handle, name = tempfile.mkstemp(prefix="taguru-eval-", suffix=".json")
+    try:
+        handle, name = tempfile.mkstemp(prefix="taguru-eval-", suffix=".json")
+    except OSError as exc:
+        raise temporary_write_error(tempfile.gettempdir(), exc) from None
     os.close(handle)
     copy = Path(name)
     atexit.register(_remove_quietly, copy)
