@@ -13,7 +13,11 @@ stages and the store included), and reads how it ended:
   awaited``, ``Task exception`` or ``Unclosed`` (whatever the exit);
 * hung — still alive 30 s after the signal (killed, and counted);
 * after exit — the run had already ended when the signal was due, or had printed
-  its last line (its exit decided) before it was sent (not counted).
+  its last line (its exit decided) before it was sent (not counted);
+* during start-up — the signal met the interpreter's own start-up (``site``, the
+  ``-m`` machinery), before the program's first line could record it: SIGTERM's
+  default action ends the process (a shell shows 143) and SIGINT raises inside
+  Python's imports, as for any Python program (not counted; reported).
 
 The seconds from the signal to the exit are reported too (median, max).
 
@@ -107,11 +111,22 @@ def trial(url: str, workdir: Path, delay: float, signum: int) -> tuple[str, floa
     code, word = (143, "terminated") if signum == signal.SIGTERM else (130, "interrupted")
     if child.returncode == code and lines and lines[-1][1] == f"taguru: evaluate: {word}\n":
         return "landed", took, err
+    if _before_the_program(child.returncode, err):
+        return "before the program", took, err
     if child.returncode in (0, 3) and lines and lines[-1][0] < sent:
         # Its last line was out before the signal was sent: the run had decided how
         # it ends (the signal met the process's shutdown, where it is blocked).
         return "after exit", None, err
     return "lost", took, err
+
+
+def _before_the_program(code: int, err: str) -> bool:
+    """The signal met Python's own start-up, before the program's first line could
+    record it: SIGTERM's default action (no output at all), or a KeyboardInterrupt
+    raised inside the interpreter's imports (no frame of the package)."""
+    if code == -signal.SIGTERM and not err:
+        return True
+    return err.rstrip().endswith("KeyboardInterrupt") and f"{os.sep}taguru_eval{os.sep}" not in err
 
 
 def main() -> int:
@@ -123,7 +138,8 @@ def main() -> int:
     rng = random.Random(args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="signal-trials-"))
     eval_file(workdir / "eval.jsonl", args.cases)
-    counts = {"landed": 0, "lost": 0, "hung": 0, "after exit": 0, "traceback": 0}
+    counts = {"landed": 0, "lost": 0, "hung": 0, "after exit": 0, "traceback": 0,
+              "before the program": 0}  # fmt: skip
     seconds: list[float] = []
     examples: list[str] = []
     with running_server(ROOT / "data") as url:
@@ -135,18 +151,19 @@ def main() -> int:
             counts[outcome] += 1
             if took is not None:
                 seconds.append(took)
-            if any(word in err for word in NOISE):
+            if any(word in err for word in NOISE) and outcome != "before the program":
                 counts["traceback"] += 1
             if (outcome in ("lost", "hung") or any(w in err for w in NOISE)) and len(examples) < 3:
                 examples.append(f"{outcome} ({signal.Signals(signum).name}): {err[-800:]}")
-    sent = args.trials - counts["after exit"]
+    sent = args.trials - counts["after exit"] - counts["before the program"]
     print(
         f"{args.trials} trials (SIGTERM and SIGINT alternately), {sent} signals sent before "
         f"the run ended, load {os.getloadavg()[0]:.2f}"
     )
     print(
         f"  landed {counts['landed']}, lost {counts['lost']}, tracebacks {counts['traceback']}, "
-        f"hung {counts['hung']}, after exit {counts['after exit']}"
+        f"hung {counts['hung']}, after exit {counts['after exit']}, during Python's start-up "
+        f"(before the program's first line) {counts['before the program']}"
     )
     if seconds:
         print(

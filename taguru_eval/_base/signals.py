@@ -27,15 +27,15 @@ recorded and every function here is a no-op: the library installs no handler.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import inspect
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+if TYPE_CHECKING:  # imported where a loop runs: the process's first lines stay light
+    import asyncio
 
 T = TypeVar("T")
 
@@ -51,11 +51,13 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM arrived: the program stops exactly as on Ctrl-C, then exits 143."""
 
 
-@dataclass
 class _Stops:
-    deferring: bool = False
-    received: int | None = None  # the first stop signal, while deferring
-    raised: bool = False  # whether a check has raised it
+    # A plain class: dataclasses would import inspect, the slowest import of the
+    # process's first lines (record_from_now runs before anything else).
+    def __init__(self) -> None:
+        self.deferring = False
+        self.received: int | None = None  # the first stop signal, while deferring
+        self.raised = False  # whether a check has raised it
 
 
 _STOPS: Final = _Stops()
@@ -77,27 +79,53 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def record_from_now() -> None:
+    """The process's command line, from its very first line: SIGINT and SIGTERM are
+    recorded from here on (a signal during the imports is then kept for the first
+    check, not a ``KeyboardInterrupt`` traceback from inside an import, or an end
+    without the command's line). Only the entry points call it."""
+    if _main_thread():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, _record)
+        _STOPS.deferring = True
+
+
 @contextlib.contextmanager
-def deferring(*, final: bool = False) -> Iterator[None]:
+def deferring(*, final: Callable[[int], object] | None = None) -> Iterator[None]:
     """Inside: SIGINT and SIGTERM are recorded, and raised by :func:`check`.
 
     Only the main thread can install a handler; elsewhere (the command line
-    called from a worker thread) both keep their handling. On the way out the
-    earlier handlers come back, unless ``final`` (the process's own command
-    line, about to exit): then both signals are blocked instead, so one that
-    arrives after the last :func:`unraised` cannot interrupt the interpreter's
-    shutdown either.
+    called from a worker thread) both keep their handling. A signal recorded
+    since :func:`record_from_now` is kept. On the way out the earlier handlers
+    come back, unless ``final`` is given (the process's own command line, its
+    exit code decided): then a stop signal from there on — or one that came
+    after the last :func:`unraised` — is handed to ``final`` (which prints the
+    command's line and ends the process) instead of meeting the interpreter's
+    shutdown.
     """
     if not _main_thread():
         yield
         return
     previous = {signum: signal.signal(signum, _record) for signum in STOP_SIGNALS}
-    _STOPS.deferring, _STOPS.received, _STOPS.raised = True, None, False
+    if not _STOPS.deferring:
+        _STOPS.received, _STOPS.raised = None, False
+    _STOPS.deferring = True
     try:
         yield
     finally:
-        if final:
-            signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        if final is not None:
+            ending = final
+
+            def too_late(signum: int, frame: FrameType | None = None) -> None:
+                for each in STOP_SIGNALS:  # one line, however many signals follow
+                    signal.signal(each, signal.SIG_IGN)
+                ending(signum)
+
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, too_late)
+            late = unraised()
+            if late is not None:
+                too_late(late)
         else:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -143,6 +171,8 @@ async def stoppable(awaitable: Awaitable[T]) -> T:
     """
     if not (_STOPS.deferring and _main_thread()):
         return await awaitable
+    import asyncio
+
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None  # awaited inside a task, as every coroutine is
@@ -162,7 +192,7 @@ async def stoppable(awaitable: Awaitable[T]) -> T:
         try:
             check()  # one that arrived before the loop's handlers were in place
         except KeyboardInterrupt:
-            if inspect.iscoroutine(awaitable):
+            if asyncio.iscoroutine(awaitable):
                 awaitable.close()  # never started: no "never awaited" warning
             raise
         result = await awaitable

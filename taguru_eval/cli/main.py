@@ -29,9 +29,10 @@ A signal that no check met before the command ended still decides its exit.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final
+from typing import Final, NoReturn
 
 from taguru_eval._base import signals
 from taguru_eval._base.extras import MissingExtra
@@ -119,8 +120,8 @@ def dispatch(args: Sequence[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code (0 ok, 1 run failed, 2 input, 3 gate,
     130 interrupted, 143 terminated). Called without ``argv`` it is the process's
-    own command line: a stop signal after its last look is then blocked, not
-    handled (:func:`~taguru_eval._base.signals.deferring`)."""
+    own command line: a stop signal after its last look still ends the process
+    with its line and code (:func:`~taguru_eval._base.signals.deferring`)."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["--version"]:
         # The one answer that issues no warning and cannot be interrupted
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch(args)
     from taguru_eval.cli.flags import printed_warnings
 
-    with signals.deferring(final=argv is None):
+    with signals.deferring(final=_ended_by if argv is None else None):
         try:
             with printed_warnings(sys.stderr):
                 code = dispatch(args)
@@ -140,6 +141,15 @@ def main(argv: list[str] | None = None) -> int:
             code = error.exit_code
         late = signals.unraised()
         return code if late is None else _stopped(signals.stop_exception(late))
+
+
+def _ended_by(signum: int) -> NoReturn:
+    """A stop signal after the process's exit code was decided (the run is done and
+    the interpreter is shutting down): its line, and the process ends with its code."""
+    code = _stopped(signals.stop_exception(signum))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _stopped(stop: KeyboardInterrupt) -> int:

@@ -136,9 +136,9 @@ def _decoding(hint: object) -> object:
             return Annotated[int, _INT32]
         return _decoding(args[0])
     if origin is NotRequired:
-        return NotRequired[_decoding(args[0])]  # type: ignore[misc]
+        return NotRequired[_decoding(args[0])]
     if origin is Required:
-        return Required[_decoding(args[0])]  # type: ignore[misc]
+        return Required[_decoding(args[0])]
     if origin in (Union, types.UnionType):
         return reduce(operator.or_, (_decoding(arg) for arg in args))
     if origin is list:
