@@ -113,11 +113,13 @@ def trial(url: str, workdir: Path, delay: float, signum: int) -> tuple[str, floa
         return "landed", took, err
     if _before_the_program(child.returncode, err):
         return "before the program", took, err
+    if _outside_the_program(child.returncode):
+        return "default action", took, err
     if child.returncode in (0, 3) and lines and lines[-1][0] < sent:
         # Its last line was out before the signal was sent: the run had decided how
         # it ends (the signal met the process's shutdown, where it is blocked).
         return "after exit", None, err
-    return "lost", took, err
+    return "lost", took, f"[exit {child.returncode}] {err}"
 
 
 def _before_the_program(code: int, err: str) -> bool:
@@ -127,6 +129,13 @@ def _before_the_program(code: int, err: str) -> bool:
     if code == -signal.SIGTERM and not err:
         return True
     return err.rstrip().endswith("KeyboardInterrupt") and f"{os.sep}taguru_eval{os.sep}" not in err
+
+
+def _outside_the_program(code: int) -> bool:
+    """Ended by the signal's default action: the interpreter had restored it at the
+    very end of its shutdown, after the program's last line of code (a shell shows
+    130 / 143 all the same)."""
+    return code in (-signal.SIGINT, -signal.SIGTERM)
 
 
 def main() -> int:
@@ -139,7 +148,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="signal-trials-"))
     eval_file(workdir / "eval.jsonl", args.cases)
     counts = {"landed": 0, "lost": 0, "hung": 0, "after exit": 0, "traceback": 0,
-              "before the program": 0}  # fmt: skip
+              "before the program": 0, "default action": 0}  # fmt: skip
     seconds: list[float] = []
     examples: list[str] = []
     with running_server(ROOT / "data") as url:
@@ -153,9 +162,15 @@ def main() -> int:
                 seconds.append(took)
             if any(word in err for word in NOISE) and outcome != "before the program":
                 counts["traceback"] += 1
-            if (outcome in ("lost", "hung") or any(w in err for w in NOISE)) and len(examples) < 3:
-                examples.append(f"{outcome} ({signal.Signals(signum).name}): {err[-800:]}")
+            slow = took is not None and took > 5
+            if (outcome in ("lost", "hung") or slow or any(w in err for w in NOISE)) and len(
+                examples
+            ) < 5:
+                examples.append(
+                    f"{outcome} ({signal.Signals(signum).name}, {took} s to exit): {err[-800:]}"
+                )
     sent = args.trials - counts["after exit"] - counts["before the program"]
+    sent -= counts["default action"]
     print(
         f"{args.trials} trials (SIGTERM and SIGINT alternately), {sent} signals sent before "
         f"the run ended, load {os.getloadavg()[0]:.2f}"
@@ -163,7 +178,8 @@ def main() -> int:
     print(
         f"  landed {counts['landed']}, lost {counts['lost']}, tracebacks {counts['traceback']}, "
         f"hung {counts['hung']}, after exit {counts['after exit']}, during Python's start-up "
-        f"(before the program's first line) {counts['before the program']}"
+        f"(before the program's first line) {counts['before the program']}, by the signal's "
+        f"default action after the program's last line {counts['default action']}"
     )
     if seconds:
         print(

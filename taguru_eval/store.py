@@ -54,6 +54,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from taguru_eval._base.filebytes import ReadCap, file_bytes
 from taguru_eval._base.files import fsync_directory, is_abandoned
 from taguru_eval._base.ids import new_run_id as new_run_id
 from taguru_eval.catalog import CATALOG, Catalog
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
 
 STAGING_DIR: Final = ".staging"
 ORIGIN_NAME: Final = "run.json"
+ORIGIN_CAP: Final = ReadCap(1 << 20, "a run.json")
 HIVE_SCHEMA: Final = {"context": pl.String, "run": pl.String}
 HIVE_ARROW_SCHEMA: Final = pa.schema([pa.field(name, pa.string()) for name in HIVE_SCHEMA])
 """The partition columns, always strings (a context named ``2024`` stays text)."""
@@ -604,7 +606,7 @@ def read_origin(run_directory: str | Path) -> RunOrigin | None:
     if not path.is_file():
         return None
     try:
-        recorded = json.loads(path.read_bytes().decode("utf-8"))
+        recorded = json.loads(file_bytes(path, ORIGIN_CAP).decode("utf-8"))
     except OSError as exc:
         raise InputError(f"reading {path}: {os_error_text(exc)}", path=str(path)) from None
     except ValueError as exc:  # invalid UTF-8 or JSON

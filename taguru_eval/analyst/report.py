@@ -63,7 +63,7 @@ from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.significance import POWER
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.store import RunOrigin, read_origin, read_table, require_tables
-from taguru_eval.store_artifact import stored_artifact
+from taguru_eval.store_artifact import artifact_bytes, stored_artifact
 from taguru_eval.tables.schemas import TABLE
 
 _RATIO_METRICS_UNIT: Final = "ratio"
@@ -176,7 +176,7 @@ def _with_abstention_warnings(head: dict[str, Any], artifact: Path) -> dict[str,
     ):
         return head
     try:
-        tail = _TAIL_DECODER.decode(artifact.read_bytes())
+        tail = _TAIL_DECODER.decode(artifact_bytes(artifact))
     except (OSError, msgspec.DecodeError):
         # The head already read: the section then works the warnings out from the tables.
         return head

@@ -32,6 +32,7 @@ from taguru_eval._base import jsonstrict
 from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.jsonstrict import JsonShapeError, JsonSyntaxError
 from taguru_eval._base.text import display_f64
+from taguru_eval.contract import TOLERANCES_CAP
 from taguru_eval.errors import InputError, os_error_text
 
 TOLERANCES_VERSION: Final = 1
@@ -56,7 +57,7 @@ def load_tolerances(path: str | Path, metrics: Collection[str]) -> dict[str, flo
     """
     shown = path if isinstance(path, str) else os.fspath(path)
     try:
-        raw = file_bytes(path)
+        raw = file_bytes(path, TOLERANCES_CAP)
     except OSError as exc:
         raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
     try:

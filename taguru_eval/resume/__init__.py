@@ -45,6 +45,7 @@ from urllib.parse import quote
 
 import msgspec
 
+from taguru_eval._base.filebytes import ReadCap, file_bytes
 from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval._base.ids import new_run_id
 from taguru_eval.contract import VERSION
@@ -65,8 +66,9 @@ MANIFEST_NAME: Final = "manifest.json"
 FINISHED_NAME: Final = "finished"
 CHECKPOINT_STAMP: Final = 2
 """2: batches carry their digest (:mod:`.batches`); a stamp-1 checkpoint is not read."""
-BATCH_CAP: Final = 1 << 30
+BATCH_CAP: Final = ReadCap(1 << 30, "a checkpoint batch")
 """The largest batch file read back (a default batch is a few MB)."""
+MANIFEST_CAP: Final = ReadCap(1 << 20, "a checkpoint's manifest")
 DEFAULT_BATCH: Final = 500
 BATCH_ENV: Final = "TAGURU_EVAL_CHECKPOINT_BATCH"
 """Cases per batch file (tests use a small one; a batch costs one fsync)."""
@@ -249,7 +251,8 @@ class Found:
 
 def _manifest(directory: Path) -> Manifest | None:
     try:
-        manifest = msgspec.json.decode((directory / MANIFEST_NAME).read_bytes(), type=Manifest)
+        data = file_bytes(directory / MANIFEST_NAME, MANIFEST_CAP)
+        manifest = msgspec.json.decode(data, type=Manifest)
     except (OSError, msgspec.DecodeError):
         return None
     return manifest if manifest.taguru_eval_checkpoint == CHECKPOINT_STAMP else None
@@ -303,7 +306,7 @@ def load_checkpoint(
             continue  # the manifest, the lock, or a temp file a kill left
         last = max(last, int(match.group("n")))
         try:
-            outputs = decode_batch(_read_batch(path), cases)
+            outputs = decode_batch(file_bytes(path, BATCH_CAP), cases)
         except (OSError, NonConforming) as exc:
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -318,15 +321,6 @@ def load_checkpoint(
             done[output["case_index"]] = output
     kept = [done[index] for index in sorted(done) if not _unreached(done[index])]
     return Found(directory=directory, manifest=manifest, done=kept, next_batch=last + 1, lock=lock)
-
-
-def _read_batch(path: Path) -> bytes:
-    """A batch file's bytes, refused past :data:`BATCH_CAP` (read no further)."""
-    with path.open("rb") as handle:
-        data = handle.read(BATCH_CAP + 1)
-    if len(data) > BATCH_CAP:
-        raise NonConforming(f"larger than a batch can be ({BATCH_CAP >> 20} MiB)")
-    return data
 
 
 def _reason(exc: Exception) -> str:
