@@ -295,7 +295,8 @@ def test_a_signal_during_the_write_stops_it_and_stores_nothing(
     code = main(["run", *run_args(EVAL, "sake", server), "--thresholds", str(PASSING), "--quiet"])
     err = capsys.readouterr().err
     assert code == (130 if signum == signal.SIGINT else 143), err
-    assert err.splitlines()[-1] == PREFIX + ("interrupted" if signum == signal.SIGINT else "terminated")
+    word = "interrupted" if signum == signal.SIGINT else "terminated"
+    assert err.splitlines()[-1] == PREFIX + word
     assert stopped == [Path("evaluation.json")]
     assert not Path("evaluation.json").exists()
     assert not any(Path(".").glob(".evaluation.json.*"))

@@ -14,9 +14,10 @@ holding a tolerance would stop gating under taguru (and under run mode here,
 which reads it the same way).
 
 Decoding is strict as the thresholds file's is: unknown or repeated keys are
-errors (a metric given twice in ``tolerance`` too: which one was meant?), the stamp must be 1, every value a JSON number. Then every semantic
-problem (an unknown metric name, a negative or non-finite tolerance) is
-reported together in one ``<path>: p1; p2`` message. Every failure is an
+errors (a metric given twice in ``tolerance`` too: which one was meant?), the
+stamp must be 1, every value a JSON number. Then every semantic problem (an
+unknown metric name, a negative or non-finite tolerance) is reported together
+in one ``<path>: p1; p2`` message. Every failure is an
 :class:`~taguru_eval.errors.InputError` (exit 2).
 """
 

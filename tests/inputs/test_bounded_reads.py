@@ -128,8 +128,7 @@ def test_dev_zero_as_a_compare_side_stops_at_its_cap(
     assert code == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line == (
-        f"{PREFIX}BASE reading /dev/zero: longer than 1 MiB, the most an evaluation.json "
-        "may hold"
+        f"{PREFIX}BASE reading /dev/zero: longer than 1 MiB, the most an evaluation.json may hold"
     )
 
 
