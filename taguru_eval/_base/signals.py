@@ -8,7 +8,8 @@ connection's ``__del__``), and an exception raised there is printed as
 to exit 0 or 3. Raised in the middle of the event loop's own code it left
 futures half-resolved (``InvalidStateError``, "coroutine … was never awaited",
 a shutdown that never ended). So the command line's handler only records the
-signal (:func:`deferring`), and the program acts on it in three places:
+signal — from the program's first line (:func:`record_from_now`), then inside
+:func:`deferring` — and the program acts on it in three places:
 
 * the event loop of a network phase (:func:`stoppable`): the loop's own signal
   handler (``loop.add_signal_handler``, which uvloop has too) records the
@@ -19,7 +20,8 @@ signal (:func:`deferring`), and the program acts on it in three places:
   reader reads or a writer writes: it raises :class:`Terminated` (SIGTERM) or
   ``KeyboardInterrupt`` (SIGINT) there, once;
 * the command's last step (:func:`unraised`): a signal no check met still
-  decides the exit code (143 / 130).
+  decides the exit code (143 / 130), and one that comes after it ends the
+  process with its line at once (``deferring(final=…)``).
 
 Without :func:`deferring` (a library caller, a worker thread) nothing is
 recorded and every function here is a no-op: the library installs no handler.

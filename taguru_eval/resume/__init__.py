@@ -69,6 +69,7 @@ CHECKPOINT_STAMP: Final = 2
 BATCH_CAP: Final = ReadCap(1 << 30, "a checkpoint batch")
 """The largest batch file read back (a default batch is a few MB)."""
 MANIFEST_CAP: Final = ReadCap(1 << 20, "a checkpoint's manifest")
+FINISHED_CAP: Final = ReadCap(4096, "a checkpoint's finished mark")
 DEFAULT_BATCH: Final = 500
 BATCH_ENV: Final = "TAGURU_EVAL_CHECKPOINT_BATCH"
 """Cases per batch file (tests use a small one; a batch costs one fsync)."""
@@ -259,11 +260,15 @@ def _manifest(directory: Path) -> Manifest | None:
 
 
 def finished_as(directory: Path) -> str | None:
-    """The run id a checkpoint's run was stored as, when it is marked finished."""
-    try:
-        text = (directory / FINISHED_NAME).read_bytes()[:200].decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
+    """The run id a checkpoint's run was stored as, when it is marked finished (``?``
+    for a mark that does not read as one: marked all the same)."""
+    mark = directory / FINISHED_NAME
+    if not mark.exists():
         return None
+    try:
+        text = file_bytes(mark, FINISHED_CAP).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return "?"
     return text or "?"
 
 
@@ -276,14 +281,6 @@ def checkpoints(store_dir: str | Path, context: str) -> list[tuple[Path, Manifes
         return []
     found = [(directory, _manifest(directory)) for directory in candidates]
     return [(directory, manifest) for directory, manifest in found if manifest is not None]
-
-
-def newest_checkpoint(store_dir: str | Path, context: str) -> tuple[Path, Manifest] | None:
-    """The most recent unfinished checkpoint of ``context``."""
-    for directory, manifest in checkpoints(store_dir, context):
-        if finished_as(directory) is None:
-            return directory, manifest
-    return None
 
 
 def _unreached(output: LaneOutput) -> bool:

@@ -16,7 +16,10 @@ import os
 from pathlib import Path
 from typing import Final
 
+from taguru_eval._base.filebytes import ReadCap, file_bytes
+
 LOCK_NAME: Final = "lock"
+_PID_CAP: Final = ReadCap(64, "a checkpoint's lock file")
 
 
 class Held(Exception):
@@ -67,21 +70,7 @@ class CheckpointLock:
 def holder(path: Path) -> int | None:
     """The pid the lock's holder wrote into ``path``, if it reads as one."""
     try:
-        text = path.read_bytes()[:32].decode("ascii").strip()
+        text = file_bytes(path, _PID_CAP).decode("ascii").strip()
     except (OSError, UnicodeDecodeError):
         return None
     return int(text) if text.isdigit() else None
-
-
-def is_held(directory: Path) -> Held | None:
-    """Whether another process holds the lock of ``directory`` (a probe that takes
-    and drops it at once); None when it is free or there is no lock file."""
-    probe = CheckpointLock(directory)
-    try:
-        probe.take()
-    except Held as held:
-        return held
-    except OSError:
-        return None
-    probe.release()
-    return None
