@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from taguru_eval._base.filebytes import ReadCap
+
 SEARCH: Final = "POST /contexts/{name}/sources/search"
 RESOLVE: Final = "POST /contexts/{name}/resolve"
 RESOLVE_LABEL: Final = "POST /contexts/{name}/resolve_label"
@@ -50,3 +52,26 @@ VERSION: Final = "0.1.0"
 """This build's version. pyproject.toml reads it from here (a dynamic version),
 so the package metadata states the same; reading the metadata at run time
 instead costs ``--version`` a fifth of its whole time."""
+
+
+_GiB: Final = 1 << 30
+_MiB: Final = 1 << 20
+
+EVAL_CAP: Final = ReadCap(4 * _GiB, "an eval set")
+ARTIFACT_CAP: Final = ReadCap(4 * _GiB, "an evaluation.json")
+THRESHOLDS_CAP: Final = ReadCap(256 * _MiB, "a thresholds file")
+MUST_REFUSE_CAP: Final = ReadCap(256 * _MiB, "a must-refuse file")
+ANSWERS_CAP: Final = ReadCap(256 * _MiB, "an answers file")
+TOLERANCES_CAP: Final = ReadCap(256 * _MiB, "a tolerances file")
+GOLDEN_CAP: Final = ReadCap(256 * _MiB, "a golden CSV")
+CONFIG_CAP: Final = ReadCap(256 * _MiB, "a config file")
+"""The most each input may hold (:func:`taguru_eval._base.filebytes.file_bytes`): far
+past any real file (a 100,000-case eval set is ~50 MB, its evaluation.json ~470 MB),
+near enough that ``/dev/zero`` given as one is refused, not read until memory runs out."""
+
+STORED_RATIO: Final = 1024
+STORED_FLOOR: Final = 64 * _MiB
+"""A stored ``evaluation.json.zst`` may decompress to ``STORED_RATIO`` times its own size,
+and at least ``STORED_FLOOR`` (and never past :data:`ARTIFACT_CAP`): real artifacts
+compress 8–40×, a run of identical failed cases a few hundred times; a 43.6 KB file
+inflating to 1 GiB (24,000×) is a bomb, refused after 64 MiB."""

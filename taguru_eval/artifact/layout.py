@@ -41,6 +41,7 @@ from taguru_eval.catalog import (
     CaseField,
     Catalog,
 )
+from taguru_eval.errors import temporary_write_error
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,12 @@ _LANE_RENDERS: Final = tuple(
 )
 
 
+def lane_values(lane_output: Mapping[str, Any]) -> list[Any]:
+    """One case's lane values as its block writes them, in :data:`CASE_LAYOUT`'s
+    order (``None`` where the case has none)."""
+    return [render(lane_output) for _, render in _LANE_RENDERS]
+
+
 class LaneBlocks:
     """Each case's lane values, encoded as its block writes them the moment the case
     finishes, and kept on disk (the pipeline hands :meth:`add` to the network phase).
@@ -237,7 +244,7 @@ class LaneBlocks:
 
     def add(self, lane_output: Mapping[str, Any]) -> None:
         """Renders one finished case's lane values (encoded with the next batch)."""
-        values = [render(lane_output) for _, render in _LANE_RENDERS]
+        values = lane_values(lane_output)
         self._pending.append((lane_output["case_index"], values))
         if len(self._pending) >= self.BATCH:
             self.flush()
@@ -248,9 +255,6 @@ class LaneBlocks:
             return
         present = [value for _, values in self._pending for value in values if value is not None]
         encoded = iter(encode_json_each(present))
-        if self._file is None:
-            # Held open until close(): the file is the values' one home.
-            self._file = tempfile.TemporaryFile(dir=self._directory)  # noqa: SIM115
         chunks: list[bytes] = []
         for case_index, values in self._pending:
             self._row[case_index] = len(self._spans)
@@ -264,9 +268,18 @@ class LaneBlocks:
                 self._spans.append(len(data))
                 self._size += len(data)
         self._pending = []
-        self._file.seek(0, os.SEEK_END)
-        self._file.write(b"".join(chunks))
-        self._file.flush()
+        try:
+            if self._file is None:
+                # Held open until close(): the file is the values' one home.
+                self._file = tempfile.TemporaryFile(dir=self._directory)  # noqa: SIM115
+            self._file.seek(0, os.SEEK_END)
+            self._file.write(b"".join(chunks))
+            self._file.flush()
+        except OSError as exc:
+            # A full or read-only temporary directory, a file-size limit: one line,
+            # exit 1 (the run's finished cases stay in its checkpoint).
+            where = os.fspath(self._directory or tempfile.gettempdir())
+            raise temporary_write_error(where, exc) from None
 
     def __len__(self) -> int:
         return len(self._row) + len(self._pending)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Final
 
 from taguru_eval._base import jsonstrict
+from taguru_eval._base.filebytes import ReadCap, file_bytes
 from taguru_eval._base.text import parse_decimal, split_lines, trim
 from taguru_eval.corpus.paragraphs import heading_label, paragraphs_with_lines
 from taguru_eval.errors import InputError
@@ -312,9 +313,13 @@ def alias_line(file: Path, space: str, alias: str) -> int | None:
     return None
 
 
+CORPUS_FILE_CAP: Final = ReadCap(256 << 20, "a corpus file")
+"""A corpus folder's file (a document, context.json, …): one naming ``/dev/zero`` stops."""
+
+
 def _read_text(file: Path) -> str:
     try:
-        return file.read_bytes().decode("utf-8")
+        return file_bytes(file, CORPUS_FILE_CAP).decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputError(f"{file}: not UTF-8 text (byte {error.start})", path=str(file)) from None
     except OSError as error:

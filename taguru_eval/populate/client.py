@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from taguru_eval._base.redact import Redactor
+from taguru_eval._base.signals import check
 from taguru_eval._base.text import encodable, encode_json
 from taguru_eval.inputs.proxy import ProxyConfig
 from taguru_eval.run.http.bodies import parse_json
@@ -135,6 +136,7 @@ class WriteClient:
 
         Raises :class:`Unreachable` or :class:`Refused`.
         """
+        check()  # a stop signal ends the load between two requests
         content = None if body is None else encode_json(body)
         headers = {} if content is None else {"Content-Type": "application/json"}
         url = build_url(self.base_url, segments, query)
