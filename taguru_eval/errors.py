@@ -121,6 +121,15 @@ def os_error_text(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def temporary_write_error(directory: str, exc: OSError) -> RunError:
+    """A temporary file (the lane values' spill file, a device output's copy) that
+    cannot be written: a full or read-only temporary directory, a file-size limit."""
+    return RunError(
+        f"writing a temporary file in {directory}: {os_error_text(exc)}; "
+        "set TMPDIR to a directory with room"
+    )
+
+
 class TaguruEvalWarning(UserWarning):
     """Base of every warning the library issues through :mod:`warnings`.
 
@@ -148,6 +157,11 @@ class DamagedRunWarning(TaguruEvalWarning):
 class StoreWriteWarning(TaguruEvalWarning):
     """A finished run could not be kept in the run store; its artifact and its
     exit code (the gate's verdict) stand."""
+
+
+class UnsentSettingWarning(TaguruEvalWarning):
+    """``load`` met a folder setting no public route can carry (the reference
+    server's own ``vector_lane``); the rest of the folder is loaded."""
 
 
 def warn(warning: TaguruEvalWarning) -> None:

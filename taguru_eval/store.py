@@ -54,6 +54,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from taguru_eval._base.filebytes import ReadCap, file_bytes
 from taguru_eval._base.files import fsync_directory, is_abandoned
 from taguru_eval._base.ids import new_run_id as new_run_id
 from taguru_eval.catalog import CATALOG, Catalog
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
 
 STAGING_DIR: Final = ".staging"
 ORIGIN_NAME: Final = "run.json"
+ORIGIN_CAP: Final = ReadCap(1 << 20, "a run.json")
 HIVE_SCHEMA: Final = {"context": pl.String, "run": pl.String}
 HIVE_ARROW_SCHEMA: Final = pa.schema([pa.field(name, pa.string()) for name in HIVE_SCHEMA])
 """The partition columns, always strings (a context named ``2024`` stays text)."""
@@ -158,11 +160,13 @@ class StagedRun:
         except BaseException as exc:  # handed to whoever finishes the run
             self._failure = exc
 
-    def finish(self, artifact: str | Path) -> Path:
+    def finish(self, artifact: str | Path, before_rename: Callable[[], None] | None = None) -> Path:
         """Adds ``artifact`` (the evaluation.json text, or the ``Path`` of one already
         written, whose bytes are streamed from the file and stored compressed, as
         they are) and ``run.json``, and moves the run into place; returns the run
-        directory. Failure → :class:`RunError`."""
+        directory. ``before_rename`` runs once everything is staged, just before
+        the rename (a resumed run's checkpoint is retired there). Failure →
+        :class:`RunError`."""
         self._writer.join()
         try:
             if self._failure is not None:
@@ -172,6 +176,8 @@ class StagedRun:
                 self._staging / ORIGIN_NAME, json.dumps(self._origin.to_json(), ensure_ascii=False)
             )
             self.target.parent.mkdir(parents=True, exist_ok=True)
+            if before_rename is not None:
+                before_rename()
             os.rename(self._staging, self.target)
             fsync_directory(self.target.parent)
         except OSError as exc:
@@ -600,7 +606,7 @@ def read_origin(run_directory: str | Path) -> RunOrigin | None:
     if not path.is_file():
         return None
     try:
-        recorded = json.loads(path.read_bytes().decode("utf-8"))
+        recorded = json.loads(file_bytes(path, ORIGIN_CAP).decode("utf-8"))
     except OSError as exc:
         raise InputError(f"reading {path}: {os_error_text(exc)}", path=str(path)) from None
     except ValueError as exc:  # invalid UTF-8 or JSON

@@ -8,26 +8,41 @@ store")::
 
 The uncompressed copy was 98% of a stored run's bytes; zstd keeps a
 100,000-case run's copy at a fraction of it (benchmarks/store_size.py). The
-compressed file is one standard zstd frame (``zstd -d`` reads it), written and
-read by pyarrow's codec — a dependency already — as a stream, so neither
-storing nor reading a 300 MB document holds it twice in memory.
+compressed file is one standard zstd frame (``zstd -d`` reads it), written by
+pyarrow's codec as a stream, so storing a 300 MB document never holds it twice
+in memory.
+
+It is read back as untrusted input (a store may be downloaded): by python-zstandard,
+frame by frame (:class:`_OneFrame`), so every reader sees the same thing — the
+first frame's bytes, refused when anything follows it (a second frame, trailing
+bytes) and once they pass :func:`decompressed_cap` (a small file inflating to
+gigabytes is a bomb, not a run). A plain evaluation.json is read up to
+:data:`~taguru_eval.contract.ARTIFACT_CAP`.
 
 Every reader finds a run's artifact with :func:`stored_artifact` and opens it
 with :func:`open_artifact` or :func:`artifact_bytes`, so both layouts read
-the same everywhere. A decompression failure (a damaged or truncated file) is
-an :class:`OSError` whose text names the damage, as any unreadable file is.
+the same everywhere. A decompression failure (a damaged or truncated file, a
+second frame, a bomb) is an :class:`OSError` whose text names the damage, as
+any unreadable file is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Final, cast
 
-from taguru_eval._base.filebytes import file_bytes
-from taguru_eval.contract import ARTIFACT_NAME
+from taguru_eval._base.filebytes import ReadCap, TooLarge, file_bytes, read_capped, size_text
+from taguru_eval._base.signals import check
+from taguru_eval.contract import (
+    ARTIFACT_CAP,
+    ARTIFACT_NAME,
+    STORED_FLOOR,
+    STORED_RATIO,
+)
 
 COMPRESSED_NAME: Final = f"{ARTIFACT_NAME}.zst"
 """The artifact's file name in a run stored by this version."""
@@ -77,33 +92,94 @@ def is_compressed(path: str | Path) -> bool:
     return os.fspath(path).endswith(".zst")
 
 
+def decompressed_cap(compressed_size: int) -> ReadCap:
+    """What a stored artifact of ``compressed_size`` bytes may decompress to."""
+    limit = min(ARTIFACT_CAP.limit, max(STORED_FLOOR, STORED_RATIO * compressed_size))
+    return ReadCap(
+        limit,
+        f"a stored evaluation.json of {size_text(compressed_size)} "
+        f"({STORED_RATIO} times its size, at least {size_text(STORED_FLOOR)})",
+    )
+
+
+_PIECE: Final = 4096
+"""Compressed bytes decompressed at a time: zstd expands a piece at most ~32,000
+times (128 MiB), so the cap is never overshot by more than that."""
+
+
+class _OneFrame(io.RawIOBase):
+    """The bytes of the one zstd frame ``raw`` holds, decompressed as they are read.
+
+    Refused (:class:`OSError`) when the stream is not zstd, is cut short, holds
+    anything after its frame, or decompresses past ``cap``."""
+
+    def __init__(self, raw: BinaryIO, cap: ReadCap) -> None:
+        import zstandard
+
+        self._raw = raw
+        self._cap = cap
+        self._error = zstandard.ZstdError
+        self._frame = zstandard.ZstdDecompressor().decompressobj()
+        self._out = memoryview(b"")
+        self._total = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        while not self._out:
+            if not self._more():
+                return 0
+        size = min(len(buffer), len(self._out))
+        buffer[:size] = self._out[:size]
+        self._out = self._out[size:]
+        return size
+
+    def _more(self) -> bool:
+        """Decompress the next piece; False at the frame's end."""
+        if self._frame.eof:
+            return False
+        piece = self._raw.read(_PIECE)
+        if not piece:
+            raise OSError(None, "the zstd frame is cut short (a truncated file)")
+        try:
+            out = self._frame.decompress(piece)
+        except self._error as exc:
+            raise OSError(None, f"not a zstd frame ({exc})") from None
+        self._total += len(out)
+        if self._total > self._cap.limit:
+            raise TooLarge(self._cap)
+        self._out = memoryview(out)
+        if self._frame.eof and (self._frame.unused_data or self._raw.read(1)):
+            raise OSError(None, "bytes follow its zstd frame (a stored artifact is one frame)")
+        check()
+        return True
+
+
 @contextlib.contextmanager
 def open_artifact(path: str | Path) -> Iterator[BinaryIO]:
     """``path`` opened for reading its evaluation.json bytes: a plain file as
-    it is (seekable), a compressed one through the codec (a forward-only
+    it is (seekable), a compressed one through :class:`_OneFrame` (a forward-only
     stream). Failure → :class:`OSError`."""
     if not is_compressed(path):
         with Path(path).open("rb") as handle:
             yield handle
         return
-    # Imported here: a plain evaluation.json (and ``--version``) needs no pyarrow.
-    import pyarrow as pa
-
     # Opened by Python, so a missing or unreadable file is worded as any other.
-    with (
-        Path(path).open("rb") as raw,
-        pa.CompressedInputStream(raw, _CODEC) as stream,
-    ):
-        yield cast(BinaryIO, stream)
+    with Path(path).open("rb") as raw:
+        cap = decompressed_cap(os.fstat(raw.fileno()).st_size)
+        with io.BufferedReader(_OneFrame(raw, cap), _CHUNK) as stream:
+            yield cast(BinaryIO, stream)
 
 
 def artifact_bytes(path: str | Path) -> bytes:
     """The evaluation.json bytes ``path`` holds (decompressed when it is a
-    stored ``.zst``). Failure, a damaged stream included → :class:`OSError`."""
+    stored ``.zst``), at most their cap. Failure, a damaged stream included →
+    :class:`OSError`."""
     if not is_compressed(path):
-        return file_bytes(path)
+        return file_bytes(path, ARTIFACT_CAP)
     with open_artifact(path) as handle:
-        return handle.read()
+        return read_capped(handle, ARTIFACT_CAP)
 
 
 def same_bytes(path: str | Path, data: bytes) -> bool:
@@ -122,9 +198,11 @@ def same_bytes(path: str | Path, data: bytes) -> bool:
 
 def write_stored(path: Path, artifact: str | Path) -> None:
     """Write ``artifact`` — the evaluation.json text, or the ``Path`` of one
-    already written, streamed from the file — compressed to ``path`` and
-    flushed to disk. ``path`` sits in a staging directory that is renamed
-    into place whole, which is what makes the write atomic."""
+    already written, streamed from the file — compressed to ``path`` (one zstd
+    frame, by pyarrow's codec) and flushed to disk. ``path`` sits in a staging
+    directory that is renamed into place whole, which is what makes the write
+    atomic."""
+    # Imported here: a plain evaluation.json (and ``--version``) needs no pyarrow.
     import pyarrow as pa
 
     with pa.CompressedOutputStream(os.fspath(path), _CODEC) as out:

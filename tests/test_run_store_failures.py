@@ -273,25 +273,31 @@ def test_a_signal_during_the_write_stops_it_and_stores_nothing(
     signum: signal.Signals,
 ) -> None:
     """A real signal while evaluation.json is being written (not an exception
-    raised by hand): the write stops there, nothing is stored, and the exit code
-    is the interrupt's. Inside the event loop asyncio had made Ctrl-C a pending
-    cancellation: the run was written and stored whole, then exited 130."""
+    raised by hand): the handler only records it, the writer's next check raises
+    it, the write stops there, nothing is stored, and the exit code is the
+    interrupt's. (Inside the event loop asyncio had made Ctrl-C a pending
+    cancellation: the run was written and stored whole, then exited 130.)"""
     from taguru_eval.pipeline import finish as pipeline
 
     monkeypatch.chdir(tmp_path)
     original_write = pipeline.write_artifact
-    written: list[object] = []
+    stopped: list[object] = []
 
     def write(path: object, chunks: object) -> None:
         os.kill(os.getpid(), signum)
-        written.append(path)  # reached only when the signal did not stop the write
-        original_write(path, chunks)  # type: ignore[arg-type]
+        try:
+            original_write(path, chunks)  # type: ignore[arg-type]
+        except KeyboardInterrupt:
+            stopped.append(path)
+            raise
 
     monkeypatch.setattr(pipeline, "write_artifact", write)
     code = main(["run", *run_args(EVAL, "sake", server), "--thresholds", str(PASSING), "--quiet"])
     err = capsys.readouterr().err
     assert code == (130 if signum == signal.SIGINT else 143), err
-    assert written == []
+    word = "interrupted" if signum == signal.SIGINT else "terminated"
+    assert err.splitlines()[-1] == PREFIX + word
+    assert stopped == [Path("evaluation.json")]
     assert not Path("evaluation.json").exists()
     assert not any(Path(".").glob(".evaluation.json.*"))
     assert not Path("runs").exists() or not any(Path("runs").glob("context=*/run=*"))

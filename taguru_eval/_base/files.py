@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
+from taguru_eval._base.signals import checked
+
 
 def _process_start() -> float:
     """When this process started (seconds since the epoch).
@@ -203,8 +205,11 @@ def writes_through(target: str | os.PathLike[str]) -> bool:
 def write_chunks_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
     """:func:`write_bytes_atomic` of ``b"".join(chunks)``, written as the chunks come
     (a 300 MB document is never whole in memory). A failure while the chunks are
-    made (they may be computed as they are written) removes the temp file too."""
+    made (they may be computed as they are written) removes the temp file too, and
+    so does a stop signal, which is checked for before each chunk
+    (:func:`~taguru_eval._base.signals.check`)."""
     target = _followed(Path(path))
+    chunks = checked(iter(chunks))
     if _is_special(target):
         _write_through(target, chunks)
         return

@@ -417,8 +417,17 @@ def read_closed_object(
     return obj
 
 
-def read_map(value: object, path: JsonPath, item: Callable[[object, JsonPath], T]) -> dict[str, T]:
+def read_map(
+    value: object,
+    path: JsonPath,
+    item: Callable[[object, JsonPath], T],
+    *,
+    reject_duplicates: bool = False,
+) -> dict[str, T]:
     """A free-keyed JSON object (metric-name map, case-id map): each value
-    passes ``item``; a repeated key keeps its last value."""
+    passes ``item``; a repeated key keeps its last value (as serde's map does),
+    or with ``reject_duplicates`` fails with ``duplicate key `k```."""
     obj = read_object(value, path)
+    if reject_duplicates and isinstance(obj, JsonObject) and obj.duplicate_keys:
+        raise JsonShapeError(path, f"duplicate key `{obj.duplicate_keys[0]}`")
     return {key: item(member, (*path, key)) for key, member in obj.items()}

@@ -15,8 +15,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
+from taguru_eval._base.filebytes import ReadCap, file_bytes
 from taguru_eval._base.files import write_bytes_atomic
+
+READY_CAP: Final = ReadCap(64 << 10, "a ready file")
+"""A ready file is one short line; a path that names an endless stream is refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +68,7 @@ def read_ready_file(path: Path) -> ReadyFile | None:
     than a missing file (a directory, no permission) propagates.
     """
     try:
-        data = path.read_bytes()
+        data = file_bytes(path, READY_CAP)
     except FileNotFoundError:
         return None
     return ReadyFile.from_bytes(data)

@@ -57,27 +57,45 @@ def split_lines(text: str) -> list[str]:
 _ESCAPED_CATEGORIES: Final = frozenset({"Cc", "Zl", "Zp", "Cs"})
 _SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
+BIDI_CONTROLS: Final = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+"""The bidirectional controls (format characters, not ``Cc``): raw, they reorder
+what a terminal or a CI page shows around them ("Trojan Source")."""
+
+CONTROL_CHARACTERS: Final = (
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+    r"\u202a-\u202e\u2066-\u2069]"
+)
+"""What no CI output (JUnit, the Markdown summaries, changes.jsonl) carries raw, as a
+regex class both Python's ``re`` and Polars read: C0 but tab, line feed and carriage
+return (each output spells those its own way), DEL, C1, the line and paragraph
+separators and :data:`BIDI_CONTROLS` — what :func:`one_line` escapes on stderr."""
+
 
 def one_line(text: str) -> str:
     r"""``text`` made safe for one stderr line: control characters escaped Rust-style.
 
     A newline, carriage return or tab becomes ``\n``, ``\r``, ``\t``; every
-    other control, line-separator or lone-surrogate character becomes
-    ``\u{1b}`` (Rust's ``escape_debug`` spelling). Ordinary text, non-ASCII
-    included, comes back unchanged. This is the one sanitizer for anything
-    user- or server-supplied that ends up in a one-line message.
+    other control (C0, DEL, C1), line-separator, bidirectional-control or
+    lone-surrogate character becomes ``\u{1b}`` (Rust's ``escape_debug``
+    spelling). Ordinary text, non-ASCII included, comes back unchanged. This is
+    the one sanitizer for anything user- or server-supplied that ends up in a
+    one-line message.
     """
-    # isprintable() is the fast path; it is also False for spaces other than
-    # U+0020 (Zs), which stay as they are, hence the category check.
-    if text.isprintable() or all(
-        unicodedata.category(ch) not in _ESCAPED_CATEGORIES for ch in text
-    ):
+    # isprintable() is the fast path (False for every character escaped here); it is
+    # also False for spaces other than U+0020 (Zs), which stay, hence the check.
+    if text.isprintable() or not any(_escaped(ch) for ch in text):
         return text
     return "".join(_escape(ch) for ch in text)
 
 
+def _escaped(ch: str) -> bool:
+    return ch in BIDI_CONTROLS or unicodedata.category(ch) in _ESCAPED_CATEGORIES
+
+
 def _escape(ch: str) -> str:
-    if unicodedata.category(ch) not in _ESCAPED_CATEGORIES:
+    if not _escaped(ch):
         return ch
     return _SHORT_ESCAPES.get(ch, f"\\u{{{ord(ch):x}}}")
 

@@ -39,6 +39,7 @@ from typing import Final
 
 import polars as pl
 
+from taguru_eval._base.text import CONTROL_CHARACTERS
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare.significance import (
     INCONCLUSIVE,
@@ -283,6 +284,8 @@ def _empty_rows() -> pl.DataFrame:
 def _escape(text: pl.Expr, *, attribute: bool) -> pl.Expr:
     escaped = (
         text.str.replace_all(_NOT_XML, "\ufffd")
+        # C1, DEL and the bidirectional controls are XML, but no CI page gets them raw.
+        .str.replace_all(CONTROL_CHARACTERS, "\ufffd")
         .str.replace_all("&", "&amp;", literal=True)
         .str.replace_all("<", "&lt;", literal=True)
         .str.replace_all(">", "&gt;", literal=True)

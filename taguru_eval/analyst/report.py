@@ -44,6 +44,7 @@ import msgspec
 import polars as pl
 from markupsafe import Markup
 
+from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.html import PAGE_ROWS, pairs_data, render, table_data
 from taguru_eval.analyst import aggregate, charts, drift, must_refuse, offline, slices
 from taguru_eval.analyst.ingest import tables_from_document
@@ -61,6 +62,7 @@ from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import read_view
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.significance import POWER
+from taguru_eval.contract import ARTIFACT_CAP
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.store import RunOrigin, read_origin, read_table, require_tables
 from taguru_eval.store_artifact import stored_artifact
@@ -176,7 +178,7 @@ def _with_abstention_warnings(head: dict[str, Any], artifact: Path) -> dict[str,
     ):
         return head
     try:
-        tail = _TAIL_DECODER.decode(artifact.read_bytes())
+        tail = _TAIL_DECODER.decode(file_bytes(artifact, ARTIFACT_CAP))
     except (OSError, msgspec.DecodeError):
         # The head already read: the section then works the warnings out from the tables.
         return head

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from taguru_eval._base.text import CONTROL_CHARACTERS
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare import Comparison
 from taguru_eval.compare.significance import (
@@ -189,11 +190,13 @@ def _worst_cases(cases: pl.DataFrame, worst: int, catalog: Catalog) -> list[str]
 
 
 def _one_line(text: str) -> str:
-    """Whitespace runs as one space; other control characters as U+FFFD."""
+    """Whitespace runs as one space; other control characters (C0, DEL, C1, the
+    bidirectional controls: :data:`~taguru_eval._base.text.CONTROL_CHARACTERS`)
+    as U+FFFD."""
     return _CONTROL.sub("\ufffd", " ".join(text.split()))
 
 
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL: Final = re.compile(CONTROL_CHARACTERS)
 
 
 def _cell(text: str) -> str:

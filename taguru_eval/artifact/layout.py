@@ -41,6 +41,7 @@ from taguru_eval.catalog import (
     CaseField,
     Catalog,
 )
+from taguru_eval.errors import temporary_write_error
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,12 @@ _LANE_VALUES: Final = tuple(
 )
 
 
+def lane_values(lane_output: Mapping[str, Any]) -> list[Any]:
+    """One case's lane values as its block writes them, in :data:`CASE_LAYOUT`'s
+    order (``None`` where the case has none)."""
+    return [render(lane_output) for _, render in _LANE_RENDERS]
+
+
 class LaneBlocks:
     """Each case's lane values, encoded as its block writes them the moment the case
     finishes, and kept on disk (the pipeline hands :meth:`add` to the network phase).
@@ -273,9 +280,6 @@ class LaneBlocks:
                     present.append(value)
                     held.append(floats)
         encoded = iter(encode_json_each(present, binary32=held))
-        if self._file is None:
-            # Held open until close(): the file is the values' one home.
-            self._file = tempfile.TemporaryFile(dir=self._directory)  # noqa: SIM115
         chunks: list[bytes] = []
         for case_index, values, _ in self._pending:
             self._row[case_index] = len(self._spans)
@@ -289,9 +293,18 @@ class LaneBlocks:
                 self._spans.append(len(data))
                 self._size += len(data)
         self._pending = []
-        self._file.seek(0, os.SEEK_END)
-        self._file.write(b"".join(chunks))
-        self._file.flush()
+        try:
+            if self._file is None:
+                # Held open until close(): the file is the values' one home.
+                self._file = tempfile.TemporaryFile(dir=self._directory)  # noqa: SIM115
+            self._file.seek(0, os.SEEK_END)
+            self._file.write(b"".join(chunks))
+            self._file.flush()
+        except OSError as exc:
+            # A full or read-only temporary directory, a file-size limit: one line,
+            # exit 1 (the run's finished cases stay in its checkpoint).
+            where = os.fspath(self._directory or tempfile.gettempdir())
+            raise temporary_write_error(where, exc) from None
 
     def __len__(self) -> int:
         return len(self._row) + len(self._pending)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
+from taguru_eval._base.signals import stoppable
 from taguru_eval._base.text import one_line
 from taguru_eval.cli.flags import run_subcommand, scan_flags, write_reports
 from taguru_eval.errors import EXIT_OK, PREFIX, InputError, UsageError
@@ -176,7 +177,7 @@ def check_sources(args: ImportArgs, imported: GoldenImport) -> None:
             await read_context(client, context)  # an unknown context is exit 2, as in run mode
             return await walk_sources(client, context)
 
-    carried = loop.run(walk())
+    carried = loop.run(stoppable(walk()))
     unknown = sorted(imported.sources - carried)
     if unknown:
         raise InputError(

@@ -15,26 +15,29 @@ errors) are printed as they are. Library warnings
 ``taguru: evaluate: warning: {message}`` lines.
 
 SIGTERM — what a CI system sends when it cancels a job — is handled as Ctrl-C
-is: it raises :class:`Terminated` (a ``KeyboardInterrupt``) wherever the
-program is, so every cleanup an interrupt runs (temp files, the staging
-directory, open connections) runs too; the command then prints one line
-(``taguru: evaluate: terminated``) and exits 143, the code a shell reports for
-taguru's own client, which SIGTERM ends by its default action. Ctrl-C prints
-``taguru: evaluate: interrupted`` and exits 130.
+is. Both are only recorded when they arrive (:mod:`taguru_eval._base.signals`):
+a network phase's event loop is woken and its task cancelled, and everywhere
+else the program raises :class:`Terminated` (a ``KeyboardInterrupt``) or
+``KeyboardInterrupt`` at its next check (between stages, per chunk read or
+written), so every cleanup an interrupt runs (temp files, the staging
+directory, open connections) runs too, and never inside a finalizer. The
+command then prints one line (``taguru: evaluate: terminated``) and exits 143,
+the code a shell reports for taguru's own client, which SIGTERM ends by its
+default action; Ctrl-C prints ``taguru: evaluate: interrupted`` and exits 130.
+A signal that no check met before the command ended still decides its exit.
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
+import os
 import sys
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from types import FrameType
-from typing import Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final, NoReturn
 
+from taguru_eval._base import signals
 from taguru_eval._base.extras import MissingExtra
 from taguru_eval._base.lazy import lazy_main
+from taguru_eval._base.signals import Terminated
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
     EXIT_INPUT,
@@ -54,6 +57,7 @@ SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "measures": lazy_main("taguru_eval.cli.measures"),
     "serve": lazy_main("taguru_eval.cli.serve"),
     "wait": lazy_main("taguru_eval.cli.wait"),
+    "load": lazy_main("taguru_eval.cli.load"),
     "demo": lazy_main("taguru_eval.cli.demo"),
     "report": lazy_main("taguru_eval.cli.report"),
     "ingest": lazy_main("taguru_eval.cli.ingest"),
@@ -114,32 +118,11 @@ def dispatch(args: Sequence[str]) -> int:
     raise UsageError(MSG_UNKNOWN_SUBCOMMAND.format(word=first))
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived: the run stops exactly as on Ctrl-C, then exits 143."""
-
-
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Inside: SIGTERM raises :class:`Terminated`. Only the main thread can
-    install a handler; elsewhere (the CLI called from a worker thread) SIGTERM
-    keeps its handling."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code (0 ok, 1 run failed, 2 input, 3 gate,
-    130 interrupted, 143 terminated)."""
+    130 interrupted, 143 terminated). Called without ``argv`` it is the process's
+    own command line: a stop signal after its last look still ends the process
+    with its line and code (:func:`~taguru_eval._base.signals.deferring`)."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["--version"]:
         # The one answer that issues no warning and cannot be interrupted
@@ -147,15 +130,33 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch(args)
     from taguru_eval.cli.flags import printed_warnings
 
-    try:
-        with sigterm_as_interrupt(), printed_warnings(sys.stderr):
-            return dispatch(args)
-    except Terminated:
+    with signals.deferring(final=_ended_by if argv is None else None):
+        try:
+            with printed_warnings(sys.stderr):
+                code = dispatch(args)
+            signals.check()
+        except KeyboardInterrupt as stop:
+            return _stopped(stop)
+        except TaguruEvalError as error:
+            print(_error_line(error), file=sys.stderr)
+            code = error.exit_code
+        late = signals.unraised()
+        return code if late is None else _stopped(signals.stop_exception(late))
+
+
+def _ended_by(signum: int) -> NoReturn:
+    """A stop signal after the process's exit code was decided (the run is done and
+    the interpreter is shutting down): its line, and the process ends with its code."""
+    code = _stopped(signals.stop_exception(signum))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _stopped(stop: KeyboardInterrupt) -> int:
+    """The one line and the exit code of a stop signal (or of Ctrl-C's exception)."""
+    if isinstance(stop, Terminated):
         print(f"{PREFIX}terminated", file=sys.stderr)
         return EXIT_TERMINATED
-    except KeyboardInterrupt:
-        print(f"{PREFIX}interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except TaguruEvalError as error:
-        print(_error_line(error), file=sys.stderr)
-        return error.exit_code
+    print(f"{PREFIX}interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED

@@ -21,6 +21,7 @@ from typing import Any, Final, TextIO
 
 import polars as pl
 
+from taguru_eval._base.signals import stoppable
 from taguru_eval._base.text import one_line
 from taguru_eval.cli.flags import run_subcommand, scan_flags, write_report
 from taguru_eval.cli.run import parse_positive
@@ -202,7 +203,7 @@ def run_bands(args: BandsArgs, out: TextIO, _err: TextIO) -> int:
                 DEFAULT_CONCURRENCY,
             )
 
-    swept = loop.run(measure())
+    swept = loop.run(stoppable(measure()))
     plans = swept.plans
     failed = plans.filter(pl.col("outcome") != "searched")
     if plans.height and failed.height == plans.height:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from typing import Final
 import polars as pl
 
 from taguru_eval._base.files import write_bytes_atomic
-from taguru_eval._base.text import one_line
+from taguru_eval._base.text import CONTROL_CHARACTERS, one_line
 from taguru_eval.compare import display, drivers
 from taguru_eval.compare.abstention import AbstentionComparison
 from taguru_eval.compare.load import RunView
@@ -153,8 +154,18 @@ _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), al
 
 
 def _dumps(value: object) -> str:
-    """Compact JSON, non-ASCII raw, control characters escaped (§1.3)."""
-    return _ENCODER.encode(value)
+    """Compact JSON, non-ASCII raw, control characters escaped (§1.3) — C1 and the
+    bidirectional controls too, as ``\\u0085``: the same JSON string, without the
+    raw character a CI log would show (serde_json writes those raw)."""
+    return _UNSAFE.sub(_json_escape, _ENCODER.encode(value))
+
+
+_UNSAFE: Final = re.compile(CONTROL_CHARACTERS)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    # Only ever inside a JSON string: every character outside one is ASCII.
+    return f"\\u{ord(match.group()):04x}"
 
 
 def header(
@@ -215,8 +226,8 @@ def header(
 _REPR_POSITIONAL_MIN: Final = 1e-4
 _REPR_POSITIONAL_END: Final = 1e16
 
-_NEEDS_ESCAPE: Final = r'["\\\x00-\x1f]'
-"""A case_id holding any of these needs JSON escaping (rare): done by json."""
+_NEEDS_ESCAPE: Final = rf'["\\\t\n\r]|{CONTROL_CHARACTERS}'
+"""A case_id holding any of these needs JSON escaping (rare): done by :func:`_dumps`."""
 
 
 def _number_text(series: pl.Series) -> pl.Series:

@@ -25,6 +25,7 @@ from typing import Final
 
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import split_lines, trim
+from taguru_eval.contract import ANSWERS_CAP
 from taguru_eval.errors import PREFIX, LinesError
 from taguru_eval.inputs.reading import read_utf8
 from taguru_eval.options import AnswerMatch
@@ -65,7 +66,7 @@ def load_answers(
     """Load and validate ``path`` against the eval.jsonl ids; every problem of the
     file is one line of the :class:`LinesError` raised (exit 2)."""
     shown = str(path) if label is None else label
-    raw, text = read_utf8(path, shown)
+    raw, text = read_utf8(path, shown, ANSWERS_CAP)
     name, by_case = parse_answers(text, shown, eval_case_ids)
     return AnswerSet(
         label=shown, name=name, by_case=by_case, sha256=hashlib.sha256(raw).hexdigest()

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.redact import REDACTED
 from taguru_eval._base.text import one_line, parse_decimal, split_lines, trim
+from taguru_eval.contract import CONFIG_CAP
 from taguru_eval.errors import InputError, os_error_text
 
 DEFAULT_ADDR: Final = "127.0.0.1:8248"
@@ -146,7 +147,7 @@ def parse_config_file(path: str) -> list[tuple[int, str, str]]:
     or a bad key name (exit 2).
     """
     try:
-        text = file_bytes(path).decode("utf-8")
+        text = file_bytes(path, CONFIG_CAP).decode("utf-8")
     except OSError as exc:
         detail = os_error_text(exc)
         raise ConfigError(

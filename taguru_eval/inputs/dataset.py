@@ -35,6 +35,7 @@ import msgspec
 
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import WHITE_SPACE, to_f32, trim
+from taguru_eval.contract import EVAL_CAP
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset_strict import LoadMode, load_eval_strict, parse_header
 from taguru_eval.inputs.evalcase import (
@@ -92,7 +93,7 @@ def load_eval(
     """Load and validate ``path``; ``label`` (default: ``path`` as given) prefixes
     every message. ``consumer`` names the verb in the carry-through warning."""
     shown = str(path) if label is None else label
-    raw = read_bytes(path, shown)
+    raw = read_bytes(path, shown, EVAL_CAP)
     if mode == "interpret" and (loaded := load_eval_fast(raw, shown)) is not None:
         return loaded
     return load_eval_strict(decode_utf8(raw, shown), shown, mode=mode, consumer=consumer)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from taguru_eval._base.text import trim
+from taguru_eval.contract import GOLDEN_CAP
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.answers import STAMP_KEY as ANSWERS_STAMP_KEY
 from taguru_eval.inputs.answers import parse_answers
@@ -109,7 +110,7 @@ class _Row:
 
 
 def _read_rows(path: Path, shown: str) -> tuple[list[str], list[_Row], bool]:
-    _raw, text = read_utf8(path, shown)
+    _raw, text = read_utf8(path, shown, GOLDEN_CAP)
     bom = text.startswith(_BOM)
     # strict: an unclosed quote is an error, not the rest of the file read as one cell.
     reader = csv.reader(io.StringIO(text.removeprefix(_BOM), newline=""), strict=True)

@@ -28,6 +28,7 @@ from typing import Final, Literal
 
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import display_f32, trim
+from taguru_eval.contract import MUST_REFUSE_CAP
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import MAX_LIMIT, CaseOptions
 from taguru_eval.inputs.reading import jsonl_values, read_header, read_utf8
@@ -101,7 +102,7 @@ def load_must_refuse(
     repeat; ``label`` (default: ``path`` as given) prefixes every message.
     """
     shown = str(path) if label is None else label
-    raw, text = read_utf8(path, shown)
+    raw, text = read_utf8(path, shown, MUST_REFUSE_CAP)
     name, cases = parse_must_refuse(text, shown, eval_case_ids)
     return MustRefuseSet(
         label=shown, name=name, cases=tuple(cases), sha256=hashlib.sha256(raw).hexdigest()

@@ -1,6 +1,8 @@
 """Reading an input file, with the one wording every loader reports.
 
-eval.jsonl, the must-refuse file and a golden CSV are all read whole: an
+eval.jsonl, the must-refuse file and a golden CSV are all read whole, up to
+their cap (:mod:`taguru_eval.contract`: one longer, a ``/dev/zero``, is
+``cannot read {path}: longer than 4 GiB, the most an eval set may hold``): an
 unreadable file is ``cannot read {path}: {OS error}``, bytes that are not
 UTF-8 are ``cannot read {path}: stream did not contain valid UTF-8 (line N,
 byte B: reason)``, a JSONL line that is not JSON is ``{path}: line N: not
@@ -14,15 +16,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from taguru_eval._base import jsonstrict as js
-from taguru_eval._base.filebytes import file_bytes
+from taguru_eval._base.filebytes import ReadCap, file_bytes
 from taguru_eval._base.text import split_lines, trim
 from taguru_eval.errors import InputError, os_error_text
 
 
-def read_bytes(path: str | Path, shown: str) -> bytes:
-    """The file's bytes; ``shown`` names it in the message."""
+def read_bytes(path: str | Path, shown: str, cap: ReadCap) -> bytes:
+    """The file's bytes, at most ``cap`` of them; ``shown`` names it in the message."""
     try:
-        return file_bytes(path)
+        return file_bytes(path, cap)
     except OSError as exc:
         raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
 
@@ -41,9 +43,9 @@ def decode_utf8(raw: bytes, shown: str) -> str:
         ) from None
 
 
-def read_utf8(path: str | Path, shown: str) -> tuple[bytes, str]:
-    """``(raw bytes, text)`` of ``path``."""
-    raw = read_bytes(path, shown)
+def read_utf8(path: str | Path, shown: str, cap: ReadCap) -> tuple[bytes, str]:
+    """``(raw bytes, text)`` of ``path``, at most ``cap`` bytes of it."""
+    raw = read_bytes(path, shown, cap)
     return raw, decode_utf8(raw, shown)
 
 

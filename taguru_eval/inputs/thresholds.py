@@ -40,6 +40,7 @@ from taguru_eval.catalog import (
     CATALOG_KEYS,
     STABILITY_METRICS,
 )
+from taguru_eval.contract import THRESHOLDS_CAP
 from taguru_eval.errors import InputError, os_error_text
 
 THRESHOLDS_VERSION: Final = 1
@@ -186,7 +187,7 @@ def load_thresholds(
     """
     shown = path if isinstance(path, str) else os.fspath(path)
     try:
-        raw = file_bytes(path)
+        raw = file_bytes(path, THRESHOLDS_CAP)
     except OSError as exc:
         raise _error(f"cannot read {shown}: {os_error_text(exc)}", shown) from None
     thresholds = parse_thresholds(raw, shown)

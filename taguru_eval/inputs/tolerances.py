@@ -14,9 +14,10 @@ holding a tolerance would stop gating under taguru (and under run mode here,
 which reads it the same way).
 
 Decoding is strict as the thresholds file's is: unknown or repeated keys are
-errors, the stamp must be 1, every value a JSON number. Then every semantic
-problem (an unknown metric name, a negative or non-finite tolerance) is
-reported together in one ``<path>: p1; p2`` message. Every failure is an
+errors (a metric given twice in ``tolerance`` too: which one was meant?), the
+stamp must be 1, every value a JSON number. Then every semantic problem (an
+unknown metric name, a negative or non-finite tolerance) is reported together
+in one ``<path>: p1; p2`` message. Every failure is an
 :class:`~taguru_eval.errors.InputError` (exit 2).
 """
 
@@ -32,6 +33,7 @@ from taguru_eval._base import jsonstrict
 from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.jsonstrict import JsonShapeError, JsonSyntaxError
 from taguru_eval._base.text import display_f64
+from taguru_eval.contract import TOLERANCES_CAP
 from taguru_eval.errors import InputError, os_error_text
 
 TOLERANCES_VERSION: Final = 1
@@ -56,7 +58,7 @@ def load_tolerances(path: str | Path, metrics: Collection[str]) -> dict[str, flo
     """
     shown = path if isinstance(path, str) else os.fspath(path)
     try:
-        raw = file_bytes(path)
+        raw = file_bytes(path, TOLERANCES_CAP)
     except OSError as exc:
         raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
     try:
@@ -71,7 +73,9 @@ def load_tolerances(path: str | Path, metrics: Collection[str]) -> dict[str, flo
             document, (), _TOP_LEVEL_KEYS, required=_TOP_LEVEL_KEYS, reject_duplicates=True
         )
         stamp = jsonstrict.read_u64(top[STAMP_KEY], (STAMP_KEY,))
-        tolerances = jsonstrict.read_map(top[TOLERANCE_KEY], (TOLERANCE_KEY,), jsonstrict.read_f64)
+        tolerances = jsonstrict.read_map(
+            top[TOLERANCE_KEY], (TOLERANCE_KEY,), jsonstrict.read_f64, reject_duplicates=True
+        )
     except JsonSyntaxError as exc:
         raise InputError(f"{shown}: {exc}", path=shown) from None
     except JsonShapeError as exc:

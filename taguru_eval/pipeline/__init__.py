@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from taguru_eval._base.signals import stoppable
 from taguru_eval.artifact.layout import LaneBlocks
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.resume import Session, open_session
@@ -33,10 +34,14 @@ async def execute_async(
     """One whole run; raises a project error for exit 1/2 outcomes (nothing written)."""
     console = console or Console()
     lane_blocks = LaneBlocks()
+    sessions: list[Session] = []
     try:
-        phase, session = await _network(prepared, console, transport, progress, lane_blocks)
+        phase, session = await stoppable(
+            _network(prepared, console, transport, progress, lane_blocks, sessions)
+        )
         return _finished(prepared, phase, console, lane_blocks, session)
     finally:
+        _release(sessions)
         lane_blocks.close()
 
 
@@ -49,22 +54,25 @@ def execute(
 ) -> RunResult:
     """:func:`execute_async` with its own event loop for the network phase only.
 
-    The finishing stages run after the loop is closed: inside it, asyncio turns
-    Ctrl-C into a cancellation that a synchronous stage only sees once it has
-    written and stored the whole run (which then exited 130 all the same). Out
-    of it, Ctrl-C or SIGTERM stops the write where it is: a file not yet in place
-    is removed, the store's staging goes, and the run exits 130 / 143.
+    The finishing stages run after the loop is closed: inside it a stop signal
+    cancels the network phase (:func:`~taguru_eval._base.signals.stoppable`), and
+    a synchronous stage would only see that cancellation once it had written and
+    stored the whole run. Out of it, the signal is raised at the finishing
+    stages' next check (between stages, per chunk written): a file not yet in
+    place is removed, the store's staging goes, and the run exits 130 / 143.
     """
     console = console or Console()
     lane_blocks = LaneBlocks()
+    sessions: list[Session] = []
     try:
         with loop.runner() as runner:
             runner.get_loop().set_exception_handler(_interrupts_reported_once)
             phase, session = runner.run(
-                _network(prepared, console, transport, progress, lane_blocks)
+                stoppable(_network(prepared, console, transport, progress, lane_blocks, sessions))
             )
         return _finished(prepared, phase, console, lane_blocks, session)
     finally:
+        _release(sessions)
         lane_blocks.close()
 
 
@@ -74,11 +82,15 @@ async def _network(
     transport: httpx.AsyncBaseTransport | None,
     progress: Progress | None,
     lane_blocks: LaneBlocks,
+    sessions: list[Session],
 ) -> tuple[NetworkPhase, Session | None]:
     """The network phase, every finished case's lane values kept in ``lane_blocks``
-    (and in the run's checkpoint, with a store)."""
+    (and in the run's checkpoint, with a store: its session is put in ``sessions``
+    the moment it holds the checkpoint, so its lock is let go however the run ends)."""
     # --resume is checked (exit 2) before anything is sent.
     session = open_session(prepared, prepared.options.store_path)
+    if session is not None:
+        sessions.append(session)
     phase = await network_phase(
         prepared,
         console=console,
@@ -102,10 +114,19 @@ def _finished(
     # before the first request.
     from taguru_eval.pipeline.finish import finish_run
 
-    result = finish_run(prepared, phase, console, lane_blocks)
+    result = finish_run(
+        prepared, phase, console, lane_blocks, None if session is None else session.retire
+    )
     if session is not None:
         session.finish()  # the artifact is written: nothing is left to resume
     return result
+
+
+def _release(sessions: list[Session]) -> None:
+    """The checkpoint's lock goes with the run, however it ended (a library
+    caller's process lives on; the command line's would drop it at exit)."""
+    for session in sessions:
+        session.release()
 
 
 def _interrupts_reported_once(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ import atexit
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from taguru_eval._base.files import write_chunks_atomic, writes_through
+from taguru_eval._base.signals import check
 from taguru_eval._base.text import one_line
 from taguru_eval.artifact.abstention import VectorFacts, abstention_block, answerability_entries
 from taguru_eval.artifact.answers import answers_blocks, merge_case_extras
@@ -42,6 +43,7 @@ from taguru_eval.errors import (
     RunError,
     StoreWriteWarning,
     os_error_text,
+    temporary_write_error,
     warn,
 )
 from taguru_eval.gate import (
@@ -175,7 +177,10 @@ def write_document(out: Path, chunks: Iterable[bytes]) -> Path:
     if not writes_through(out):
         write_artifact(out, chunks)
         return out
-    handle, name = tempfile.mkstemp(prefix="taguru-eval-", suffix=".json")
+    try:
+        handle, name = tempfile.mkstemp(prefix="taguru-eval-", suffix=".json")
+    except OSError as exc:
+        raise temporary_write_error(tempfile.gettempdir(), exc) from None
     os.close(handle)
     copy = Path(name)
     atexit.register(_remove_quietly, copy)
@@ -198,15 +203,20 @@ def finish_run(
     phase: NetworkPhase,
     console: Console,
     lane_blocks: LaneBlocks,
+    retire: Callable[[str], None] | None = None,
 ) -> RunResult:
     """tables -> score -> gate -> artifact -> write -> console -> store (§3.9).
 
     The gate reads the score frames; evaluation.json is a sink written from
     the same frames, the gate's verdict included, streamed case block by case
     block: ``lane_blocks`` holds each case's lane values, encoded as the case
-    finished.
+    finished. ``retire(run_id)`` runs just before the run's rename into the
+    store (its checkpoint is marked finished there). A stop signal is raised
+    between the stages and at that last step, never after it: once the run is
+    stored it stays so.
     """
     options = prepared.options
+    check()  # a stop signal is raised between the stages, never inside one
     run_id = new_run_id(phase.finished_at)
     tables = phase.rows.finish(run_id, phase.refusal_outputs)
     # run --repeat: the other repetitions' tables are scored for stability only,
@@ -233,6 +243,7 @@ def finish_run(
         repetitions=repetitions() if phase.repeat > 1 else None,
     )
     tables = with_repeated_calls(tables, repeated_calls)
+    check()
     report: GateReport | None = None
     if prepared.thresholds is not None:
         report = evaluate_gate(
@@ -296,8 +307,14 @@ def finish_run(
     if staged is not None:
         # The stored evaluation.json is a copy of the file just written, not a
         # second encoding.
+
+        def committing() -> None:
+            check()
+            if retire is not None:
+                retire(run_id)
+
         try:
-            store_path = staged.finish(written)
+            store_path = staged.finish(written, committing)
         except RunError as error:
             warn(StoreWriteWarning(f"{error.message}; {NOT_STORED}"))
         else:

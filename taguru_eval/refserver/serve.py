@@ -10,8 +10,11 @@ thread for tests, benchmarks and the demo.
 
 Both run uvicorn under :class:`ServeLimits`: a deadline for a request's line
 and headers (uvicorn has no such option, so :func:`header_deadline_protocol`
-adds one to its h11 protocol), a ceiling on connections (``limit_concurrency``:
-past it uvicorn answers 503) and the listen backlog.
+adds one to its h11 protocol), a budget of its own for connections that have
+not yet sent a complete request head (past it the oldest of them is closed, so
+idle sockets cannot crowd out clients that send requests), a ceiling on
+connections (``limit_concurrency``: past it uvicorn answers 503) and the listen
+backlog.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from taguru_eval._base import signals
 from taguru_eval._base.ready import (
     ReadyFile,
     remove_ready_file,
@@ -58,30 +62,47 @@ class ServeLimits:
     is uvicorn's ``limit_concurrency``: a request arriving while that many
     connections are open is answered 503. ``backlog``: connections the kernel
     queues before accept. ``keep_alive``: uvicorn's idle timeout between
-    requests.
+    requests. ``headless_connections``: how many connections that have not yet
+    sent a complete request head may be open at once; one accepted past it
+    closes the oldest of them. It is well under ``max_connections``, so idle or
+    trickling sockets, however many, leave the ceiling to connections that send
+    requests (``/health`` stays 200 under 520 idle sockets).
     """
 
     header_timeout: float = 10.0
     max_connections: int = 512
     backlog: int = 2048
     keep_alive: int = 5
+    headless_connections: int = 128
 
 
 DEFAULT_LIMITS: Final = ServeLimits()
 
 
 class _HeaderDeadlineH11(H11Protocol):
-    """uvicorn's h11 protocol plus a deadline on each request's head (slowloris).
+    """uvicorn's h11 protocol plus a deadline on each request's head (slowloris),
+    and a budget for connections that have not sent one.
 
     uvicorn's keep-alive timer starts only after a response and any received
     byte cancels it, so a client trickling a request line or headers held its
     connection forever. The deadline is armed while h11 reports the client's
     side ``IDLE`` (no complete request head yet): from connecting, and from the
-    first byte of each later request; a completed head disarms it. Only the
-    asyncio.Protocol callbacks are overridden, and h11's public state is read.
+    first byte of each later request; a completed head disarms it.
+
+    Every connection counts towards uvicorn's ``limit_concurrency`` from the
+    moment it is accepted, so 520 idle sockets made every request a 503 until
+    their deadline. A connection is *headless* from its accept until its first
+    complete request head; at most ``headless_budget`` are kept (a record per
+    server, oldest first), and one accepted past it closes the oldest. A client
+    that sends its request at once is never the oldest; one that has been served
+    is never headless again (between requests keep-alive's timer governs it).
+    Only the asyncio.Protocol callbacks are overridden, and h11's public state is read.
     """
 
     header_timeout: ClassVar[float] = DEFAULT_LIMITS.header_timeout
+    headless_budget: ClassVar[int] = DEFAULT_LIMITS.headless_connections
+    headless: ClassVar[dict[_HeaderDeadlineH11, None]] = {}
+    """This server's headless connections, oldest first (a dict keeps its order)."""
     _taguru_transport: asyncio.Transport | None = None
     _taguru_deadline: asyncio.TimerHandle | None = None
 
@@ -89,6 +110,12 @@ class _HeaderDeadlineH11(H11Protocol):
         super().connection_made(transport)
         self._taguru_transport = transport
         self._arm()  # the first request's head is due from the moment of connecting
+        headless = type(self).headless
+        while len(headless) >= self.headless_budget:
+            oldest = next(iter(headless))
+            del headless[oldest]
+            oldest._close()
+        headless[self] = None
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -97,10 +124,17 @@ class _HeaderDeadlineH11(H11Protocol):
                 self._arm()
         else:
             self._disarm()
+            type(self).headless.pop(self, None)  # a request head: headless no more
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        type(self).headless.pop(self, None)
         super().connection_lost(exc)
+
+    def _close(self) -> None:
+        transport = self._taguru_transport
+        if transport is not None and not transport.is_closing():
+            transport.close()
 
     def _arm(self) -> None:
         loop = asyncio.get_running_loop()
@@ -119,14 +153,20 @@ class _HeaderDeadlineH11(H11Protocol):
             transport.close()
 
 
-def header_deadline_protocol(header_timeout: float) -> type[H11Protocol]:
-    """uvicorn's h11 protocol closing connections whose request head is not
-    complete within ``header_timeout`` seconds (passed as ``Config(http=...)``)."""
+def header_deadline_protocol(
+    header_timeout: float, headless_connections: int = DEFAULT_LIMITS.headless_connections
+) -> type[H11Protocol]:
+    """uvicorn's h11 protocol (passed as ``Config(http=...)``) closing connections
+    whose request head is not complete within ``header_timeout`` seconds, and the
+    oldest headless one past ``headless_connections``; a class per server, so
+    each server keeps its own record."""
 
     class Protocol(_HeaderDeadlineH11):
         pass
 
     Protocol.header_timeout = header_timeout
+    Protocol.headless_budget = max(1, headless_connections)
+    Protocol.headless = {}
     return Protocol
 
 
@@ -182,7 +222,7 @@ def _uvicorn_server(
         log_level="warning",
         lifespan="off",
         access_log=False,
-        http=header_deadline_protocol(limits.header_timeout),
+        http=header_deadline_protocol(limits.header_timeout, limits.headless_connections),
         limit_concurrency=limits.max_connections,
         backlog=limits.backlog,  # for uvicorn's own binding; ours listens with it too
         timeout_keep_alive=limits.keep_alive,
@@ -240,6 +280,9 @@ def serve_until_interrupted(
     except KeyboardInterrupt:
         pass
     finally:
+        # uvicorn handles SIGINT and SIGTERM while it serves and hands them on once
+        # it has stopped: for serve, being stopped is the normal end (exit 0).
+        signals.consume()
         if ready is not None:
             ready.remove()
         sock.close()

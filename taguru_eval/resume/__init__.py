@@ -5,19 +5,27 @@ A run with a store keeps its finished cases' lane outputs under
 
     manifest.json          what the run is (:class:`Manifest`): its fingerprint, the
                            first session's corpus bracket, how many sessions sent cases
-    batch-000001.msgpack   the lane outputs of up to :data:`DEFAULT_BATCH` cases
+    lock                   held (``flock``) by the one process writing the checkpoint
+                           (:mod:`.lock`); it holds that process's pid
+    batch-000001.msgpack   the lane outputs of up to :data:`DEFAULT_BATCH` cases, with
+                           their digest (:mod:`.batches`)
+    finished               written just before the run enters the store: its run id
 
 Every file is written whole through a temp file and a rename, so a batch a kill
 cut short is never read (its temp name does not match), and the directory is
 made at the first batch only: a run that fails before any case finished leaves
 nothing. The store's readers look for ``context=*/run=*``, so the dot
-directory is never taken for a run. When the artifact is written the checkpoint
-is removed: a finished run cannot be resumed.
+directory is never taken for a run. Storing the run retires its checkpoint:
+marked ``finished`` before the store's rename, removed after it, so a crash in
+between leaves a checkpoint ``--resume`` refuses, never a run stored twice.
 
-``--resume`` takes the newest checkpoint of the context, refuses (exit 2, one
-line) unless its fingerprint equals this run's, replays the finished outputs
-through the same path fresh ones take and sends only the other cases. A
-checkpoint that cannot be written is one warning, and the run goes on without.
+``--resume`` takes the newest unfinished checkpoint of the context and its lock
+(exit 2, one line, when another process holds it), refuses unless its
+fingerprint equals this run's, reads every batch back as untrusted input (one
+that does not conform is dropped with a warning naming it, and its cases are
+sent again), replays the finished outputs through the same path fresh ones take
+and sends only the other cases. A checkpoint that cannot be written is one
+warning, and the run goes on without.
 """
 
 from __future__ import annotations
@@ -32,12 +40,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, cast
+from typing import Final
 from urllib.parse import quote
 
 import msgspec
 
-from taguru_eval._base.files import PROCESS_STARTED, pid_alive, write_bytes_atomic
+from taguru_eval._base.filebytes import ReadCap, file_bytes
+from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval._base.ids import new_run_id
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
@@ -47,12 +56,20 @@ from taguru_eval.errors import (
     warn,
 )
 from taguru_eval.inputs.prepare import PreparedRun
+from taguru_eval.resume.batches import NonConforming, decode_batch, encode_batch
+from taguru_eval.resume.lock import CheckpointLock, Held
 from taguru_eval.run.preflight import ContextEntry, Preflight
 from taguru_eval.tables.shapes import LaneOutput
 
 PARTIAL_DIR: Final = ".partial"
 MANIFEST_NAME: Final = "manifest.json"
-CHECKPOINT_STAMP: Final = 1
+FINISHED_NAME: Final = "finished"
+CHECKPOINT_STAMP: Final = 2
+"""2: batches carry their digest (:mod:`.batches`); a stamp-1 checkpoint is not read."""
+BATCH_CAP: Final = ReadCap(1 << 30, "a checkpoint batch")
+"""The largest batch file read back (a default batch is a few MB)."""
+MANIFEST_CAP: Final = ReadCap(1 << 20, "a checkpoint's manifest")
+FINISHED_CAP: Final = ReadCap(4096, "a checkpoint's finished mark")
 DEFAULT_BATCH: Final = 500
 BATCH_ENV: Final = "TAGURU_EVAL_CHECKPOINT_BATCH"
 """Cases per batch file (tests use a small one; a batch costs one fsync)."""
@@ -221,48 +238,49 @@ def batch_size(env: Mapping[str, str] = os.environ) -> int:
     return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_BATCH
 
 
-@dataclass(frozen=True)
+@dataclass
 class Found:
-    """A checkpoint read back: its directory, manifest and finished outputs."""
+    """A checkpoint read back: its directory, manifest and finished outputs, and
+    the lock this process holds on it."""
 
     directory: Path
     manifest: Manifest
     done: list[LaneOutput]
     next_batch: int
+    lock: CheckpointLock
 
 
 def _manifest(directory: Path) -> Manifest | None:
     try:
-        return msgspec.json.decode((directory / MANIFEST_NAME).read_bytes(), type=Manifest)
+        data = file_bytes(directory / MANIFEST_NAME, MANIFEST_CAP)
+        manifest = msgspec.json.decode(data, type=Manifest)
     except (OSError, msgspec.DecodeError):
         return None
+    return manifest if manifest.taguru_eval_checkpoint == CHECKPOINT_STAMP else None
 
 
-def newest_checkpoint(store_dir: str | Path, context: str) -> tuple[Path, Manifest] | None:
-    """The most recent checkpoint of ``context`` with a readable manifest."""
+def finished_as(directory: Path) -> str | None:
+    """The run id a checkpoint's run was stored as, when it is marked finished (``?``
+    for a mark that does not read as one: marked all the same)."""
+    mark = directory / FINISHED_NAME
+    if not mark.exists():
+        return None
+    try:
+        text = file_bytes(mark, FINISHED_CAP).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return "?"
+    return text or "?"
+
+
+def checkpoints(store_dir: str | Path, context: str) -> list[tuple[Path, Manifest]]:
+    """The checkpoints of ``context`` with a readable manifest, newest first."""
     root = partial_dir(store_dir, context)
     try:
         candidates = sorted((path for path in root.iterdir() if path.is_dir()), reverse=True)
     except OSError:
-        return None
-    for directory in candidates:
-        manifest = _manifest(directory)
-        if manifest is not None and manifest.taguru_eval_checkpoint == CHECKPOINT_STAMP:
-            return directory, manifest
-    return None
-
-
-def _valid(value: object, prepared: PreparedRun) -> bool:
-    """A decoded output names a case of this eval set at its own index."""
-    if not isinstance(value, dict):
-        return False
-    index = value.get("case_index")
-    cases = prepared.eval_set.cases
-    return (
-        isinstance(index, int)
-        and 0 <= index < len(cases)
-        and value.get("case_id") == cases[index].case_id
-    )
+        return []
+    found = [(directory, _manifest(directory)) for directory in candidates]
+    return [(directory, manifest) for directory, manifest in found if manifest is not None]
 
 
 def _unreached(output: LaneOutput) -> bool:
@@ -270,49 +288,46 @@ def _unreached(output: LaneOutput) -> bool:
     return any(call["http_status"] is None and call["error"] for call in output["calls"])
 
 
-def load_checkpoint(directory: Path, manifest: Manifest, prepared: PreparedRun) -> Found:
-    """The finished outputs of a checkpoint, one per case (a batch that does not
-    decode is skipped with a warning: its cases are sent again)."""
+def load_checkpoint(
+    directory: Path, manifest: Manifest, prepared: PreparedRun, lock: CheckpointLock
+) -> Found:
+    """The finished outputs of a checkpoint whose lock this process holds, one per
+    case. A batch that does not conform (:func:`~.batches.decode_batch`) is
+    removed with one warning naming it and what is wrong: its cases are sent again."""
     done: dict[int, LaneOutput] = {}
     last = 0
+    cases = prepared.eval_set.cases
     for path in sorted(directory.iterdir()):
         match = _BATCH_NAME.fullmatch(path.name)
         if match is None:
-            continue  # the manifest, or a temp file a kill left
+            continue  # the manifest, the lock, or a temp file a kill left
         last = max(last, int(match.group("n")))
         try:
-            values = msgspec.msgpack.decode(path.read_bytes())
-        except (OSError, msgspec.DecodeError) as exc:
-            warn(StoreWriteWarning(f"--resume: skipping {path}: {_reason(exc)}"))
+            outputs = decode_batch(file_bytes(path, BATCH_CAP), cases)
+        except (OSError, NonConforming) as exc:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            warn(
+                StoreWriteWarning(
+                    f"--resume: discarding {path}: {_reason(exc)}; its cases are sent again"
+                )
+            )
             continue
-        if not isinstance(values, list) or not all(_valid(v, prepared) for v in values):
-            warn(StoreWriteWarning(f"--resume: skipping {path}: not this eval set's cases"))
-            continue
-        for value in cast(list[LaneOutput], values):
+        for output in outputs:
             # A later batch wins: a case sent again after a lost server.
-            done[value["case_index"]] = value
+            done[output["case_index"]] = output
     kept = [done[index] for index in sorted(done) if not _unreached(done[index])]
-    return Found(directory=directory, manifest=manifest, done=kept, next_batch=last + 1)
+    return Found(directory=directory, manifest=manifest, done=kept, next_batch=last + 1, lock=lock)
 
 
 def _reason(exc: Exception) -> str:
     return os_error_text(exc) if isinstance(exc, OSError) else str(exc)
 
 
-def _being_written(directory: Path, manifest: Manifest) -> bool:
-    """Another live process wrote the checkpoint since this one started. A live
-    pid alone proves nothing (a killed run's pid is reused, in a container at
-    once), so an older checkpoint is resumable whatever its pid."""
-    if manifest.pid == os.getpid() or not pid_alive(manifest.pid):
-        return False
-    try:
-        return any(path.stat().st_mtime >= PROCESS_STARTED for path in directory.iterdir())
-    except OSError:
-        return False
-
-
 def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
-    """The checkpoint ``--resume`` continues; anything else is exit 2, one line."""
+    """The checkpoint ``--resume`` continues, locked for this process; anything else
+    is exit 2, one line: no unfinished run, one another process is writing, one
+    that differs from this run (each naming an older checkpoint that matches)."""
     context = prepared.options.context
     if store_dir is None:  # RunOptions refuses --resume with --no-store first
         raise InputError("--resume needs the run store")
@@ -322,18 +337,51 @@ def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
             f"--resume: {prepared.options.eval_path} is not a regular file, "
             "so it cannot be checked against an unfinished run"
         )
-    newest = newest_checkpoint(store_dir, context)
-    if newest is None:
-        raise InputError(f"--resume: no unfinished run of context '{context}' in {store_dir}")
-    directory, manifest = newest
-    if _being_written(directory, manifest):
+    every = checkpoints(store_dir, context)
+    unfinished = [(path, manifest) for path, manifest in every if finished_as(path) is None]
+    if not unfinished:
+        note = "" if not every else _finished_note(every[0][0])
+        raise InputError(f"--resume: no unfinished run of context '{context}' in {store_dir}{note}")
+    (directory, manifest), older = unfinished[0], unfinished[1:]
+    lock = CheckpointLock(directory)
+    try:
+        lock.take()
+    except Held as held:
+        by = "another process" if held.pid is None else f"pid {held.pid}"
         raise InputError(
-            f"--resume: the unfinished run {directory} is still running (pid {manifest.pid})"
-        )
-    what = difference(manifest.fingerprint, mine)
-    if what is not None:
-        raise InputError(f"--resume: {what}")
-    return load_checkpoint(directory, manifest, prepared)
+            f"--resume: the unfinished run {directory} is being written by {by}"
+            + _older_match(older, mine, directory)
+        ) from None
+    except OSError as exc:
+        raise InputError(f"--resume: {directory}: {os_error_text(exc)}") from None
+    try:
+        if finished_as(directory) is not None:  # finished while this process looked
+            raise InputError(
+                f"--resume: no unfinished run of context '{context}' in {store_dir}"
+                + _finished_note(directory)
+            )
+        what = difference(manifest.fingerprint, mine)
+        if what is not None:
+            raise InputError(f"--resume: {what}" + _older_match(older, mine, directory))
+        return load_checkpoint(directory, manifest, prepared, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _finished_note(directory: Path) -> str:
+    return f" (the newest, {directory}, finished as run {finished_as(directory)})"
+
+
+def _older_match(older: Sequence[tuple[Path, Manifest]], mine: Fingerprint, newest: Path) -> str:
+    """The refusal's note naming an older unfinished run this one would continue."""
+    for directory, manifest in older:
+        if difference(manifest.fingerprint, mine) is None:
+            return (
+                f"; an older unfinished run, {directory}, matches this one "
+                f"(remove {newest} to resume it)"
+            )
+    return ""
 
 
 class Session:
@@ -342,8 +390,10 @@ class Session:
 
     The network phase calls :meth:`bracket` after its preflight, :meth:`record`
     for every finished case (a replayed one is skipped) and :meth:`flush` when
-    the case phase ends, however it ends; the pipeline calls :meth:`finish` once
-    the artifact is written."""
+    the case phase ends, however it ends. The pipeline calls :meth:`retire` just
+    before the run's rename into the store, :meth:`finish` after it, and
+    :meth:`release` however the run ends. From its first batch (a fresh run) or
+    from the start (a resumed one) the session holds the checkpoint's lock."""
 
     def __init__(
         self,
@@ -360,6 +410,7 @@ class Session:
         self._broken = False
         self._written_manifest = False
         self._found = found
+        self._retired = False
         self.done: Sequence[LaneOutput] = () if found is None else found.done
         self._replayed = frozenset(output["case_index"] for output in self.done)
         if found is None:
@@ -369,12 +420,14 @@ class Session:
             self._before: Bracket | None = None
             self._previous_sessions = 0
             self._next_batch = 1
+            self._lock = CheckpointLock(self._directory)
         else:
             self._directory = found.directory
             self._started_at = found.manifest.started_at
             self._before = found.manifest.before
             self._previous_sessions = found.manifest.sessions
             self._next_batch = found.next_batch
+            self._lock = found.lock
 
     @property
     def sessions(self) -> int:
@@ -417,16 +470,18 @@ class Session:
         try:
             if not self._written_manifest:
                 self._directory.mkdir(parents=True, exist_ok=True)
+                self._lock.take()  # a fresh run's checkpoint: made here, held from here
                 write_bytes_atomic(self._directory / MANIFEST_NAME, self._manifest())
                 self._written_manifest = True
             name = f"batch-{self._next_batch:06d}.msgpack"
-            write_bytes_atomic(self._directory / name, msgspec.msgpack.encode(batch))
+            write_bytes_atomic(self._directory / name, encode_batch(batch))
             self._next_batch += 1
-        except OSError as exc:
+        except (OSError, Held) as exc:
             self._broken = True
+            why = "another process holds its lock" if isinstance(exc, Held) else os_error_text(exc)
             warn(
                 StoreWriteWarning(
-                    f"keeping the unfinished run in {self._directory}: {os_error_text(exc)}; "
+                    f"keeping the unfinished run in {self._directory}: {why}; "
                     "the run goes on, but cannot be resumed"
                 )
             )
@@ -443,14 +498,56 @@ class Session:
         )
         return msgspec.json.encode(manifest)
 
-    def finish(self) -> None:
-        """The run's artifact is written: its checkpoint goes (best effort)."""
+    def retire(self, run_id: str) -> None:
+        """The run is about to enter the store as ``run_id``: its checkpoint is marked
+        finished first, so a crash between the store's rename and :meth:`finish`
+        leaves a checkpoint ``--resume`` refuses, never a second copy of the run.
+        A mark that cannot be written removes the checkpoint instead."""
         self._pending = []
-        if self._directory.exists():
+        self._retired = True
+        if not self._lock.held or not self._directory.exists():
+            return  # no batch was written: nothing to resume
+        try:
+            write_bytes_atomic(self._directory / FINISHED_NAME, f"{run_id}\n".encode())
+        except OSError:
             shutil.rmtree(self._directory, ignore_errors=True)
-        for parent in (self._directory.parent, self._directory.parent.parent):
+
+    def finish(self) -> None:
+        """The run's artifact is written (and the run stored, when it could be): its
+        checkpoint goes (best effort) and its lock with it. Only the lock's holder
+        removes anything: what another process holds is never touched."""
+        self._pending = []
+        if self._lock.held:
+            shutil.rmtree(self._directory, ignore_errors=True)
+        _sweep_finished(self._directory.parent)
+        for directory in (self._directory, self._directory.parent, self._directory.parent.parent):
             with contextlib.suppress(OSError):
-                parent.rmdir()  # only when empty: another run's checkpoint stays
+                directory.rmdir()  # only when empty: another run's checkpoint stays
+        self.release()
+
+    def release(self) -> None:
+        """Let the checkpoint's lock go (the run ended, however; idempotent)."""
+        self._lock.release()
+
+
+def _sweep_finished(context_dir: Path) -> None:
+    """Remove the checkpoints of ``context_dir`` marked finished whose lock no one
+    holds: a run killed between the store's rename and its checkpoint's removal
+    left them (best effort)."""
+    try:
+        directories = [path for path in context_dir.iterdir() if path.is_dir()]
+    except OSError:
+        return
+    for directory in directories:
+        if finished_as(directory) is None:
+            continue
+        lock = CheckpointLock(directory)
+        try:
+            lock.take()
+        except (Held, OSError):
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        lock.release()
 
 
 def open_session(prepared: PreparedRun, store_dir: Path | None) -> Session | None:

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from taguru_eval._base.ready import read_ready_file
+from taguru_eval._base.signals import check
 from taguru_eval.errors import InputError, RunError, os_error_text
 from taguru_eval.inputs.proxy import ProxyConfig, proxy_config
 
@@ -107,6 +108,7 @@ def wait_until_healthy(
     deadline = clock() + timeout
     seen = _Attempts()
     while True:
+        check()  # a stop signal ends the wait between attempts
         base = url
         if ready_file is not None:
             base = _ready_url(ready_file)

@@ -6,18 +6,24 @@ key order. A field's Polars dtype follows from its Python type (``str``,
 shape as a struct, ``| None`` adding nothing since every Polars value may be
 null) unless ``Annotated`` metadata names one (``Annotated[int, pl.Int32()]``).
 Everything here runs once, at import, to build the tables' struct types.
+
+The same declaration gives the strict type a stored lane output is decoded
+into (:func:`decoding_type`): msgspec checks every key, type and the range of
+every 32-bit column, so a checkpoint read back is the shape the run wrote.
 """
 
 from __future__ import annotations
 
+import operator
 import types
 from collections.abc import Collection, Mapping
-from functools import cache
+from functools import cache, reduce
 from typing import (
     Annotated,
     Final,
     NotRequired,
     Required,
+    TypedDict,
     Union,
     get_args,
     get_origin,
@@ -25,6 +31,7 @@ from typing import (
     is_typeddict,
 )
 
+import msgspec
 import polars as pl
 
 Omit = Mapping[type, Collection[str]]
@@ -106,3 +113,38 @@ def _dtype(hint: object, omit: Omit) -> pl.DataType:
     if hint in _SCALARS:
         return _SCALARS[hint]
     raise TypeError(f"no Polars dtype for {hint!r}: declare one as Annotated[..., dtype]")
+
+
+_INT32: Final = msgspec.Meta(ge=-(2**31), le=2**31 - 1)
+"""What a column declared ``Int32`` holds: a wider integer could not be built."""
+
+
+@cache
+def decoding_type(shape: type) -> type:
+    """``shape`` as msgspec decodes it strictly: the same keys (required ones
+    required), the same types, an ``Int32`` field bounded to 32 bits. Unknown keys
+    are skipped (a later version's addition changes nothing the run reads)."""
+    fields = {name: _decoding(hint) for name, hint in _hints(shape).items()}
+    total = bool(getattr(shape, "__total__", True))
+    return TypedDict(f"{shape.__name__}Decoded", fields, total=total)  # type: ignore[operator, no-any-return]
+
+
+def _decoding(hint: object) -> object:
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Annotated:
+        if any(isinstance(item, pl.Int32) for item in args[1:]):
+            return Annotated[int, _INT32]
+        return _decoding(args[0])
+    if origin is NotRequired:
+        return NotRequired[_decoding(args[0])]
+    if origin is Required:
+        return Required[_decoding(args[0])]
+    if origin in (Union, types.UnionType):
+        return reduce(operator.or_, (_decoding(arg) for arg in args))
+    if origin is list:
+        return list[_decoding(args[0])]  # type: ignore[misc]
+    if origin is dict:
+        return dict[_decoding(args[0]), _decoding(args[1])]  # type: ignore[misc]
+    if isinstance(hint, type) and is_typeddict(hint):
+        return decoding_type(hint)
+    return hint

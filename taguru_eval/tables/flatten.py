@@ -232,6 +232,17 @@ def _nested_chunk(
         )
 
 
+def nested_rows_problem(outputs: Sequence[LaneOutput]) -> str | None:
+    """Why ``outputs`` would not become the tables' nested rows (the converter's
+    first words), or None."""
+    try:
+        chunk = _nested_chunk(outputs, _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
+        _nested_frame([chunk])
+    except (pl.exceptions.PolarsError, pa.ArrowException, OverflowError, ValueError) as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
+
+
 def _saturated(value: Any) -> Any:
     """``value`` with every integer above int64 replaced by :data:`I64_MAX`."""
     if isinstance(value, int) and not isinstance(value, bool):

@@ -419,6 +419,11 @@ def test_bad_flags_exit_2_naming_them(extra: list[str], message: str) -> None:
         ),
         ('{"taguru_eval_tolerances": 1, "tolerance": {"recall.mrr": "x"}}', "tolerance.recall.mrr"),
         (
+            # A metric twice: which one was meant? (before, the last one won silently)
+            '{"taguru_eval_tolerances": 1, "tolerance": {"recall.mrr": 0.02, "recall.mrr": 0.5}}',
+            "tolerance: duplicate key `recall.mrr`",
+        ),
+        (
             '{"taguru_eval_tolerances": 1, "tolerance": {"passages.recall": 0.1, '
             '"recall.mrr": -1}}',
             "tolerance: unknown metric name 'passages.recall' (compare tests "

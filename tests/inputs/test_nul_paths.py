@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from taguru_eval._base.filebytes import NUL_IN_PATH, file_bytes
+from taguru_eval._base.filebytes import NUL_IN_PATH, ReadCap, file_bytes
 from taguru_eval.api import read_artifact
 from taguru_eval.compare.load import read_view
 from taguru_eval.errors import InputError
@@ -55,7 +55,8 @@ def test_a_nul_byte_in_a_path_is_the_loaders_own_error(
 def test_only_a_nul_byte_is_turned_into_an_os_error(tmp_path: Path) -> None:
     target = tmp_path / "data.bin"
     target.write_bytes(b"\x00\x01")
-    assert file_bytes(target) == b"\x00\x01"
-    assert file_bytes(str(target)) == b"\x00\x01"
+    cap = ReadCap(16, "a test file")
+    assert file_bytes(target, cap) == b"\x00\x01"
+    assert file_bytes(str(target), cap) == b"\x00\x01"
     with pytest.raises(OSError, match="unexpected NUL byte"):
-        file_bytes(tmp_path / "a\0b")
+        file_bytes(tmp_path / "a\0b", cap)

@@ -4,7 +4,8 @@ An engine sends one request as it is given (the client follows redirects
 itself, by ureq's rules) and gives back an :class:`Answer`: the status, the
 headers the client reads, and the body read under the cap. What an engine's
 library raises is worded by :meth:`Engine.reason`, the text a failure message
-quotes after ``{url}: ``.
+quotes after ``{url}: `` (taguru's own words where the cause is known:
+:mod:`.failures`).
 
 * :class:`AiohttpEngine` is the run's own: one ``aiohttp.ClientSession``
   (public API only) over a keep-alive pool of ``max_connections``, no cookie
@@ -33,6 +34,7 @@ import yarl
 from taguru_eval.inputs.proxy import SUPPORTED_PROXY_SCHEMES, ProxyConfig
 from taguru_eval.run.http import bodies
 from taguru_eval.run.http.bodies import Ticket, read_capped
+from taguru_eval.run.http.failures import ureq_text
 
 if TYPE_CHECKING:
     import httpx
@@ -230,6 +232,9 @@ class AiohttpEngine:
         return _AiohttpAnswer(response)
 
     def reason(self, exc: BaseException, url: str = "") -> str:
+        known = ureq_text(exc)
+        if known is not None:
+            return known
         if isinstance(exc, aiohttp.NonHttpUrlClientError | aiohttp.InvalidUrlClientError):
             return _unsupported(" ".join(str(exc).split()), url)
         if isinstance(exc, _WORDED_BY_STR):
@@ -321,6 +326,9 @@ class HttpxEngine:
         return _HttpxAnswer(await self._http.send(request, stream=True))
 
     def reason(self, exc: BaseException, url: str = "") -> str:
+        known = ureq_text(exc)  # a transport over aiohttp raises from aiohttp's errors
+        if known is not None:
+            return known
         message = getattr(exc, "message", None)
         text = " ".join((message if isinstance(message, str) and message else str(exc)).split())
         if isinstance(exc, self._httpx.UnsupportedProtocol):
