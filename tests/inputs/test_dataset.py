@@ -16,6 +16,7 @@ from taguru_eval.inputs.dataset import (
     CaseOptions,
     EvalSet,
     load_eval,
+    load_eval_strict,
     load_eval_text,
     validate_limits,
 )
@@ -653,9 +654,33 @@ def test_validate_limits_out_of_range(limit: int) -> None:
     )
     with pytest.raises(InputError) as info:
         validate_limits(eval_set)
-    assert str(info.value) == f"case 'c1': options.limit must be 1..=1000, got {limit}"
+    assert str(info.value) == (
+        f"eval.jsonl: line 3: case 'c1': options.limit: must be 1..=1000, got {limit}"
+    )
     assert info.value.exit_code == 2
-    assert (info.value.line, info.value.field) == (3, "options.limit")
+    assert (info.value.path, info.value.line, info.value.field) == (
+        "eval.jsonl",
+        3,
+        "options.limit",
+    )
+
+
+@pytest.mark.parametrize("mode", ["interpret", "strict"])
+def test_validate_limits_names_the_physical_line(mode: str) -> None:
+    """Blank lines count (ERRATA row 19): the case on the file's fifth line is line 5,
+    whichever reader loaded the file."""
+    text = f"\n{HEADER}\n\n" + json.dumps({"case_id": "c1", "query": "q"}) + "\n"
+    text += json.dumps({"case_id": "c2", "query": "q", "options": {"limit": 1001}}) + "\n\n"
+    eval_set = (
+        load_eval_text(text, "sets/my eval.jsonl")
+        if mode == "interpret"
+        else load_eval_strict(text, "sets/my eval.jsonl")
+    )
+    with pytest.raises(InputError) as info:
+        validate_limits(eval_set)
+    assert str(info.value) == (
+        "sets/my eval.jsonl: line 5: case 'c2': options.limit: must be 1..=1000, got 1001"
+    )
 
 
 @pytest.mark.parametrize("limit", [1, 1000, None])
