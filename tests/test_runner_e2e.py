@@ -773,7 +773,7 @@ def test_version_skew_warning_is_printed(tmp_path: Path) -> None:
     version = {"/health": lambda r: httpx.Response(200, json={"version": "0.5.2"})}
     _, _, err = mock_run(tmp_path, version)
     assert (
-        "taguru: evaluate: warning: this CLI is 0.9.3 but the server at http://fake.test:9 "
+        "taguru: evaluate: warning: this CLI is 0.9.7 but the server at http://fake.test:9 "
         "runs 0.5.2 — minor versions differ, and pre-1.0 a minor may change response shapes; "
         "continuing anyway"
     ) in err.splitlines()
