@@ -34,6 +34,7 @@ from typing import Final, NamedTuple
 import msgspec
 
 from taguru_eval._base import jsonstrict as js
+from taguru_eval._base.serde_numbers import binary32_settled
 from taguru_eval._base.text import WHITE_SPACE, to_f32, trim
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset_strict import LoadMode, load_eval_strict, parse_header
@@ -318,6 +319,8 @@ def _finish_options(options: CaseOptions) -> None:
             raise _NotPlain
     if options.floor is not None:
         floor = to_f32(options.floor)
-        if not 0.0 <= floor <= 1.0:
+        # A floor whose binary32 depends on how its digits are read (taguru reads
+        # them with two roundings) is read from its text, by the strict reader.
+        if not 0.0 <= floor <= 1.0 or not binary32_settled(options.floor):
             raise _NotPlain
         msgspec.structs.force_setattr(options, "floor", floor)
