@@ -19,6 +19,7 @@ from __future__ import annotations
 import codecs
 import functools
 import json
+import operator
 import os
 import re
 from collections.abc import Mapping
@@ -176,12 +177,18 @@ def _case_type(paths: tuple[tuple[str, ...], ...], *, raw: bool) -> type[msgspec
             where = (*at, key)
             if not child:
                 fields.append((key, msgspec.Raw, _NULL) if raw else (key, float | None, None))
+                continue
+            inner = struct(f"{name}_{key}", child, where)
+            if raw:
+                # An absent block is one shared empty block, so a path is followed
+                # by ``operator.attrgetter`` in C; only an explicit ``null`` is None.
+                kind = inner if where in _NOT_NULLABLE else inner | None
+                fields.append((key, kind, inner()))
             elif where in _NOT_NULLABLE:
-                inner = struct(f"{name}_{key}", child, where)
                 fields.append((key, inner, msgspec.field(default_factory=inner)))
             else:
-                fields.append((key, struct(f"{name}_{key}", child, where) | None, None))
-        return msgspec.defstruct(name, fields)
+                fields.append((key, inner | None, None))
+        return msgspec.defstruct(name, fields, frozen=raw)
 
     top = struct("_RawCaseBlock" if raw else "_CaseBlock", tree, ())
     # ``stability`` (run --repeat) as any JSON: read leniently by side_from_blocks.
@@ -744,8 +751,12 @@ def _case_frame(cases: list[Any], catalog: Catalog) -> tuple[pl.DataFrame, tuple
     columns: list[pl.Series] = [pl.Series("case_id", ids, dtype=pl.String)]
     for name in catalog.compared:
         path = catalog.per_case[name].path
+        try:
+            leaves = list(map(operator.attrgetter(".".join(path)), cases))
+        except AttributeError:  # a block written as null
+            leaves = [_follow(case, path) for case in cases]
         texts = (
-            pl.Series([_TOKEN_SEPARATOR.join([_follow(case, path) for case in cases])])
+            pl.Series([_TOKEN_SEPARATOR.join(leaves)])
             .cast(pl.String)
             .str.split(_TOKEN_SEPARATOR.decode())
             .explode()
