@@ -279,19 +279,24 @@ def _stepwise(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+_SHORT_STEP: Final = 2.0**-10
+_SHORT_BOUND: Final = 2.0**16
+"""A multiple of 2**-10 below 2**16 has at most 15 significant digits (10 after the
+point, 5 before it), so its shortest spelling reads back exactly: 0, 0.5, 0.25, 3."""
+
+
 def read_back(values: pl.Series) -> pl.Series:
     """What taguru reads from the JSON ``values`` are written as: each finite
     double through its shortest spelling (the digits serde_json and msgspec both
-    write); null and non-finite values stay as they are."""
-    frame = pl.DataFrame({"value": values.cast(pl.Float64)})
-    finite = pl.col("value").is_finite().fill_null(False)
-    spelled = frame.select(
-        pl.when(finite).then(pl.col("value").cast(pl.String)).alias("token"), finite.alias("finite")
-    )
-    read = read_numbers(spelled.get_column("token"))
-    return (
-        frame.with_columns(read.alias("read"), spelled.get_column("finite"))
-        .select(pl.when("finite").then("read").otherwise("value"))
-        .to_series()
-        .alias(values.name)
-    )
+    write); null and non-finite values stay as they are, and so does a value whose
+    spelling is short enough to be read with one rounding."""
+    frame = pl.DataFrame({"value": values.cast(pl.Float64)}).with_row_index("row")
+    value = pl.col("value")
+    scaled = value / _SHORT_STEP
+    spelled = frame.filter(
+        value.is_finite() & ~((scaled == scaled.round()) & (value.abs() < _SHORT_BOUND))
+    ).select("row", value.cast(pl.String).alias("token"))
+    read = frame.get_column("value")
+    if spelled.height:
+        read = read.scatter(spelled.get_column("row"), read_numbers(spelled.get_column("token")))
+    return read.alias(values.name)

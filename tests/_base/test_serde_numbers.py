@@ -189,3 +189,13 @@ def test_recorded_from_taguru() -> None:
         assert _bits(from_column) == _bits(taguru), token
     differing = sum(float(token) != taguru for token, taguru in recorded["readings"])
     assert differing >= 50  # the file is no set of easy numbers
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.integers(-(2**26) + 1, 2**26 - 1))
+def test_a_short_stored_double_needs_no_spelling(units: int) -> None:
+    """``read_back`` keeps a multiple of 2**-10 below 2**16 as it is: its shortest
+    spelling always reads back as itself."""
+    value = units / 1024
+    assert _same(_oracle(repr(value)), value)
+    assert _same(read_back(pl.Series([value])).item(), value)

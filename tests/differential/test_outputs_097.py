@@ -84,12 +84,14 @@ def test_failed_cases_wrote_line_and_negative_zero(
     ``wrote`` line, and an all-missed nDCG written, averaged and gated as -0.0."""
     server = real_taguru()
     populate(server.url, DATA / "sake")
-    thresholds = {
-        "taguru_evaluate_thresholds": 1,
-        "aggregate": {"recall.ndcg": {"min": 0.5}},
-        "cases": {"default": {"recall.ndcg": {"min": 0.25}}},
-    }
-    files = {"eval.jsonl": _failing_eval(), "thresholds.json": json.dumps(thresholds)}
+    # A bound spelt so that taguru reads it with two roundings (ERRATA row 24): its
+    # value reaches evaluation.json's violations.
+    thresholds = (
+        '{"taguru_evaluate_thresholds": 1, "aggregate": {"recall.ndcg": {"min": 0.5}, '
+        '"recall.recall_at_k": {"max": -0.9134015924715543}}, '
+        '"cases": {"default": {"recall.ndcg": {"min": 0.25}}}}'
+    )
+    files = {"eval.jsonl": _failing_eval(), "thresholds.json": thresholds}
     args = ["--eval", "eval.jsonl", "--context", "sake", "--url", server.url, "--out", OUT]
 
     theirs, mine = _both(tmp_path / "plain", files, args)
@@ -113,7 +115,10 @@ def test_failed_cases_wrote_line_and_negative_zero(
     assert theirs.code == 3
     assert "-0.000000 < min 0.500000" in theirs.stdout
     assert "-0.000000 < min 0.250000" in theirs.stdout
+    assert "0.000000 > max -0.913402" in theirs.stdout
     assert _artifacts(tmp_path / "gated")[0] == _artifacts(tmp_path / "gated")[1]
+    gated = (tmp_path / "gated" / "ours" / OUT).read_text(encoding="utf-8")
+    assert '"threshold": -0.9134015924715544' in gated
 
 
 def test_an_out_of_range_limit_names_the_file_and_physical_line(
@@ -274,3 +279,21 @@ def test_must_refuse_failures_stay_out_of_tagurus_lines(
         "until 1 — the window is half-open [since, until) and this one selects nothing"
     )
     assert "mr-window" not in "\n".join(ours_lines[: added[0]])
+
+
+def test_a_floor_is_read_as_taguru_reads_it(
+    real_taguru: Callable[..., RealTaguru], tmp_path: Path
+) -> None:
+    """Row 24 in eval.jsonl: taguru reads this floor as 1.0 (two roundings) and runs
+    the case; read as its nearest double it would be 1.0000001 and refused."""
+    server = real_taguru()
+    populate(server.url, DATA / "sake")
+    text = (
+        '{"taguru_eval": 1}\n'
+        + '{"case_id": "c", "query": "koji", "options": {"floor": 1.0000000596046449}}\n'
+    )
+    args = ["--eval", "eval.jsonl", "--context", "sake", "--url", server.url, "--out", OUT]
+    theirs, mine = _both(tmp_path, {"eval.jsonl": text}, args)
+    assert mine == theirs
+    assert theirs.code == 0
+    assert _artifacts(tmp_path)[0] == _artifacts(tmp_path)[1]

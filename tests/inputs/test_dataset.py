@@ -666,6 +666,24 @@ def test_validate_limits_out_of_range(limit: int) -> None:
 
 
 @pytest.mark.parametrize("mode", ["interpret", "strict"])
+@pytest.mark.parametrize(
+    ("written", "floor"),
+    [("1.0000000596046449", 1.0), ("0.4", to_f32(0.4)), ("0.50000002980232238", 0.5)],
+)
+def test_a_floor_is_read_as_taguru_reads_it(mode: str, written: str, floor: float) -> None:
+    """ERRATA row 24: taguru reads ``1.0000000596046449`` with two roundings, just
+    below the binary32 midpoint above 1.0, so the floor is 1.0 and in range (the
+    nearest double would round up to 1.0000001 and be refused)."""
+    text = f'{HEADER}\n{{"case_id": "c1", "query": "q", "options": {{"floor": {written}}}}}\n'
+    loaded = (
+        load_eval_text(text, "e.jsonl")
+        if mode == "interpret"
+        else load_eval_strict(text, "e.jsonl")
+    )
+    assert loaded.cases[0].options.floor == floor
+
+
+@pytest.mark.parametrize("mode", ["interpret", "strict"])
 def test_validate_limits_names_the_physical_line(mode: str) -> None:
     """Blank lines count (ERRATA row 19): the case on the file's fifth line is line 5,
     whichever reader loaded the file."""
