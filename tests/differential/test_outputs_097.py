@@ -3,8 +3,8 @@
 Each test runs taguru's own ``evaluate`` and ``python -m taguru_eval`` on the
 same live taguru 0.9.7 server, each in a folder of its own holding the same
 inputs (so every relative path they print is the same), and compares exit
-codes, stdout and stderr (latencies masked) and evaluation.json (EVALUATE's
-allowed differences aside; the sign of every zero included).
+codes, stdout, stderr and evaluation.json as ``support.differential.assert_same``
+does (numbers as spelt, so the sign of every zero counts).
 """
 
 from __future__ import annotations
@@ -14,14 +14,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import httpx
+from support.differential import OUT, Outcome, assert_same, run_ours, run_taguru
 from support.loopback import Request, Response, ScriptedServer
 from support.paths import DATA
-from support.side_by_side import Ran, artifact_view, ours, taguru
 from support.taguru import RealTaguru, populate, require_taguru
 
 from taguru_eval.inputs.config import KNOWN_KEYS
-
-OUT = "evaluation.json"
 
 
 def _folders(tmp_path: Path, files: Mapping[str, str]) -> tuple[Path, Path]:
@@ -34,21 +32,14 @@ def _folders(tmp_path: Path, files: Mapping[str, str]) -> tuple[Path, Path]:
     return folders
 
 
-def _both(tmp_path: Path, files: Mapping[str, str], args: list[str]) -> tuple[Ran, Ran]:
-    """Both tools with ``args`` in folders of their own; their masked results."""
-    theirs, mine = _folders(tmp_path, files)
-    return (
-        taguru(require_taguru(), args, theirs).masked(),
-        ours(args, mine).masked(),
-    )
-
-
-def _artifacts(tmp_path: Path) -> tuple[str, str]:
-    """Both evaluation.json files as comparable text (json.dumps keeps ``-0.0``)."""
-    return tuple(  # type: ignore[return-value]
-        json.dumps(artifact_view(tmp_path / side / OUT), ensure_ascii=False)
-        for side in ("taguru", "ours")
-    )
+def _both(tmp_path: Path, files: Mapping[str, str], args: list[str]) -> tuple[Outcome, Outcome]:
+    """Both tools with ``args`` (``--out evaluation.json`` added) in folders of their
+    own holding ``files``; asserts they did the same and returns what they did."""
+    theirs_folder, ours_folder = _folders(tmp_path, files)
+    theirs = run_taguru(require_taguru(), args, theirs_folder)
+    ours = run_ours(args, ours_folder)
+    assert_same(theirs, ours)
+    return theirs, ours
 
 
 def _case(case_id: str, **fields: object) -> str:
@@ -92,11 +83,10 @@ def test_failed_cases_wrote_line_and_negative_zero(
         '"cases": {"default": {"recall.ndcg": {"min": 0.25}}}}'
     )
     files = {"eval.jsonl": _failing_eval(), "thresholds.json": thresholds}
-    args = ["--eval", "eval.jsonl", "--context", "sake", "--url", server.url, "--out", OUT]
+    args = ["--eval", "eval.jsonl", "--context", "sake", "--url", server.url]
 
-    theirs, mine = _both(tmp_path / "plain", files, args)
-    assert mine == theirs
-    assert theirs.code == 0
+    theirs, ours = _both(tmp_path / "plain", files, args)
+    assert theirs.exit_code == 0
     lines = theirs.stdout.splitlines()
     assert lines[2].startswith("    passage failed — case 'window-0': ")
     assert "    ... and 2 more passage failure(s) (every one is in evaluation.json)" in lines
@@ -105,20 +95,14 @@ def test_failed_cases_wrote_line_and_negative_zero(
     assert lines[-1].startswith(f"  wrote {OUT} — per-case failures under cases[].passage.message")
     [recall] = [line for line in lines if line.startswith("  recall over")]
     assert recall.endswith("mean nDCG -0.000")
-    taguru_text, ours_text = _artifacts(tmp_path / "plain")
-    assert ours_text == taguru_text
-    artifact = (tmp_path / "plain" / "ours" / OUT).read_text(encoding="utf-8")
-    assert '"ndcg": -0.0' in artifact
+    assert ours.artifact is not None and '"ndcg": -0.0' in ours.artifact
 
-    theirs, mine = _both(tmp_path / "gated", files, [*args, "--thresholds", "thresholds.json"])
-    assert mine == theirs
-    assert theirs.code == 3
+    theirs, ours = _both(tmp_path / "gated", files, [*args, "--thresholds", "thresholds.json"])
+    assert theirs.exit_code == 3
     assert "-0.000000 < min 0.500000" in theirs.stdout
     assert "-0.000000 < min 0.250000" in theirs.stdout
     assert "0.000000 > max -0.913402" in theirs.stdout
-    assert _artifacts(tmp_path / "gated")[0] == _artifacts(tmp_path / "gated")[1]
-    gated = (tmp_path / "gated" / "ours" / OUT).read_text(encoding="utf-8")
-    assert '"threshold": -0.9134015924715544' in gated
+    assert ours.artifact is not None and '"threshold": -0.9134015924715544' in ours.artifact
 
 
 def test_an_out_of_range_limit_names_the_file_and_physical_line(
@@ -151,11 +135,10 @@ def test_an_out_of_range_limit_names_the_file_and_physical_line(
     }
     for name, stderr in expected.items():
         args = ["--eval", f"./{name}", "--context", "sake", "--url", server.url]
-        theirs, mine = _both(tmp_path / name, files, args)
-        assert mine == theirs
-        assert (theirs.code, theirs.stdout) == (2, "")
+        theirs, _ = _both(tmp_path / name, files, args)
+        assert (theirs.exit_code, theirs.stdout) == (2, "")
         assert theirs.stderr.startswith(stderr)
-        assert "options.limit" not in theirs.stderr or name == "limits.jsonl"
+        assert ("options.limit" in theirs.stderr) is (name == "limits.jsonl")
 
 
 def test_every_known_config_key_is_quiet_and_an_unknown_one_is_flagged(
@@ -174,16 +157,14 @@ def test_every_known_config_key_is_quiet_and_an_unknown_one_is_flagged(
         "taguru.env": "\n".join(entries) + "\n",
     }
     args = ["--eval", "eval.jsonl", "--context", "sake", "--url", server.url,
-            "--config", "taguru.env", "--out", OUT]  # fmt: skip
-    theirs, mine = _both(tmp_path, files, args)
-    assert mine == theirs
-    assert theirs.code == 0
+            "--config", "taguru.env"]  # fmt: skip
+    theirs, _ = _both(tmp_path, files, args)
+    assert theirs.exit_code == 0
     flagged = [line for line in theirs.stderr.splitlines() if line.endswith("(typo?)")]
     assert flagged == [
         "taguru: config: TAGURU_EXTRACT_REDACTT is not a variable taguru reads (typo?)",
         "taguru: config: TAGURU_EXTRACT_CANDIDATE is not a variable taguru reads (typo?)",
     ]
-    assert _artifacts(tmp_path)[0] == _artifacts(tmp_path)[1]
 
 
 def _reporting(version: str, upstream: str) -> Callable[[Request], Awaitable[Response]]:
@@ -215,19 +196,16 @@ def test_the_skew_probe_speaks_for_097(
     server = real_taguru()
     populate(server.url, DATA / "sake")
     files = {"eval.jsonl": (DATA / "sake" / "eval.jsonl").read_text(encoding="utf-8")}
-    args = ["--eval", "eval.jsonl", "--context", "sake", "--out", OUT]
-    theirs, mine = _both(tmp_path / "same", files, [*args, "--url", server.url])
-    assert mine == theirs
+    args = ["--eval", "eval.jsonl", "--context", "sake"]
+    theirs, _ = _both(tmp_path / "same", files, [*args, "--url", server.url])
     assert "warning" not in theirs.stderr
     with ScriptedServer(_reporting("0.8.4", server.url)) as url:
-        theirs, mine = _both(tmp_path / "older", files, [*args, "--url", url])
-    assert mine == theirs
-    assert theirs.code == 0
+        theirs, _ = _both(tmp_path / "older", files, [*args, "--url", url])
+    assert theirs.exit_code == 0
     assert (
         f"taguru: evaluate: warning: this CLI is 0.9.7 but the server at {url} runs 0.8.4 — "
         "minor versions differ"
     ) in theirs.stderr
-    assert _artifacts(tmp_path / "older")[0] == _artifacts(tmp_path / "older")[1]
 
 
 def test_the_demo_data_runs_alike(real_taguru: Callable[..., RealTaguru], tmp_path: Path) -> None:
@@ -238,14 +216,11 @@ def test_the_demo_data_runs_alike(real_taguru: Callable[..., RealTaguru], tmp_pa
         populate(server.url, DATA / name)
         files = {"eval.jsonl": (DATA / name / "eval.jsonl").read_text(encoding="utf-8")}
         for mode in ([], ["--assembly", "--max-tokens", "300"]):
-            args = ["--eval", "eval.jsonl", "--context", name, "--url", server.url,
-                    "--out", OUT, *mode]  # fmt: skip
-            where = tmp_path / f"{name}{len(mode)}"
-            theirs, mine = _both(where, files, args)
-            assert mine == theirs
-            assert theirs.code == 0
+            args = ["--eval", "eval.jsonl", "--context", name, "--url", server.url, *mode]
+            theirs, _ = _both(tmp_path / f"{name}{len(mode)}", files, args)
+            assert theirs.exit_code == 0
             assert "  wrote evaluation.json — per-case failures under " in theirs.stdout
-            assert _artifacts(where)[0] == _artifacts(where)[1]
+            assert " failed — case " not in theirs.stdout
 
 
 def test_must_refuse_failures_stay_out_of_tagurus_lines(
@@ -260,16 +235,14 @@ def test_must_refuse_failures_stay_out_of_tagurus_lines(
     refusals += "\n" + _case(
         "mr-window", query="sake", kind="adjacent", options={"since": 9, "until": 1}
     )
-    files = {
-        "eval.jsonl": _failing_eval(),
-        "must_refuse.jsonl": refusals + "\n",
-    }
-    args = ["--eval", "eval.jsonl", "--context", "sake", "--url", server.url, "--out", OUT]
-    theirs, _ = _both(tmp_path, files, args)
-    mine = ours([*args, "--must-refuse", "must_refuse.jsonl"], tmp_path / "ours").masked()
-    assert (mine.code, theirs.code) == (0, 0)
+    files = {"eval.jsonl": _failing_eval(), "must_refuse.jsonl": refusals + "\n"}
+    args = ["--eval", "eval.jsonl", "--context", "sake", "--url", server.url]
+    theirs_folder, ours_folder = _folders(tmp_path, files)
+    theirs = run_taguru(require_taguru(), args, theirs_folder)
+    ours = run_ours([*args, "--must-refuse", "must_refuse.jsonl"], ours_folder)
+    assert (ours.exit_code, theirs.exit_code) == (0, 0)
     own = ("  must-refuse over ", "  answerability over ", "    must-refuse failed — ")
-    ours_lines = mine.stdout.splitlines()
+    ours_lines = ours.stdout.splitlines()
     assert [line for line in ours_lines if not line.startswith(own)] == theirs.stdout.splitlines()
     added = [index for index, line in enumerate(ours_lines) if line.startswith(own)]
     assert added == list(range(len(ours_lines) - 1 - len(added), len(ours_lines) - 1))
@@ -288,12 +261,9 @@ def test_a_floor_is_read_as_taguru_reads_it(
     the case; read as its nearest double it would be 1.0000001 and refused."""
     server = real_taguru()
     populate(server.url, DATA / "sake")
-    text = (
-        '{"taguru_eval": 1}\n'
-        + '{"case_id": "c", "query": "koji", "options": {"floor": 1.0000000596046449}}\n'
+    case = _case("c", query="koji", options={"floor": "FLOOR"}).replace(
+        '"FLOOR"', "1.0000000596046449"
     )
-    args = ["--eval", "eval.jsonl", "--context", "sake", "--url", server.url, "--out", OUT]
-    theirs, mine = _both(tmp_path, {"eval.jsonl": text}, args)
-    assert mine == theirs
-    assert theirs.code == 0
-    assert _artifacts(tmp_path)[0] == _artifacts(tmp_path)[1]
+    args = ["--eval", "eval.jsonl", "--context", "sake", "--url", server.url]
+    theirs, _ = _both(tmp_path, {"eval.jsonl": '{"taguru_eval": 1}\n' + case + "\n"}, args)
+    assert theirs.exit_code == 0
