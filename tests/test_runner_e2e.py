@@ -290,6 +290,16 @@ def test_console_summary(fixture_run: tuple[int, str, str, dict[str, Any], Path]
         "  6 case(s) — passage: 6 ok, 0 failed; structural lane ran on 2 case(s) "
         "(0 ambiguous, 0 not-found position(s))"
     )
+    # ERRATA row 20: the failed citation checks, named by case, locator and code.
+    assert lines[2:4] == [
+        "    citation failed — case 'citations': corpus/brewery.md paragraph 99: no_paragraph: "
+        f"{url}/contexts/sake/citations answered 404: paragraph 99 out of range for source "
+        "'corpus/brewery.md' in context 'sake'",
+        "    citation failed — case 'citations': does-not-exist.md paragraph 0: no_source: "
+        f"{url}/contexts/sake/citations answered 404: source 'does-not-exist.md' not found "
+        "in context 'sake'",
+    ]
+    del lines[2:4]
     assert lines[2] == (
         "  recall over 4 case(s): mean recall@k 0.750, mean MRR 0.750, mean nDCG 0.750"
     )
@@ -302,7 +312,13 @@ def test_console_summary(fixture_run: tuple[int, str, str, dict[str, Any], Path]
     assert lines[5] == invalid and lines[6] == invalid
     assert lines[7] == invalid.replace('"paragraph": 0}', '"paragraph": 99}')
     assert lines[8] == "    ... and 1 more invalid locator(s)"
-    assert lines[-1] == f"  wrote {work / 'evaluation.json'}"
+    assert lines[-1] == (
+        f"  wrote {work / 'evaluation.json'} — per-case failures under "
+        "cases[].passage.message (outcome: failed), "
+        "cases[].structural.associations[].query.message (outcome: errored), "
+        "cases[].citations.checks[].message (outcome: unresolved), "
+        "cases[].evidence.message (outcome: failed)"
+    )
 
 
 def test_run_store_and_load_back(fixture_run: tuple[int, str, str, dict[str, Any], Path]) -> None:
@@ -757,7 +773,7 @@ def test_version_skew_warning_is_printed(tmp_path: Path) -> None:
     version = {"/health": lambda r: httpx.Response(200, json={"version": "0.5.2"})}
     _, _, err = mock_run(tmp_path, version)
     assert (
-        "taguru: evaluate: warning: this CLI is 0.9.3 but the server at http://fake.test:9 "
+        "taguru: evaluate: warning: this CLI is 0.9.7 but the server at http://fake.test:9 "
         "runs 0.5.2 — minor versions differ, and pre-1.0 a minor may change response shapes; "
         "continuing anyway"
     ) in err.splitlines()

@@ -4,8 +4,9 @@ Python's ``json`` module is lenient where taguru's serde decoding is strict
 (EVALUATE.md §0.1, GATE_AND_COMPARE.md §1.2), so every loader goes through
 these helpers instead of calling ``json.loads`` directly:
 
-* :func:`loads` parses one JSON text. ``NaN``/``Infinity`` literals, numbers
-  that overflow a double (``1e400``), lone UTF-16 surrogate escapes and
+* :func:`loads` parses one JSON text, reading a number with a fraction or an
+  exponent as taguru does (:mod:`.serde_numbers`). ``NaN``/``Infinity``
+  literals, numbers that overflow a double (``1e400``), lone UTF-16 surrogate escapes and
   nesting deeper than 128 levels are syntax errors (:class:`JsonSyntaxError`).
   A key repeated inside one object either keeps its last value (eval.jsonl and
   server responses) and is remembered in :attr:`JsonObject.duplicate_keys`, or
@@ -37,6 +38,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeAlias, TypeVar
 
+from taguru_eval._base.serde_numbers import NumberOutOfRange, read_number
 from taguru_eval._base.text import json_f64, to_f32
 
 JsonPath = tuple[str | int, ...]
@@ -172,10 +174,12 @@ def _reject_constant(name: str) -> object:
 
 
 def _parse_float(token: str) -> float:
-    value = float(token)
-    if math.isinf(value):
-        raise JsonSyntaxError(f"number out of range: {token[:40]}")
-    return value
+    # A fraction or an exponent: read as taguru's serde_json reads it (two
+    # roundings, ERRATA row 24), refused where it refuses it.
+    try:
+        return read_number(token)
+    except NumberOutOfRange as exc:
+        raise JsonSyntaxError(str(exc)) from None
 
 
 def _parse_int(token: str) -> int:

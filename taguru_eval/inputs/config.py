@@ -47,9 +47,10 @@ MSG_CREDENTIALS: Final = (
 )
 MSG_UNPARSEABLE: Final = "the --url value could not be parsed as a URL"
 
-# Every variable the taguru server reads (its config.rs KNOWN_KEYS, 0.9.x): a
-# ``TAGURU_*`` key in a config file that is not one of these earns taguru's
-# "typo?" warning.
+# Every variable taguru 0.9.7 reads (its config.rs KNOWN_KEYS, 73 names; ERRATA
+# row 22): a ``TAGURU_*`` key in a config file that is not one of these earns
+# taguru's "typo?" warning. tests/differential/test_config_keys_097.py holds the
+# list to the real binary's warnings.
 KNOWN_KEYS: Final = frozenset(
     {
         "TAGURU_ADDR",
@@ -105,10 +106,22 @@ KNOWN_KEYS: Final = frozenset(
         "TAGURU_EXTRACT_CORRECTIVE_CONTEXT_BYTES",
         "TAGURU_EXTRACT_STRUCTURED_OUTPUT",
         "TAGURU_EXTRACT_MAX_OUTPUT_TOKENS",
+        "TAGURU_EXTRACT_ESCALATION_FACTOR",
+        "TAGURU_EXTRACT_RUNAWAY_RATIO",
+        "TAGURU_EXTRACT_CHUNK_BYTES",
+        "TAGURU_EXTRACT_CHUNK_CONTEXT",
         "TAGURU_EXTRACT_LOSSY",
+        "TAGURU_EXTRACT_CANDIDATES",
+        "TAGURU_EXTRACT_REDACT",
+        "TAGURU_EXTRACT_REDACT_RULES",
+        "TAGURU_EXTRACT_VOCABULARY",
+        "TAGURU_EXTRACT_COVERAGE",
         "TAGURU_EXTRACT_DIAGNOSTICS",
         "TAGURU_EXTRACT_DIAGNOSTICS_RAW_BYTES",
+        "TAGURU_EXTRACT_TRACE_ATTEMPTS",
         "TAGURU_EXTRACT_SCHEMA",
+        "TAGURU_EXTRACT_REPLAY",
+        "TAGURU_EXTRACT_REPLAY_FROM",
         "TAGURU_LOG_FORMAT",
         "TAGURU_LOG_SEARCHES",
         "TAGURU_METRICS_PER_CONTEXT",

@@ -57,7 +57,12 @@ from taguru_eval.run.console import Console
 from taguru_eval.run.runner import NetworkPhase
 from taguru_eval.score.aggregate import Scores, score_run
 from taguru_eval.store import RunOrigin, StagedRun, new_run_id
-from taguru_eval.summary import must_refuse_lines, must_refuse_stderr_lines, summary_lines
+from taguru_eval.summary import (
+    must_refuse_lines,
+    must_refuse_stderr_lines,
+    summary_lines,
+    wrote_line,
+)
 from taguru_eval.tables.flatten import with_repeated_calls
 from taguru_eval.tables.schemas import RunTables
 
@@ -291,7 +296,7 @@ def finish_run(
         lines = summary_lines(prepared, doc.head, scores, tables)
         if must_refuse:
             lines.extend(must_refuse_lines(doc.head))
-        lines.append(f"  wrote {options.out}")
+        lines.append(wrote_line(options.out))
         if report is not None:
             lines.extend(report.lines())
         for line in lines:

@@ -585,7 +585,9 @@ def test_subprocess_limit_and_url_errors_before_network(tmp_path: Path) -> None:
     )
     result = run_cli("--eval", "e.jsonl", "--context", "x", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr == "taguru: evaluate: case 'c1': options.limit must be 1..=1000, got 0\n"
+    assert result.stderr == (
+        "taguru: evaluate: e.jsonl: line 2: case 'c1': options.limit: must be 1..=1000, got 0\n"
+    )
     (tmp_path / "ok.jsonl").write_text('{"taguru_eval":1}\n{"case_id":"c1","query":"q"}\n', "utf-8")
     result = run_cli("--eval", "ok.jsonl", "--context", "x", "--url", "http://u:p@h", cwd=tmp_path)
     assert result.returncode == 2

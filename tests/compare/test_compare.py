@@ -290,8 +290,9 @@ def test_identical_values_are_unchanged() -> None:
 
 
 def test_taguru_negative_zero_ndcg_equals_our_zero(tmp_path: Path) -> None:
-    """taguru writes a fully missed case's nDCG as -0.0 (docs/decisions.md: we write 0.0);
-    read from its evaluation.json, it compares as unchanged either way."""
+    """taguru writes a fully missed case's nDCG as -0.0 (so does this package since
+    ERRATA row 25; an older artifact has 0.0): read from an evaluation.json, it
+    compares as unchanged against 0.0 either way."""
     taguru_doc = run_doc([case("c1", recall=(0.0, 0.0, -0.0))])
     our_doc = run_doc([case("c1", recall=(0.0, 0.0, 0.0))])
     base = tmp_path / "taguru.json"
