@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
+from taguru_eval._base.suggest import did_you_mean
 from taguru_eval._base.text import parse_decimal
 from taguru_eval.cli.flags import write_report
 from taguru_eval.errors import (
@@ -292,6 +293,9 @@ _COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurre
 
 _SWITCHES: Final = ("--assembly", "--no-store", "--no-step-summary", "--quiet", "--resume")
 
+FLAGS: Final = (*_VALUE_FLAGS, *_COUNT_FLAGS, *_SWITCHES, "--help")
+"""Every flag run mode takes (what a mistyped one is compared with)."""
+
 _POSITIVE: Final = re.compile(r"\+?[0-9]+")
 
 
@@ -351,7 +355,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         elif arg in ("--help", "-h"):
             return None
         elif arg.startswith("--"):
-            raise UsageError(f"unknown flag '{arg}' for evaluate")
+            raise UsageError(f"unknown flag '{arg}' for evaluate", hint=did_you_mean(arg, FLAGS))
         else:
             raise UsageError("evaluate takes no positional arguments")
 

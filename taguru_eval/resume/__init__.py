@@ -312,7 +312,8 @@ def _being_written(directory: Path, manifest: Manifest) -> bool:
 
 
 def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
-    """The checkpoint ``--resume`` continues; anything else is exit 2, one line."""
+    """The checkpoint ``--resume`` continues; anything else is exit 2, one line,
+    and a hint saying how to go on (continue it as it was, or start afresh)."""
     context = prepared.options.context
     if store_dir is None:  # RunOptions refuses --resume with --no-store first
         raise InputError("--resume needs the run store")
@@ -320,20 +321,34 @@ def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
     if mine is None:
         raise InputError(
             f"--resume: {prepared.options.eval_path} is not a regular file, "
-            "so it cannot be checked against an unfinished run"
+            "so it cannot be checked against an unfinished run",
+            hint=AFRESH,
         )
     newest = newest_checkpoint(store_dir, context)
     if newest is None:
-        raise InputError(f"--resume: no unfinished run of context '{context}' in {store_dir}")
+        raise InputError(
+            f"--resume: no unfinished run of context '{context}' in {store_dir}",
+            hint="there is nothing to continue: run the same command without --resume",
+        )
     directory, manifest = newest
     if _being_written(directory, manifest):
         raise InputError(
-            f"--resume: the unfinished run {directory} is still running (pid {manifest.pid})"
+            f"--resume: the unfinished run {directory} is still running (pid {manifest.pid})",
+            hint=f"let it finish (or stop pid {manifest.pid}, then --resume it); {AFRESH}",
         )
     what = difference(manifest.fingerprint, mine)
     if what is not None:
-        raise InputError(f"--resume: {what}")
+        raise InputError(
+            f"--resume: {what}",
+            hint=(
+                "to continue it, give the unfinished run's inputs and options again; "
+                f"{AFRESH} (the unfinished run stays in {directory}: delete it to discard it)"
+            ),
+        )
     return load_checkpoint(directory, manifest, prepared)
+
+
+AFRESH = "to start afresh, run the same command without --resume"
 
 
 class Session:

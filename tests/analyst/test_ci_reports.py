@@ -37,7 +37,7 @@ SCHEMA = xmlschema.XMLSchema(TEST_DATA / "junit_schema.xsd")
 EVAL = DATA / "sake" / "eval.jsonl"
 TOKEN = "ci-secret-token-4f1e"
 PREFIX = "taguru: evaluate: "
-USAGE_SUFFIX = " — try 'taguru evaluate --help'"
+USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval --help"
 
 FAILING_THRESHOLDS = {
     "taguru_evaluate_thresholds": 1,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.hints import hints, without_hints
 from support.paths import DATA
 
 from taguru_eval.refserver.serve import running_server
@@ -112,7 +113,9 @@ def test_version_help_and_usage_errors_load_no_data_library(
     assert child.loaded(DATA_LIBRARIES) == []
     assert child.loaded(CHARTS_AND_JUPYTER) == []
     if code == 2:
-        assert child.stderr.count("\n") == 1
+        # taguru's one line, then the hint naming the help that exists here.
+        assert without_hints(child.stderr).count("\n") == 1
+        assert hints(child.stderr)[-1].endswith("python -m taguru_eval --help")
 
 
 @pytest.fixture(scope="module")

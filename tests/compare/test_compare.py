@@ -28,7 +28,7 @@ from taguru_eval.errors import InputError
 NOW = "2026-07-29T00:00:00Z"
 DIGEST = "21913844c872603177f577ea2b9823dfb12bf84f0c579691447b47d6649d8beb"
 PREFIX = "taguru: evaluate: "
-USAGE_SUFFIX = " — try 'taguru evaluate --help'"
+USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval compare --help"
 
 
 # ------------------------------------------------------------------ builders

@@ -32,7 +32,7 @@ from taguru_eval.compare.significance import (
 )
 
 PREFIX = "taguru: evaluate: "
-USAGE_SUFFIX = " — try 'taguru evaluate --help'"
+USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval compare --help"
 
 
 def run_doc(recall: list[float], *, citations: list[float] | None = None) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from taguru_eval.compare.significance import (
 from taguru_eval.compare.tags import CASE_LANES_FILE, NO_TAG
 
 PREFIX = "taguru: evaluate: "
-USAGE_SUFFIX = " — try 'taguru evaluate --help'"
+USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval compare --help"
 
 
 def run_doc(recall: list[float]) -> dict[str, Any]:
