@@ -23,7 +23,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("run",),
     ("score",),
     ("artifact",),
-    ("gate",),
+    ("gate", "flag_gates"),
     ("store", "resume"),
     ("compare",),
     ("analyst",),
