@@ -238,9 +238,9 @@ def must_refuse_lines(doc: Mapping[str, Any]) -> list[str]:
         # "over 0 answerable case(s)" read as a count of the eval set; say why none counts.
         total = (doc.get("inputs") or {}).get("eval", {}).get("cases")
         answerability = (
-            f"  answerability: none of {total} eval case(s) is answerable here — a case is answerable "
-            "once it declares a relevant expected_sources entry and its passage lane "
-            "completed (import-golden writes expected_sources with --sources-column)"
+            f"  answerability: none of {total} eval case(s) is answerable here — a case is "
+            "answerable once it declares a relevant expected_sources entry and its passage "
+            "lane completed (import-golden writes expected_sources with --sources-column)"
         )
     else:
         answerability = (
