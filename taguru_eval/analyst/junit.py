@@ -35,6 +35,7 @@ format CI tools read (the Jenkins xUnit plugin's ``junit-10`` schema:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import polars as pl
@@ -48,6 +49,7 @@ from taguru_eval.compare.significance import (
     test_label,
     verdict_text,
 )
+from taguru_eval.flag_gates import NOT_GATED, FlagGateRow
 from taguru_eval.gate import GateReport, case_values_from_cases_frame, skip_reason
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.options import DEFAULT_JUNIT_CASES, JunitCases, junit_cases_of
@@ -83,6 +85,7 @@ def junit_xml(
     generated_at: str,
     catalog: Catalog = CATALOG,
     junit_cases: JunitCases = DEFAULT_JUNIT_CASES,
+    flag_gates: Sequence[FlagGateRow] = (),
 ) -> str:
     """The JUnit XML document of one run's gate (UTF-8 text, ``\\n``-terminated).
 
@@ -91,12 +94,18 @@ def junit_xml(
     and ``.cases``); ``generated_at`` is the artifact's UTC timestamp.
     ``junit_cases`` is ``--junit-cases``: ``"failing"`` lists a per-case bound
     only when it is violated, ``"all"`` lists every one (module docstring).
+    ``flag_gates`` (:func:`taguru_eval.flag_gates.flag_gate_rows`) are the
+    must-refuse and answers rows: suite ``flag_gates``, one test case per flag
+    given, failed when its gate failed, skipped in a report-only run.
     """
     listed = junit_cases_of(junit_cases)
     properties = {"context": context, "run_id": run_id}
+    flags = _flag_rows(flag_gates)
     if thresholds is None or report is None:
         suites = [_suite("report-only", _empty_rows(), generated_at, properties)]
-        return _document(suites, 0, 0, 0)
+        if flags.height:
+            suites.append(_suite("flag_gates", flags, generated_at, {}))
+        return _document(suites, flags.height, 0, flags.height)
     properties["thresholds_sha256"] = report.sha256
     violations = _violations(report)
     aggregate = _aggregate_rows(thresholds, metrics, violations)
@@ -110,7 +119,9 @@ def junit_xml(
     elided_skipped = skipped_checks if listed == "failing" else 0
     properties |= {
         "taguru_eval.junit_cases": listed,
-        "taguru_eval.checks": str(aggregate.height + every_case.height + corpus.height),
+        "taguru_eval.checks": str(
+            aggregate.height + every_case.height + corpus.height + flags.height
+        ),
         "taguru_eval.elided_passing_case_checks": str(elided_passing),
         "taguru_eval.elided_skipped_case_checks": str(elided_skipped),
     }
@@ -126,7 +137,9 @@ def junit_xml(
         _suite("cases", per_case, generated_at, {}, note),
         _suite("corpus", corpus, generated_at, {}),
     ]
-    rows = pl.concat([aggregate, per_case, corpus])
+    if flags.height:
+        suites.append(_suite("flag_gates", flags, generated_at, {}))
+    rows = pl.concat([aggregate, per_case, corpus, flags])
     failures = rows.filter(pl.col("status") == FAILED).height
     skipped = rows.filter(pl.col("status") == SKIPPED).height
     return _document(suites, rows.height, failures, skipped)
@@ -275,6 +288,40 @@ def _corpus_rows(report: GateReport) -> pl.DataFrame:
 
 def _empty_rows() -> pl.DataFrame:
     return pl.DataFrame(schema=_ROWS)
+
+
+def _flag_rows(rows: Sequence[FlagGateRow]) -> pl.DataFrame:
+    """One test case per flag given (``must-refuse: every must-refuse case must
+    abstain (implied by --must-refuse)``): failed with its violations' reasons,
+    skipped when the run was not gated, else passed; the counts are its detail.
+    With explicit bounds the row repeats their verdict (their own test cases in
+    ``aggregate`` fail too)."""
+
+    def message(row: FlagGateRow) -> str | None:
+        if row.failed:
+            return "; ".join(row.reasons) or row.judged_by
+        return row.judged_by if row.verdict == NOT_GATED else None
+
+    def status(row: FlagGateRow) -> str:
+        if row.failed:
+            return FAILED
+        return SKIPPED if row.verdict == NOT_GATED else PASSED
+
+    return pl.DataFrame(
+        [
+            (
+                "flag_gates",
+                f"{REPORT_NAME}.flag_gates",
+                f"{row.name}: {row.judged_by}",
+                status(row),
+                message(row),
+                row.counts,
+            )
+            for row in rows
+        ],
+        schema=_ROWS,
+        orient="row",
+    )
 
 
 # ------------------------------------------------------------------ rendering

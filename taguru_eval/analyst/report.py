@@ -61,6 +61,7 @@ from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import read_view
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.significance import POWER
+from taguru_eval.flag_gates import flag_gate_rows
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.store import RunOrigin, read_origin, read_table, require_tables
 from taguru_eval.store_artifact import stored_artifact
@@ -290,8 +291,25 @@ _VIOLATION_SCHEMA: Final = {
 def gate_section(document: Mapping[str, Any]) -> str:
     """The thresholds verdict as recorded in the artifact (GATE_AND_COMPARE.md §5.5)."""
     gate = document.get("thresholds")
+    rows = flag_gate_rows(document)
+    flags = (
+        table_data(
+            pl.DataFrame(
+                {
+                    "gate": [f"{row.name} ({row.flag})" for row in rows],
+                    "verdict": [row.verdict for row in rows],
+                    "judged by": [row.judged_by for row in rows],
+                    "counts": [row.counts for row in rows],
+                },
+                schema=dict.fromkeys(("gate", "verdict", "judged by", "counts"), pl.String),
+            ),
+            caption="the gates --must-refuse and --answers brought",
+        )
+        if rows
+        else None
+    )
     if not isinstance(gate, Mapping):
-        return render("sections/gate.html.j2", gate=None)
+        return render("sections/gate.html.j2", gate=None, flag_gates=flags)
     violations = [v for v in gate.get("violations") or [] if isinstance(v, Mapping)]
     frame = pl.DataFrame(
         [{key: v.get(key) for key in _VIOLATION_SCHEMA} for v in violations],
@@ -307,7 +325,7 @@ def gate_section(document: Mapping[str, Any]) -> str:
         else None,
         "skipped": len(gate.get("skipped") or []),
     }
-    return render("sections/gate.html.j2", gate=facts)
+    return render("sections/gate.html.j2", gate=facts, flag_gates=flags)
 
 
 def metrics_section(

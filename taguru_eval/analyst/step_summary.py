@@ -26,6 +26,7 @@ from taguru_eval.compare.significance import (
     test_label,
     verdict_text,
 )
+from taguru_eval.flag_gates import FAIL, NOT_GATED, PASS, FlagGateRow, flag_gate_rows
 from taguru_eval.gate import GateReport
 
 EXTRA_KEY_METRICS: Final = ("latency.passage_ms", "passage.failure_rate")
@@ -61,6 +62,7 @@ def summary_markdown(
         "",
         _facts(doc, cases.height, run_id, corpus.get("stable") is not False),
         "",
+        *_flag_gates(flag_gate_rows(doc)),
         *_metrics_table(metrics, comparison, catalog),
         "",
         *_violations(report),
@@ -75,6 +77,22 @@ def _verdict(report: GateReport | None) -> str:
     if report.passed:
         return "✅ PASS"
     return f"❌ FAIL ({len(report.violations)} violation(s))"
+
+
+_VERDICT_MARK: Final = {PASS: "✅ PASS", FAIL: "❌ FAIL", NOT_GATED: "not gated"}
+
+
+def _flag_gates(rows: list[FlagGateRow]) -> list[str]:
+    """The must-refuse and answers rows, gated or not (nothing without the flags)."""
+    if not rows:
+        return []
+    lines = ["| gate | verdict | judged by | counts |", "|---|---|---|---|"]
+    lines.extend(
+        f"| {row.name} (`{row.flag}`) | {_VERDICT_MARK[row.verdict]} | "
+        f"{_cell(row.judged_by)} | {_cell(row.counts)} |"
+        for row in rows
+    )
+    return [*lines, ""]
 
 
 def _facts(doc: Mapping[str, Any], case_count: int, run_id: str | None, stable: bool) -> str:

@@ -97,6 +97,7 @@ def write_reports(
     from taguru_eval.analyst.step_summary import summary_markdown
     from taguru_eval.compare import load_side
     from taguru_eval.compare.classify import compare_views
+    from taguru_eval.flag_gates import flag_gate_rows
 
     options = prepared.options
     if options.junit is not None:
@@ -110,6 +111,7 @@ def write_reports(
             generated_at=str(result.doc.get("generated_at", "")),
             catalog=result.scores.catalog,
             junit_cases=options.resolved_junit_cases,
+            flag_gates=flag_gate_rows(result.head),
         )
         write_report(options.junit, report)
     step_summary = env.get(STEP_SUMMARY_ENV) if options.step_summary else None
