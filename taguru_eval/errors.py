@@ -76,6 +76,13 @@ class TaguruEvalError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython and Jupyter show instead of a traceback (IPython asks an
+        exception for this): the one line and its hint, as the command line
+        prints them — the error is the user's to fix, not the package's."""
+        lines = [f"{type(self).__name__}: {self.message}"]
+        return [*lines, f"hint: {self.hint}"] if self.hint else lines
+
 
 class UsageError(TaguruEvalError):
     """A bad command line; printed with the ``— try '… --help'`` suffix."""

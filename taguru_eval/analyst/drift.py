@@ -137,6 +137,24 @@ def pick_context(store_dir: str | Path, env: Mapping[str, str] | None = None) ->
     return str(contexts[0])
 
 
+def pick_pair(
+    runs: pl.DataFrame, context: str, env: Mapping[str, str] | None = None
+) -> tuple[str, str]:
+    """BASE and HEAD of a comparison: ``$TAGURU_EVAL_BASE`` / ``$TAGURU_EVAL_HEAD``,
+    else the two newest of ``runs`` (:func:`run_index`). Fewer than two runs is an
+    :class:`InputError` saying what to run."""
+    environment = os.environ if env is None else env
+    ids = runs.get_column("run").to_list()
+    base, head = environment.get("TAGURU_EVAL_BASE"), environment.get("TAGURU_EVAL_HEAD")
+    if (base is None or head is None) and len(ids) < 2:
+        raise InputError(
+            f"a comparison needs two stored runs of context '{context}' and the store has "
+            f"{len(ids)}: run 'python -m taguru_eval demo' (it stores three) or evaluate "
+            "the context once more",
+        )
+    return base or ids[-2], head or ids[-1]
+
+
 def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str, object]:
     """One run-index row from a run's evaluation.json (every field defaulted)."""
     inputs = document.get("inputs")
