@@ -56,7 +56,7 @@ from taguru_eval.catalog import (
     repetitions_of,
     scalar_expr,
 )
-from taguru_eval.compare import Comparison, compare, significance
+from taguru_eval.compare import Comparison, compare
 from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import read_view
 from taguru_eval.compare.parquet import read_side
@@ -694,8 +694,10 @@ def compare_section(
         ),
         compare_chart=chart,
         moved=_optional_table(
-            moved.select("metric", "base", "head", "delta", "direction"),
-            f"the {moved.height} aggregate metric(s) that moved (of {comparison.metrics.height})",
+            moved.select("metric", "base", "head", "delta", "direction", "verdict"),
+            f"the {moved.height} aggregate metric(s) that moved (of "
+            f"{comparison.metrics.height}); the verdict is the paired test below (latency "
+            "and other run-level metrics are not tested)",
         ),
         groups=_optional_table(
             groups.select("kind", "drivers", "cases", "improved_elsewhere", "against", "examples"),
@@ -711,25 +713,26 @@ def compare_section(
             }
             for kind in ("regressed", "improved")
         ],
-        tests=significance_data(comparison, head_tags),
+        tests=significance_data(comparison),
         slices=None
         if slice_changes is None
         else _optional_table(
             slice_changes,
-            "per-tag means that moved, regressions first",
+            "per-tag means that moved, the worse first (descriptive: the slices are not "
+            "tested, and join no significance family)",
             limit=60,
             interactive=True,
         ),
     )
 
 
-def significance_data(
-    comparison: Comparison, head_tags: pl.DataFrame | None
-) -> dict[str, Any] | None:
-    """``compare --significance`` at its defaults (``--by-tag`` when the run recorded
-    tags): every test with its verdict, the ones that need a look first; ``None``
-    when no metric has a matched pair to test."""
-    tested = significance(comparison, tags=head_tags)
+def significance_data(comparison: Comparison) -> dict[str, Any] | None:
+    """``compare --significance`` at its defaults — one Holm family of the whole
+    run's metrics, the same tests and adjusted p-values as the command line and
+    the notebook (:attr:`Comparison.tests`); the per-tag slices above are
+    descriptive and join no family: every test with its verdict, the ones that
+    need a look first; ``None`` when no metric has a matched pair to test."""
+    tested = comparison.tests
     frame = tested.frame.filter(pl.col("n") > 0)
     if frame.height == 0:
         return None
@@ -753,7 +756,8 @@ def significance_data(
     tally = ", ".join(f"{count} {verdict}" for verdict, count in counts.iter_rows())
     caption = (
         f"paired tests ({tested.resamples} resamples, seed {tested.seed}, alpha "
-        f"{tested.alpha:g}, {tested.correction} over {tested.family_size} tests, "
+        f"{tested.alpha:g}, {tested.correction} over {tested.family_size} tests of one family, "
+        f"{tested.family}, as compare --significance; "
         f"MDE at {POWER:.0%} power): {tally}; inconclusive = not significant, but a "
         "regression beyond the tolerance is not ruled out"
     )

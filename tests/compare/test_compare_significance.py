@@ -280,8 +280,8 @@ def test_fail_on_regression_exits_3_on_a_significant_regression(
         "recall.recall_at_k, recall.mrr, recall.ndcg\n"
     )
     assert (
-        "significance (paired; 10000 resamples, seed 0, alpha 0.05; holm over 3 test(s); "
-        "MDE at 80% power, alpha 0.017):" in out
+        "significance (paired; 10000 resamples, seed 0, alpha 0.05; holm over 3 test(s) "
+        "of one family, the whole run's metrics; MDE at 80% power, alpha 0.017):" in out
     )
     assert changes.is_file()
 
