@@ -248,7 +248,9 @@ class FlagGateRow:
     ``verdict`` is ``PASS``, ``FAIL`` or ``not gated`` (no ``--thresholds``);
     ``judged_by`` says what judged it; ``counts`` the figures behind it;
     ``undetermined`` the must-refuse cases no probe could judge (``None`` for
-    answers); ``reasons`` the failing violations' reasons."""
+    answers); ``reasons`` the failing violations' reasons; ``offenders`` each
+    must-refuse case that did not abstain, as ``(case_id, verdict, question)``
+    (the user's own question, from the abstention block)."""
 
     name: str
     flag: str
@@ -257,6 +259,7 @@ class FlagGateRow:
     counts: str
     undetermined: int | None
     reasons: tuple[str, ...]
+    offenders: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -278,6 +281,11 @@ def flag_gate_rows(doc: Mapping[str, Any]) -> list[FlagGateRow]:
     block = doc.get("abstention")
     if isinstance(block, Mapping):
         counts = {verdict: int((block.get("counts") or {}).get(verdict, 0)) for verdict in VERDICTS}
+        offenders = tuple(
+            (str(case.get("case_id")), str(case.get("verdict")), str(case.get("query") or ""))
+            for case in block.get("cases") or []
+            if isinstance(case, Mapping) and case.get("verdict") != "abstained"
+        )
         rows.append(
             _row(
                 "must-refuse",
@@ -289,6 +297,7 @@ def flag_gate_rows(doc: Mapping[str, Any]) -> list[FlagGateRow]:
                 thresholds,
                 recorded,
                 violations,
+                offenders,
             )
         )
     listed = (doc.get("inputs") or {}).get("answers")
@@ -323,6 +332,7 @@ def _row(
     thresholds: Mapping[str, Any] | None,
     recorded: Mapping[Any, Mapping[str, Any]],
     violations: Sequence[Mapping[str, Any]],
+    offenders: tuple[tuple[str, str, str], ...] = (),
 ) -> FlagGateRow:
     reasons = tuple(
         str(v.get("reason", ""))
@@ -331,7 +341,14 @@ def _row(
     )
     if thresholds is None:
         return FlagGateRow(
-            name, flag, NOT_GATED, "no --thresholds: report only", counts, undetermined, ()
+            name,
+            flag,
+            NOT_GATED,
+            "no --thresholds: report only",
+            counts,
+            undetermined,
+            (),
+            offenders,
         )
     entry = recorded.get(flag)
     if entry is None:  # an artifact written before the implied gates
@@ -344,5 +361,5 @@ def _row(
         judged_by = f"{check} (implied by {flag})"
         passed = bool(entry.get("passed"))
     return FlagGateRow(
-        name, flag, PASS if passed else FAIL, judged_by, counts, undetermined, reasons
+        name, flag, PASS if passed else FAIL, judged_by, counts, undetermined, reasons, offenders
     )

@@ -35,11 +35,12 @@ format CI tools read (the Jenkins xUnit plugin's ``junit-10`` schema:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import polars as pl
 
+from taguru_eval.analyst.aggregate import shorten
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare.significance import (
     INCONCLUSIVE,
@@ -86,6 +87,7 @@ def junit_xml(
     catalog: Catalog = CATALOG,
     junit_cases: JunitCases = DEFAULT_JUNIT_CASES,
     flag_gates: Sequence[FlagGateRow] = (),
+    questions: Mapping[str, str] | None = None,
 ) -> str:
     """The JUnit XML document of one run's gate (UTF-8 text, ``\\n``-terminated).
 
@@ -96,7 +98,10 @@ def junit_xml(
     only when it is violated, ``"all"`` lists every one (module docstring).
     ``flag_gates`` (:func:`taguru_eval.flag_gates.flag_gate_rows`) are the
     must-refuse and answers rows: suite ``flag_gates``, one test case per flag
-    given, failed when its gate failed, skipped in a report-only run.
+    given, failed when its gate failed, skipped in a report-only run; its detail
+    lists the must-refuse cases that did not abstain, with their questions.
+    ``questions`` (:func:`~taguru_eval.analyst.aggregate.golden_questions`) names a
+    golden CSV's case by its question too: ``golden-003 (How many …?): …``.
     """
     listed = junit_cases_of(junit_cases)
     properties = {"context": context, "run_id": run_id}
@@ -110,7 +115,9 @@ def junit_xml(
     violations = _violations(report)
     aggregate = _aggregate_rows(thresholds, metrics, violations)
     case_ids = cases.sort("case_index").get_column("case_id").to_list()
-    every_case = _case_rows(thresholds, cases, case_ids, violations, catalog, listed)
+    every_case = _case_rows(
+        thresholds, cases, case_ids, violations, catalog, listed, questions or {}
+    )
     corpus = _corpus_rows(report)
     status = every_case.get_column("status")
     passing, skipped_checks = int((status == PASSED).sum()), int((status == SKIPPED).sum())
@@ -229,6 +236,7 @@ def _case_rows(
     violations: pl.DataFrame,
     catalog: Catalog,
     listed: JunitCases,
+    questions: Mapping[str, str],
 ) -> pl.DataFrame:
     values = case_values_from_cases_frame(cases, catalog).unique(["case_id", "metric"], keep="last")
     reasons = violations.filter(pl.col("scope") == "case").select(
@@ -252,7 +260,7 @@ def _case_rows(
     rows = checked.select(
         pl.lit("cases").alias("suite"),
         pl.lit(f"{REPORT_NAME}.cases").alias("classname"),
-        _bound_name(pl.col("case_id")).alias("name"),
+        _bound_name(_case_label(questions)).alias("name"),
         *_outcome(pl.col("reason").is_not_null(), pl.col("value").is_null()),
         detail.alias("detail"),
         "case_id",
@@ -290,6 +298,28 @@ def _empty_rows() -> pl.DataFrame:
     return pl.DataFrame(schema=_ROWS)
 
 
+def _case_label(questions: Mapping[str, str]) -> pl.Expr:
+    """``case_id``, or ``case_id (question)`` for a case ``questions`` names."""
+    if not questions:
+        return pl.col("case_id")
+    question = pl.col("case_id").replace_strict(
+        dict(questions), default=None, return_dtype=pl.String
+    )
+    return (
+        pl.when(question.is_null())
+        .then(pl.col("case_id"))
+        .otherwise(pl.format("{} ({})", pl.col("case_id"), question))
+    )
+
+
+def _flag_detail(row: FlagGateRow) -> str:
+    """The row's counts, then each must-refuse case that did not abstain."""
+    listed = [
+        f"{case_id} {verdict}: {shorten(question)}" for case_id, verdict, question in row.offenders
+    ]
+    return "\n".join([row.counts, *listed])
+
+
 def _flag_rows(rows: Sequence[FlagGateRow]) -> pl.DataFrame:
     """One test case per flag given (``must-refuse: every must-refuse case must
     abstain (implied by --must-refuse)``): failed with its violations' reasons,
@@ -315,7 +345,7 @@ def _flag_rows(rows: Sequence[FlagGateRow]) -> pl.DataFrame:
                 f"{row.name}: {row.judged_by}",
                 status(row),
                 message(row),
-                row.counts,
+                _flag_detail(row),
             )
             for row in rows
         ],

@@ -93,6 +93,7 @@ def write_reports(
     job summary is appended to ``$GITHUB_STEP_SUMMARY`` unless
     ``--no-step-summary``, and a failure there is only a warning.
     """
+    from taguru_eval.analyst.aggregate import golden_questions
     from taguru_eval.analyst.junit import junit_xml
     from taguru_eval.analyst.step_summary import summary_markdown
     from taguru_eval.compare import load_side
@@ -112,6 +113,7 @@ def write_reports(
             catalog=result.scores.catalog,
             junit_cases=options.resolved_junit_cases,
             flag_gates=flag_gate_rows(result.head),
+            questions=golden_questions(result.scores.cases, result.tables.case_lanes),
         )
         write_report(options.junit, report)
     step_summary = env.get(STEP_SUMMARY_ENV) if options.step_summary else None
@@ -129,6 +131,7 @@ def write_reports(
         run_id=result.run_id,
         comparison=comparison,
         catalog=result.scores.catalog,
+        questions=golden_questions(result.scores.cases, result.tables.case_lanes),
     )
     if options.summary is not None:
         write_report(options.summary, markdown)
