@@ -41,14 +41,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import polars as pl
 from markupsafe import Markup
 
 from taguru_eval._base.html import PAGE_ROWS, pairs_data, render, table_data
-from taguru_eval.analyst import aggregate, charts, drift, must_refuse, offline, slices
+from taguru_eval.analyst import aggregate, drift, offline, slices
 from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.layout import get_path
 from taguru_eval.artifact.read import read_artifact
@@ -69,6 +69,9 @@ from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.store import RunOrigin, read_origin, read_table, require_tables
 from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.tables.schemas import TABLE
+
+if TYPE_CHECKING:
+    from taguru_eval.analyst import charts
 
 _RATIO_METRICS_UNIT: Final = "ratio"
 
@@ -338,6 +341,9 @@ def metrics_section(
     bounds: pl.DataFrame,
 ) -> str:
     """The aggregate metrics: table of all (with their direction), chart of the ratios."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import charts
+
     metrics = tables["metrics"].with_columns(scalar_expr())
     definitions = document.get("definitions") or {}
     ratio_valued = [
@@ -381,6 +387,9 @@ def cases_section(
 ) -> str:
     """Per-case metrics (histograms, the worst cases, their failure signatures, a
     capped sortable table), misses (counted per item, then listed), the cross-tab."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import charts
+
     cases = tables["cases"]
     chart = page.chart("case_metrics", charts.case_metrics_chart(cases, _CASE_CHART_METRICS))
     scores = aggregate.case_scores(cases, _CASE_CHART_METRICS)
@@ -486,6 +495,9 @@ def _optional_table(frame: pl.DataFrame, caption: str, **options: Any) -> dict[s
 
 def latency_section(page: _Page, tables: Mapping[str, pl.DataFrame]) -> str:
     """Latency per lane (summary chart) plus the numbers."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import charts
+
     samples = drift.latency_samples(tables)
     if not samples.height:
         return render("sections/latency.html.j2", latency=None)
@@ -511,6 +523,9 @@ def slices_section(tables: Mapping[str, pl.DataFrame]) -> str:
 def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: pl.DataFrame) -> str:
     """The context's metric drift over the stored runs up to (and including) this one,
     each change of eval set, mode, budget or thresholds file between runs marked."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import charts
+
     every_run = drift.run_index(store, context)
     runs = every_run
     if run_id in runs.get_column("run").to_list():
@@ -573,6 +588,9 @@ def must_refuse_section(
     artifact's head (with a stored run's recorded warnings added, see
     :func:`_with_abstention_warnings`), so a stored run and its evaluation.json
     show the same."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import must_refuse
+
     facts = must_refuse.run_facts(document, tables)
     if facts is None:
         return ""
@@ -689,6 +707,9 @@ def compare_section(
     head_tags: pl.DataFrame | None = None,
 ) -> str:
     """BASE vs this run: counts, warnings, what moved, and which metrics drove each case."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import charts
+
     comparison = compare(base, head, base_label=str(base), head_label="RUN", stamp_required=True)
     counts = dict(comparison.counts)
     long = charts.compare_long(comparison.cases)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Final, TextIO
 
 from taguru_eval._base.suggest import did_you_mean
-from taguru_eval.analyst.report import build_report
 from taguru_eval.cli.flags import run_subcommand, write_report
 from taguru_eval.errors import EXIT_OK, UsageError
 from taguru_eval.inputs.outputs import refuse_overlaps
@@ -108,6 +107,9 @@ def parse_args(argv: Sequence[str]) -> ReportArgs | None:
 
 
 def _report(args: ReportArgs, out: TextIO, err: TextIO) -> int:
+    # Imported here: --help and a usage error need no Polars, Altair or httpx.
+    from taguru_eval.analyst.report import build_report
+
     text = build_report(
         args.run, base=args.base, thresholds=args.thresholds, store=args.store, out=args.out
     )

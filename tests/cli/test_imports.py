@@ -208,3 +208,20 @@ def test_subcommand_help_loads_no_chart_nor_jupyter_outside_report_and_ingest(
     assert child.loaded(IR_TOOLS) == []
     if word not in ("report", "ingest"):
         assert child.loaded(CHARTS_AND_JUPYTER) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [(["report", "--help"], 0), (["report", "--ouy", "x"], 2), (["report", "missing.json"], 2)],
+)
+def test_report_loads_no_chart_library_before_it_draws_one(
+    args: list[str], code: int, tmp_path: Path
+) -> None:
+    # Start-up is the imports: its help, a usage error and a run it cannot read
+    # answer before Altair (and jsonschema under it) or the HTTP client load.
+    child = run_child(args, tmp_path)
+    assert child.code == code, child.stderr
+    assert child.loaded(CHARTS_AND_JUPYTER) == []
+    assert child.loaded(("httpx", "aiohttp")) == []
+    if args[1] == "--help":
+        assert child.loaded(DATA_LIBRARIES) == []
