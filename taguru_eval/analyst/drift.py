@@ -20,6 +20,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 import polars as pl
 
@@ -35,6 +36,7 @@ from taguru_eval.store import (
     collect_runs,
     context_dir,
     list_runs,
+    read_origin,
     require_store,
     run_dir,
     warn_damaged,
@@ -73,12 +75,19 @@ RUN_INDEX_SCHEMA: Final = pl.Schema(
         "thresholds_passed": pl.Boolean(),
         "violations": pl.Int64(),
         "sha256": pl.String(),
+        "server": pl.String(),
+        "provider_model": pl.String(),
+        "writer": pl.String(),
         "setup_changed": pl.List(pl.String()),
     }
 )
 """``sha256`` is the thresholds file's (the gate block's); ``eval_set`` names the eval
 set (``name (N cases)``) and ``eval_sha256`` is its digest where the run recorded one;
-``setup_changed`` lists what differs from the previous run (:data:`SETUP_FIELDS`)."""
+``server`` is the server the run read (its recorded URL without the port: a CI job's
+``serve --port 0`` is the same server on another port each time), ``provider_model``
+the server's embedding model (null: none, or not read), ``writer`` the evaluator
+that stored the run (``run.json``: ``taguru_eval 0.1.0``); ``setup_changed`` lists
+what differs from the previous run (:data:`SETUP_FIELDS`)."""
 
 SETUP_FIELDS: Final[tuple[tuple[str, pl.Expr], ...]] = (
     # A digest identifies an eval set when the run recorded one; else its name and size.
@@ -86,6 +95,9 @@ SETUP_FIELDS: Final[tuple[tuple[str, pl.Expr], ...]] = (
     ("mode", pl.col("mode")),
     ("budget", pl.col("budget")),
     ("thresholds", pl.col("sha256")),
+    ("server", pl.col("server")),
+    ("embedding provider", pl.col("provider_model")),
+    ("evaluator version", pl.col("writer")),
 )
 """What makes two runs' metrics comparable: a change of any between consecutive runs
 is marked in the drift view (a no-thresholds run after a gated one is a change too)."""
@@ -155,8 +167,11 @@ def pick_pair(
     return base or ids[-2], head or ids[-1]
 
 
-def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str, object]:
-    """One run-index row from a run's evaluation.json (every field defaulted)."""
+def run_summary(
+    context: str, run: str, document: Mapping[str, Any], *, writer: str | None = None
+) -> dict[str, object]:
+    """One run-index row from a run's evaluation.json (every field defaulted);
+    ``writer`` is its ``run.json``'s, when the store recorded one."""
     inputs = document.get("inputs")
     inputs = inputs if isinstance(inputs, Mapping) else {}
     corpus = document.get("corpus")
@@ -186,7 +201,27 @@ def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str
         "thresholds_passed": gate.get("passed") if gate is not None else None,
         "violations": len(violations) if isinstance(violations, list) else 0,
         "sha256": gate.get("sha256") if gate is not None else None,
+        "server": server_of(inputs.get("url")),
+        "provider_model": _provider_model(corpus),
+        "writer": writer,
     }
+
+
+def server_of(url: object) -> str | None:
+    """A recorded (masked) URL without its port: ``http://127.0.0.1:41231/api`` is
+    ``http://127.0.0.1/api``."""
+    if not isinstance(url, str) or not url:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    shown = f"[{host}]" if ":" in host else host
+    return urlunsplit((parts.scheme, shown, parts.path, "", ""))
+
+
+def _provider_model(corpus: Mapping[str, Any]) -> str | None:
+    embeddings = corpus.get("embeddings")
+    model = embeddings.get("provider_model") if isinstance(embeddings, Mapping) else None
+    return model if isinstance(model, str) else None
 
 
 def budget_of(inputs: Mapping[str, Any]) -> Budget | None:
@@ -264,10 +299,13 @@ def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
         try:
             head = read_run_head(directory)
             check_run(directory)
+            origin = read_origin(directory)
         except InputError as error:
             warn_damaged(error)
             continue
-        rows.append(run_summary(context, run, head))
+        rows.append(
+            run_summary(context, run, head, writer=None if origin is None else origin.writer)
+        )
     derived = {"revision_changed", "setup_changed"}
     columns = [name for name in RUN_INDEX_SCHEMA.names() if name not in derived]
     frame = pl.DataFrame(

@@ -522,7 +522,8 @@ def slices_section(tables: Mapping[str, pl.DataFrame]) -> str:
 
 def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: pl.DataFrame) -> str:
     """The context's metric drift over the stored runs up to (and including) this one,
-    each change of eval set, mode, budget or thresholds file between runs marked."""
+    each change of eval set, mode, budget, thresholds file, server, embedding provider
+    or evaluator version between runs marked."""
     # Altair (and jsonschema under it) load only once a chart is drawn.
     from taguru_eval.analyst import charts
 
@@ -558,6 +559,9 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
         "mode",
         "budget",
         pl.col("sha256").str.head(12).alias("thresholds"),
+        "server",
+        pl.col("provider_model").alias("embedding provider"),
+        pl.col("writer").alias("evaluator"),
         "revision",
         "stable",
         "thresholds_passed",
@@ -571,7 +575,8 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
         index=table_data(
             index,
             caption="newest first (a label's tooltip is the run id); changed: what differs "
-            "from the run before (eval set, mode, budget, thresholds sha256)",
+            "from the run before (eval set, mode, budget, thresholds sha256, server, "
+            "embedding provider, evaluator version)",
             limit=50,
             interactive=True,
             tooltips={"label": "run"},
