@@ -20,7 +20,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import polars as pl
 
@@ -83,11 +83,11 @@ RUN_INDEX_SCHEMA: Final = pl.Schema(
 )
 """``sha256`` is the thresholds file's (the gate block's); ``eval_set`` names the eval
 set (``name (N cases)``) and ``eval_sha256`` is its digest where the run recorded one;
-``server`` is the server the run read (its recorded URL without the port: a CI job's
-``serve --port 0`` is the same server on another port each time), ``provider_model``
-the server's embedding model (null: none, or not read), ``writer`` the evaluator
-that stored the run (``run.json``: ``taguru_eval 0.1.0``); ``setup_changed`` lists
-what differs from the previous run (:data:`SETUP_FIELDS`)."""
+``server`` is the server the run read (its recorded URL's host and path, without
+the port: a CI job's ``serve --port 0`` is the same server on another port each
+time), ``provider_model`` the server's embedding model (null: none, or not read),
+``writer`` the evaluator that stored the run (``run.json``: ``taguru_eval 0.1.0``);
+``setup_changed`` lists what differs from the previous run (:data:`SETUP_FIELDS`)."""
 
 SETUP_FIELDS: Final[tuple[tuple[str, pl.Expr], ...]] = (
     # A digest identifies an eval set when the run recorded one; else its name and size.
@@ -208,14 +208,14 @@ def run_summary(
 
 
 def server_of(url: object) -> str | None:
-    """A recorded (masked) URL without its port: ``http://127.0.0.1:41231/api`` is
-    ``http://127.0.0.1/api``."""
+    """The server a recorded (masked) URL names: its host and path, without the
+    scheme or the port (``http://127.0.0.1:41231/api`` is ``127.0.0.1/api``), so a
+    run index printed in a notebook holds no link to follow."""
     if not isinstance(url, str) or not url:
         return None
     parts = urlsplit(url)
     host = parts.hostname or ""
-    shown = f"[{host}]" if ":" in host else host
-    return urlunsplit((parts.scheme, shown, parts.path, "", ""))
+    return (f"[{host}]" if ":" in host else host) + parts.path.rstrip("/")
 
 
 def _provider_model(corpus: Mapping[str, Any]) -> str | None:

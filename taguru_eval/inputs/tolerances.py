@@ -73,7 +73,8 @@ def load_tolerances(path: str | Path, metrics: Collection[str]) -> dict[str, flo
         stamp = jsonstrict.read_u64(top[STAMP_KEY], (STAMP_KEY,))
         tolerances = jsonstrict.read_map(top[TOLERANCE_KEY], (TOLERANCE_KEY,), jsonstrict.read_f64)
     except JsonSyntaxError as exc:
-        raise InputError(f"{shown}: {exc}", path=shown) from None
+        hint = jsonstrict.BOM_HINT if text.startswith(jsonstrict.BOM) else None
+        raise InputError(f"{shown}: {exc}", path=shown, hint=hint) from None
     except JsonShapeError as exc:
         raise InputError(f"{shown}: {exc.detail}", path=shown, field=exc.field) from None
     if stamp != TOLERANCES_VERSION:

@@ -146,7 +146,7 @@ def test_run_index_names_what_changed_between_consecutive_runs(tmp_path: Path) -
             "mode": ["baseline"] * 3,
             "budget": ["none"] * 3,
             "sha256": [None, None, None],
-            "server": ["http://127.0.0.1"] * 3,
+            "server": ["127.0.0.1"] * 3,
             "provider_model": [None, None, None],
             "writer": ["taguru_eval 0.1.0"] * 3,
         },
@@ -173,10 +173,7 @@ def test_the_drift_marks_a_new_server_provider_or_evaluator(tmp_path: Path) -> N
         ["server"],
         ["embedding provider"],
     ]
-    assert index.get_column("server").to_list()[1:3] == [
-        "http://127.0.0.1",
-        "http://taguru.internal",
-    ]
+    assert index.get_column("server").to_list()[1:3] == ["127.0.0.1", "taguru.internal"]
     # The evaluator that stored a run is run.json's writer.
     assert set(index.get_column("writer").to_list()) == {f"taguru_eval {__version__}"}
     frame = index.with_columns(
