@@ -367,9 +367,12 @@ def test_unknown_context(server: str, tmp_path: Path, capsys: pytest.CaptureFixt
         ],
     )
     assert code == 2
-    assert err.splitlines()[-1] == (
-        f"taguru: evaluate: {server}/contexts/nope answered 404: context 'nope' not found"
+    *_, line, hint = err.splitlines()
+    assert (
+        line == f"taguru: evaluate: {server}/contexts/nope answered 404: context 'nope' not found"
     )
+    # Nothing close to 'nope': the server's contexts, named.
+    assert hint == "  hint: the server's contexts: kyoto, sake"
     assert not out.exists()
 
 

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import polars as pl
 
@@ -36,10 +36,8 @@ from taguru_eval.compare.model import (
     direction_column,
     head_column,
 )
+from taguru_eval.compare.significance import Significance, significance
 from taguru_eval.compare.stability import StabilityComparison, StabilitySide
-
-if TYPE_CHECKING:
-    from taguru_eval.compare.significance import Significance
 
 CHANGES_VERSION: Final = 1
 """``taguru_evaluation_changes`` written in the header."""
@@ -121,8 +119,6 @@ class Comparison:
         """The paired tests of ``compare --significance`` at its defaults (Holm over
         one family: the whole run's compared metrics), computed once: the verdicts
         :meth:`moved_metrics` and the notebook display carry."""
-        from taguru_eval.compare.significance import significance
-
         return significance(self)
 
     def moved_metrics(self) -> pl.DataFrame:

@@ -55,7 +55,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -69,7 +69,6 @@ from taguru_eval.compare.multiplicity import (
     Correction,
     adjust_p_values,
 )
-from taguru_eval.compare.report import Comparison
 from taguru_eval.compare.tags import slice_rank, tag_membership
 
 DEFAULT_RESAMPLES: Final = 10_000
@@ -342,8 +341,20 @@ def mde_factor(alpha: float, power: float = POWER) -> float:
     return normal.inv_cdf(1.0 - alpha / 2.0) + normal.inv_cdf(power)
 
 
+class Compared(Protocol):
+    """What the tests read of a :class:`~taguru_eval.compare.report.Comparison`: its
+    per-case frame and the metrics it classified by (a protocol, so this module
+    needs no import of the comparison, which offers these tests as ``.tests``)."""
+
+    @property
+    def cases(self) -> pl.DataFrame: ...
+
+    @property
+    def compared(self) -> tuple[str, ...]: ...
+
+
 def significance(
-    comparison: Comparison,
+    comparison: Compared,
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
