@@ -494,6 +494,7 @@ def significance_junit(tested: Significance, *, base: str, head: str, generated_
         "correction": tested.correction,
         "alpha": f"{tested.alpha:g}",
         "tests": str(tested.family_size),
+        "family": tested.family,
     }
     suite = _suite("compare", rows, generated_at, properties)
     _text, tests, failures, skipped = suite

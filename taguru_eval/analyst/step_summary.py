@@ -293,7 +293,8 @@ def significance_markdown(tested: Significance, *, base: str, head: str) -> str:
     lines = [
         f"## taguru_eval compare: `{_code(base)}` → `{_code(head)}` — {_cell(tally)}",
         "",
-        f"Paired tests, {_cell(tested.correction)} over {tested.family_size} test(s), "
+        f"Paired tests, {_cell(tested.correction)} over {tested.family_size} test(s) of one "
+        f"family ({_cell(tested.family)}), "
         f"alpha {tested.alpha:g}; MDE: the smallest shift these cases detect 80% of the time.",
         "",
         "| test | verdict | Δ | CI | adjusted p | MDE | n |",
