@@ -1,6 +1,7 @@
 """taguru_eval: a retrieval and citation quality gate for taguru contexts.
 
-The library API returns Polars frames: ``run`` evaluates a context,
+The library API returns Polars frames: ``run`` evaluates a context (``load``
+first puts a context folder into a server),
 ``load_run`` reads a stored run or any evaluation.json back, ``compare`` diffs
 two runs and ``significance`` tests its moves, ``scan_runs`` lazily reads one
 table across every stored run, ``to_ir_measures`` hands a run to ir_measures or
@@ -25,10 +26,12 @@ if TYPE_CHECKING:
     from taguru_eval.compare.significance import Significance, significance
     from taguru_eval.contract import VERSION as __version__
     from taguru_eval.errors import InputError, RunError, TaguruEvalError, UsageError
+    from taguru_eval.populate import Loaded, load
 
 __all__ = [
     "Comparison",
     "InputError",
+    "Loaded",
     "Run",
     "RunError",
     "Significance",
@@ -36,6 +39,7 @@ __all__ = [
     "UsageError",
     "__version__",
     "compare",
+    "load",
     "load_run",
     "measures",
     "run",
@@ -65,6 +69,8 @@ __getattr__ = lazy_names(
         "RunError": _errors,
         "TaguruEvalError": _errors,
         "UsageError": _errors,
+        "Loaded": "taguru_eval.populate",
+        "load": "taguru_eval.populate",
         "__version__": "taguru_eval.contract:VERSION",
     },
 )

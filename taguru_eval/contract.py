@@ -1,4 +1,5 @@
-"""Fixed names: the routes evaluate calls, the artifact's file name and stamp, this build's version.
+"""Fixed names: the routes evaluate and load call, taguru's write caps, the artifact's
+file name and stamp, this build's version.
 
 Each is written once here; the lanes, the call records, the catalog's
 ``source`` strings, the artifact reader and writer, compare and the run store
@@ -16,6 +17,22 @@ QUERY: Final = "POST /contexts/{name}/query"
 CITATIONS: Final = "POST /contexts/{name}/citations"
 EVIDENCE: Final = "POST /contexts/{name}/evidence"
 """The route templates evaluate's lanes call, as the ``calls`` table records them."""
+
+CREATE_CONTEXT: Final = "PUT /contexts/{name}"
+PATCH_CONTEXT: Final = "PATCH /contexts/{name}"
+DELETE_CONTEXT: Final = "DELETE /contexts/{name}"
+STORE_SOURCES: Final = "POST /contexts/{name}/sources"
+ADD_ASSOCIATIONS: Final = "POST /contexts/{name}/associations"
+REGISTER_ALIASES: Final = "POST /contexts/{name}/aliases"
+"""The write routes ``load`` calls (HTTP.md §7), as its messages and writes table name them."""
+
+MAX_SOURCES_PER_REQUEST: Final = 1_000
+MAX_ASSOCIATIONS_PER_REQUEST: Final = 10_000
+MAX_ALIAS_PAIRS_PER_REQUEST: Final = 10_000
+"""taguru's caps on one write request (HTTP.md §7.2–7.4: past them, 400 ``over_limit``)."""
+
+DEFAULT_MAX_BODY_BYTES: Final = 8 * 1024 * 1024
+"""taguru's request body cap unless its ``TAGURU_MAX_BODY_BYTES`` says otherwise (413 past it)."""
 
 ARTIFACT_NAME: Final = "evaluation.json"
 """The artifact's default file name, and its name inside a stored run directory."""

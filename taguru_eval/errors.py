@@ -212,6 +212,11 @@ class StoreWriteWarning(TaguruEvalWarning):
     exit code (the gate's verdict) stand."""
 
 
+class UnsentSettingWarning(TaguruEvalWarning):
+    """``load`` met a folder setting no public route can carry (the reference
+    server's own ``vector_lane``); the rest of the folder is loaded."""
+
+
 def warn(warning: TaguruEvalWarning) -> None:
     """Issue ``warning`` on behalf of the library's caller."""
     warnings.warn(warning, stacklevel=3)

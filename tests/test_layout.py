@@ -18,9 +18,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "taguru_eval"
 STAGES: tuple[tuple[str, ...], ...] = (
     ("_base",),
     ("errors", "contract", "options", "catalog", "store_artifact"),
+    ("corpus",),
     ("tables",),
     ("inputs",),
     ("run",),
+    ("populate",),
     ("score",),
     ("artifact",),
     ("gate", "flag_gates"),
@@ -94,10 +96,13 @@ def test_no_import_runs_against_the_flow() -> None:
     assert backwards == []
 
 
-REFSERVER_MAY_IMPORT = ("taguru_eval._base", "taguru_eval.errors")
+REFSERVER_MAY_IMPORT = ("taguru_eval._base", "taguru_eval.errors", "taguru_eval.corpus")
 """Besides itself, all the reference server needs: it stands in for taguru's own
 server, so it must not share the evaluator's reading of the contract (an error
-there would then agree with itself on both sides of the wire)."""
+there would then agree with itself on both sides of the wire). ``corpus`` is the
+context-folder reader ``serve DIR`` and ``load`` share, and the paragraph split a
+stored text and a sent section marker must agree on; it reads files, never the
+evaluator's contract (the next test holds it to that)."""
 
 
 def _within(module: str, roots: tuple[str, ...]) -> bool:
@@ -118,6 +123,20 @@ def test_the_reference_server_imports_only_base_and_errors() -> None:
         for module, targets in server.items()
         for target in targets
         if not _within(target, (*own, *REFSERVER_MAY_IMPORT))
+    )
+    assert foreign == []
+
+
+def test_the_folder_reader_imports_only_base_and_errors() -> None:
+    graph = _project_imports()
+    own = ("taguru_eval.corpus",)
+    reader = {module: targets for module, targets in graph.items() if _within(module, own)}
+    assert "taguru_eval.corpus.paragraphs" in reader["taguru_eval.corpus.folder"]
+    foreign = sorted(
+        f"{module} -> {target}"
+        for module, targets in reader.items()
+        for target in targets
+        if not _within(target, (*own, "taguru_eval._base", "taguru_eval.errors"))
     )
     assert foreign == []
 

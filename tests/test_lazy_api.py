@@ -18,6 +18,7 @@ import taguru_eval
 PUBLIC = [
     "Comparison",
     "InputError",
+    "Loaded",
     "Run",
     "RunError",
     "Significance",
@@ -25,6 +26,7 @@ PUBLIC = [
     "UsageError",
     "__version__",
     "compare",
+    "load",
     "load_run",
     "measures",
     "run",
@@ -75,6 +77,7 @@ def test_star_import_gives_the_functions() -> None:
         "import taguru_eval.run.http, taguru_eval.compare.classify",
         "import taguru_eval.compare.significance, taguru_eval.run.lanes",
         "from taguru_eval.run import console; from taguru_eval.compare import load",
+        "import taguru_eval.populate.load, taguru_eval.populate.client",
         "pass",
     ],
 )
@@ -82,14 +85,14 @@ def test_a_loaded_submodule_never_hides_a_function(first: str) -> None:
     out = in_child(
         f"{first}\n"
         "import inspect, taguru_eval\n"
-        "from taguru_eval import run, compare, significance\n"
-        "import taguru_eval.run.runner, taguru_eval.compare.report\n"
+        "from taguru_eval import run, compare, significance, load\n"
+        "import taguru_eval.run.runner, taguru_eval.compare.report, taguru_eval.populate.load\n"
         "print(inspect.isfunction(run), inspect.isfunction(compare), "
-        "inspect.isfunction(significance),\n"
+        "inspect.isfunction(significance), inspect.isfunction(load),\n"
         "      taguru_eval.run is run, taguru_eval.compare is compare,\n"
-        "      taguru_eval.significance is significance)"
+        "      taguru_eval.significance is significance, taguru_eval.load is load)"
     )
-    assert out == "True True True True True True\n"
+    assert out == "True True True True True True True True\n"
 
 
 def test_names_come_from_their_modules() -> None:
@@ -98,9 +101,13 @@ def test_names_come_from_their_modules() -> None:
 
     # compare/__init__ binds the name ``significance`` to the function as well
     significance_module = importlib.import_module("taguru_eval.compare.significance")
+    # populate/__init__ re-exports ``load``, the function, over the submodule's name
+    populate_load = importlib.import_module("taguru_eval.populate.load")
 
     assert taguru_eval.run is api.run
     assert taguru_eval.load_run is api.load_run
+    assert taguru_eval.load is populate_load.load
+    assert taguru_eval.Loaded is populate_load.Loaded
     assert taguru_eval.Run is api.Run
     assert taguru_eval.Comparison is report.Comparison
     assert taguru_eval.Significance is significance_module.Significance

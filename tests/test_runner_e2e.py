@@ -22,11 +22,11 @@ from support.paths import DATA
 from support.run import CONTEXT_ENTRY, ok, run_args, strip_latency, write_eval, write_files
 
 from taguru_eval.cli.main import main
+from taguru_eval.corpus.paragraphs import split_paragraphs
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.pipeline import execute
 from taguru_eval.pipeline.finish import RunResult
-from taguru_eval.refserver.paragraphs import split_paragraphs
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
 

@@ -57,6 +57,7 @@ SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "measures": lazy_main("taguru_eval.cli.measures"),
     "serve": lazy_main("taguru_eval.cli.serve"),
     "wait": lazy_main("taguru_eval.cli.wait"),
+    "load": lazy_main("taguru_eval.cli.load"),
     "demo": lazy_main("taguru_eval.cli.demo"),
     "report": lazy_main("taguru_eval.cli.report"),
     "ingest": lazy_main("taguru_eval.cli.ingest"),

@@ -165,7 +165,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--wildcards drop|taguru]
        python -m taguru_eval measures RUN MEASURE... [--eval FILE]
                         [--wildcards taguru|drop] [--per-case FILE]
-       python -m taguru_eval serve|wait|demo|report|ingest|import-golden|refusal-bands ...
+       python -m taguru_eval serve|wait|load|demo|report|ingest|import-golden|refusal-bands ...
        python -m taguru_eval --version
 
 Evaluate one taguru context against a labeled question set (eval.jsonl) and
@@ -242,6 +242,8 @@ subcommands:
   serve                serve a corpus folder with the reference server
   wait                 wait until a server answers /health (URL or the ready
                        file of 'serve --ready-file'), for CI scripts
+  load                 put a context folder (serve's layout) into a taguru server
+                       over its write routes, then read it back
   demo                 run the bundled demo end to end
   report               render charts and an HTML report from the run store
   ingest               import an existing evaluation.json into the run store

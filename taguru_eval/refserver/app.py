@@ -19,7 +19,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote_to_bytes
 
@@ -153,11 +153,10 @@ class _Dispatcher:
         wanted = "GET" if method == "HEAD" else method  # a GET route answers HEAD too, as in axum
         chosen = next(((r, n) for r, n in candidates if r.method == wanted), None)
         if chosen is None:
-            allowed = ", ".join(sorted({r.method for r, _ in candidates}))
             raise ApiError(
                 "method_not_allowed",
-                f"{method} is not allowed on {candidates[0][0].template}; allowed: {allowed}",
-                headers={"Allow": allowed},
+                f"{method} is not supported on {request.url.path}; GET /protocol lists the API",
+                headers={"Allow": _allow_header(r.method for r, _ in candidates)},
             )
         spec, name = chosen
         if spec.role is not None:
@@ -195,6 +194,17 @@ class _Dispatcher:
                 raise _too_large()
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def _allow_header(methods: Iterable[str]) -> str:
+    """axum's ``Allow`` value: the route's methods in table order, ``HEAD`` after
+    ``GET`` (a GET route answers it), comma-separated without spaces."""
+    allowed: list[str] = []
+    for method in methods:
+        for name in (method, "HEAD") if method == "GET" else (method,):
+            if name not in allowed:
+                allowed.append(name)
+    return ",".join(allowed)
 
 
 def _too_large() -> ApiError:

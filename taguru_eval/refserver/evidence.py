@@ -14,14 +14,19 @@ pool is fused (``fusion.py``) and selected under the budget
 Communities are never built by this server, so ``include_communities``
 always degrades with the reference's "no communities artifact" reason — or
 is refused (403) for a key whose grant does not name the derived
-``{name}::communities`` context. One evidence call counts as one read.
+``{name}::communities`` context.
+
+Usage counts as taguru counts it: every lane that reads the context is a
+read of its own — one per origin resolved, the query lane when it runs, the
+activate lane when it runs, and the passage search — each empty when it found
+nothing; the citation lookups are not counted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from taguru_eval.refserver.activate import DEFAULT_DECAY, activate
+from taguru_eval.refserver.activate import DEFAULT_DECAY, activate_page
 from taguru_eval.refserver.envelope import ApiError
 from taguru_eval.refserver.fusion import (
     EvidenceCandidate,
@@ -55,6 +60,8 @@ CEILING_MAX_ITEMS = 1000
 CEILING_MAX_BYTES = 1024 * 1024
 
 NO_ANCHORS = "no anchors resolved from 'origins'"
+PLAN_LANES = ("resolve", "query", "activate", "passages", "communities", "citations")
+"""``plan.lanes`` in taguru's order (its ``EvidenceLanesPlan`` fields)."""
 
 
 @dataclass(frozen=True)
@@ -136,36 +143,50 @@ def _skipped(reason: str) -> dict[str, object]:
     return {"ran": False, "reason": reason}
 
 
-def graph_lanes(
-    context: ContextState, request: EvidenceRequest
-) -> tuple[dict[str, dict[str, object]], list[EvidenceCandidate]]:
-    """The resolve, query and activate lane plans and their association candidates."""
+@dataclass
+class GraphLanes:
+    """The resolve, query and activate lanes' plans, their association candidates,
+    and one ``empty`` flag per read they made of the context (in lane order)."""
+
+    plans: dict[str, dict[str, object]]
+    pool: list[EvidenceCandidate]
+    reads: list[bool]
+
+
+def graph_lanes(context: ContextState, request: EvidenceRequest) -> GraphLanes:
     anchors: list[str] = []
+    reads: list[bool] = []
     for cue in request.origins:
         served = resolve_candidates(
             context, "concepts", cue, request.resolve_limit, request.dice_floor
         )
+        reads.append(not served)
         if served and served[0].name not in anchors:
             anchors.append(served[0].name)
     plans = {"resolve": _ran() if request.origins else _skipped("origins was empty")}
-    pool: list[EvidenceCandidate] = []
+    lanes = GraphLanes(plans, [], reads)
     if not anchors:
         plans["query"] = _skipped(NO_ANCHORS)
         plans["activate"] = _skipped(NO_ANCHORS)
-        return plans, pool
+        return lanes
     if request.labels:
-        matches = matching_edges(context, anchors, request.labels, [])[:QUERY_LANE_PAGE]
-        for rank, edge in enumerate(matches, start=1):
-            pool.append(association_candidate(association_out(context, edge), "graph_query", rank))
+        matches = matching_edges(context, anchors, request.labels, [])
+        reads.append(not matches)
+        for rank, edge in enumerate(matches[:QUERY_LANE_PAGE], start=1):
+            association = association_out(context, edge)
+            lanes.pool.append(association_candidate(association, "graph_query", rank))
         plans["query"] = _ran()
     else:
         plans["query"] = _skipped("no 'labels' given")
-    activations = activate(context, anchors, request.activate_decay, request.activate_limit)
+    reached, activations = activate_page(
+        context, anchors, request.activate_decay, request.activate_limit
+    )
+    reads.append(reached == 0)
     for rank, activation in enumerate(activations, start=1):
         association = association_out(context, activation.edge)
-        pool.append(association_candidate(association, "graph_activate", rank))
+        lanes.pool.append(association_candidate(association, "graph_activate", rank))
     plans["activate"] = _ran()
-    return plans, pool
+    return lanes
 
 
 def communities_plan(call: Call, request: EvidenceRequest) -> dict[str, object]:
@@ -191,7 +212,8 @@ def assemble(call: Call) -> object:
     state = call.state
     with state.lock:
         context = state.context(call.name)
-        plans, pool = graph_lanes(context, request)
+        graph = graph_lanes(context, request)
+        plans, pool = graph.plans, graph.pool
         found = search_passages(
             context,
             request.query,
@@ -201,6 +223,8 @@ def assemble(call: Call) -> object:
             state.jitter,
         )
         plans["passages"] = _ran() if found.skipped is None else _skipped(found.skipped)
+        for empty in [*graph.reads, not found.hits]:
+            state.count_read(context, empty=empty)
         pool += [passage_candidate(context.name, hit, r) for r, hit in enumerate(found.hits, 1)]
         plans["communities"] = communities_plan(call, request)
         citations: dict[Locator, dict[str, object]] = {}
@@ -222,10 +246,10 @@ def assemble(call: Call) -> object:
         package = select(
             fused, dropped, request.limits, citations, reorder if request.rerank_requested else None
         )
-        state.count_read(context, empty=not package["items"])
     selection = package.pop("selection")
     reranker = not_requested(state.reranker) if outcome is None else outcome.plan
-    package["plan"] = {"lanes": plans, "reranker": reranker, "selection": selection}
+    lanes = {lane: plans[lane] for lane in PLAN_LANES}
+    package["plan"] = {"lanes": lanes, "selection": selection, "reranker": reranker}
     return package
 
 

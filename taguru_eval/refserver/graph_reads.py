@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from taguru_eval.refserver.model import ContextState, Edge, Namespace
 from taguru_eval.refserver.resolve import DEFAULT_DICE_FLOOR, Candidate
 from taguru_eval.refserver.routes_bodies import clamp_unit
+from taguru_eval.refserver.schema import SCHEMA_TYPE_LABEL
 
 QueryRank = tuple[float, str, str, str]
 
@@ -33,6 +34,16 @@ def resolve_candidates(
     else:
         floor = DEFAULT_DICE_FLOOR
     return context.namespace(which).index.resolve(cue, limit, floor) if limit else []
+
+
+def declared_types(context: ContextState, concept: str) -> list[str]:
+    """The concept's live ``schema:type`` objects, name-ordered, once a schema is
+    installed (none without one): the ``types`` resolve and describe report."""
+    if context.schema is None:
+        return []
+    touching = context.adjacency.get(concept, ())
+    typed = (e for e in touching if e.live and e.subject == concept)
+    return sorted({e.object for e in typed if e.label == SCHEMA_TYPE_LABEL})
 
 
 def query_rank(edge: Edge) -> QueryRank:
@@ -97,21 +108,21 @@ def association_out(context: ContextState, edge: Edge) -> dict[str, object]:
             locator = record.locator_for(share.paragraph)
         attributions.append(
             {
-                "count": share.count,
-                "locator": None if locator is None else dict(locator),
-                "paragraph": share.paragraph,
-                "section": section,
                 "source": source,
                 "weight": float(share.weight_sum),
+                "count": share.count,
+                "paragraph": share.paragraph,
+                "section": section,
+                "locator": None if locator is None else dict(locator),
             }
         )
     return {
-        "attributions": attributions,
-        "count": edge.count,
+        "subject": edge.subject,
         "label": edge.label,
         "object": edge.object,
-        "subject": edge.subject,
         "weight": float(edge.weight),
+        "count": edge.count,
+        "attributions": attributions,
     }
 
 
@@ -122,8 +133,8 @@ def citation(context: ContextState, source: str, paragraph: int) -> dict[str, ob
         return None
     locator = record.locator_for(paragraph)
     return {
-        "locator": None if locator is None else dict(locator),
-        "section": record.section_for(paragraph),
-        "source": source,
         "text": record.paragraphs[paragraph],
+        "source": source,
+        "section": record.section_for(paragraph),
+        "locator": None if locator is None else dict(locator),
     }

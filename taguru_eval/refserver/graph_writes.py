@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from taguru_eval._base.text import json_f64
 from taguru_eval.refserver.envelope import ApiError, Issue
 from taguru_eval.refserver.model import (
     MAX_ALIAS_PAIRS_PER_REQUEST,
@@ -21,10 +22,11 @@ from taguru_eval.refserver.model import (
     Edge,
     NameSpace,
     Namespace,
-    byte_len,
     check_name,
     issue,
     refusal,
+    refuse_empty,
+    refuse_oversized,
 )
 from taguru_eval.refserver.routes_bodies import Fields, as_float, as_list, over_limit
 
@@ -65,14 +67,22 @@ def decode_associations(body: object) -> list[AssociationInput]:
         for key in ("subject", "label", "object"):
             check_name(issues, f"{where}.{key}", getattr(item, key), MAX_NAME_BYTES)
         if abs(item.weight) > MAX_WEIGHT:
-            expected = f"a finite weight with |weight| <= {MAX_WEIGHT:.0f}"
-            issues.append(issue(f"{where}.weight", "range", expected, repr(item.weight)))
+            expected = f"a finite number with |weight| <= {MAX_WEIGHT:.0f}"
+            actual = _number(fields.data["weight"])
+            issues.append(issue(f"{where}.weight", "range", expected, actual))
         if item.source is not None:
             check_name(issues, f"{where}.source", item.source, MAX_NAME_BYTES)
         decoded.append(item)
     if issues:
-        raise refusal("associations request", issues)
+        raise refusal("associations batch", issues)
     return decoded
+
+
+def _number(value: object) -> str:
+    """A JSON number as taguru names it in an issue: ``number 2000000`` for an
+    integer, ``number 2000000.0`` for a float (serde_json's spelling)."""
+    spelled = json_f64(value) if isinstance(value, float) else str(value)
+    return f"number {spelled}"
 
 
 def assert_association(context: ContextState, item: AssociationInput) -> None:
@@ -120,18 +130,9 @@ def decode_alias_registration(body: object) -> list[AliasBinding]:
         raise over_limit("aliases", len(plan), MAX_ALIAS_PAIRS_PER_REQUEST)
     for which, alias, canonical in plan:
         for role, spelling in (("alias", alias), ("canonical", canonical)):
-            _check_spelling(f"{which}['{alias}'] {role}", spelling)
+            refuse_empty(f"a {which} {role}", spelling)
+            refuse_oversized(f"a {which} {role}", spelling, MAX_NAME_BYTES)
     return plan
-
-
-def _check_spelling(what: str, spelling: str) -> None:
-    if not spelling:
-        raise ApiError("invalid_argument", f"{what} must not be empty; nothing was applied")
-    if byte_len(spelling) > MAX_NAME_BYTES:
-        raise ApiError(
-            "invalid_argument",
-            f"{what} is {byte_len(spelling)} bytes, past the limit of {MAX_NAME_BYTES}",
-        )
 
 
 def bind_alias(space: NameSpace, which: str, alias: str, canonical: str) -> ApiError | None:

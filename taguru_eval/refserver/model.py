@@ -14,7 +14,7 @@ from typing import Literal
 
 from taguru_eval._base.text import F32
 from taguru_eval.refserver.bm25 import PassageIndex
-from taguru_eval.refserver.envelope import ApiError, Issue
+from taguru_eval.refserver.envelope import MAX_LISTED_ISSUES, ApiError, Issue
 from taguru_eval.refserver.resolve import EntryIndex
 from taguru_eval.refserver.schema import InstalledSchema
 from taguru_eval.refserver.vectors import PassageVectors
@@ -50,7 +50,7 @@ class Revision:
     config: int = 0
 
     def to_wire(self) -> dict[str, object]:
-        return {"config": self.config, "graph": self.graph, "passages": self.passages}
+        return {"graph": self.graph, "passages": self.passages, "config": self.config}
 
 
 @dataclass
@@ -65,11 +65,11 @@ class Usage:
 
     def to_wire(self) -> dict[str, object]:
         return {
+            "reads": self.reads,
             "empty_reads": self.empty_reads,
+            "writes": self.writes,
             "last_read_epoch": self.last_read_epoch,
             "last_write_epoch": self.last_write_epoch,
-            "reads": self.reads,
-            "writes": self.writes,
         }
 
 
@@ -223,14 +223,39 @@ def check_name(issues: list[Issue], path: str, value: str, limit: int) -> None:
 
 
 def refusal(what: str, issues: list[Issue]) -> ApiError:
-    """The collect-all 400 of a write that applied nothing (HTTP.md §7.2, §7.3)."""
-    count = len(issues)
-    noun = "problem" if count == 1 else "problems"
+    """The collect-all 400 of a write that applied nothing (HTTP.md §7.2, §7.3).
+
+    The text is taguru 0.9.7's: ``the {what} refused {n} issue(s):`` and one
+    ``- {path}: expected …, got …`` line per issue, the first 20 of them, then
+    ``… and {rest} more issue(s)``, then ``; nothing was applied``.
+    """
+    lines = [
+        f"- {item.path}: expected {item.expected}, got {item.actual}"
+        for item in issues[:MAX_LISTED_ISSUES]
+    ]
+    if len(issues) > MAX_LISTED_ISSUES:
+        lines.append(f"… and {len(issues) - MAX_LISTED_ISSUES} more issue(s)")
+    listed = "\n".join(lines)
     return ApiError(
         "invalid_argument",
-        f"{what} has {count} {noun} (first: {issues[0].path}: {issues[0].kind}); "
-        "nothing was applied",
+        f"the {what} refused {len(issues)} issue(s):\n{listed}; nothing was applied",
         issues=issues,
         integrity="nothing_written",
         retryable_after_correction=True,
     )
+
+
+def refuse_empty(what: str, value: str) -> None:
+    """taguru's refusal of an empty name-shaped field (``source``, ``a filter tag``…)."""
+    if not value:
+        raise ApiError("invalid_argument", f"{what} must not be empty; nothing was applied")
+
+
+def refuse_oversized(what: str, value: str, cap: int) -> None:
+    """taguru's refusal of a string field over its byte cap (``the cue``, ``after``…)."""
+    size = byte_len(value)
+    if size > cap:
+        raise ApiError(
+            "invalid_argument",
+            f"{what} is {size} bytes, over the {cap}-byte cap; nothing was applied",
+        )

@@ -115,15 +115,18 @@ def search_passages(
     )
     if jitter is not None:
         ranked = shuffled_ties(ranked, jitter)
+    # taguru's PassageHit field order; a lane that did not find the hit is left out.
     hits = [
         {
-            "lanes": {
-                lane: {"rank": rank, "score": F32(raw)} for lane, (rank, raw) in lanes.items()
-            },
+            "source": source,
             "paragraph": paragraph,
             "score": F32(value),
-            "source": source,
             "text": context.passages[source].paragraphs[paragraph],
+            "lanes": {
+                lane: {"rank": lanes[lane][0], "score": F32(lanes[lane][1])}
+                for lane in ("bm25", "vector")
+                if lane in lanes
+            },
         }
         for value, (source, paragraph), lanes in ranked[:limit]
     ]

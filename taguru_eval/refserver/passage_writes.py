@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from taguru_eval.corpus.paragraphs import split_paragraphs
 from taguru_eval.refserver.envelope import Issue
 from taguru_eval.refserver.model import (
     MAX_LOCATOR_KIND_BYTES,
@@ -26,7 +27,6 @@ from taguru_eval.refserver.model import (
     issue,
     refusal,
 )
-from taguru_eval.refserver.paragraphs import split_paragraphs
 from taguru_eval.refserver.routes_bodies import (
     Fields,
     as_list,
@@ -187,7 +187,7 @@ def decode_store_request(body: object) -> list[StoreItem]:
         if item is not None:
             item.date = stamp
     if issues:
-        raise refusal("store request", issues)
+        raise refusal("passage store", issues)
     return list(items.values())
 
 

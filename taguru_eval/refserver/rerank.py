@@ -65,4 +65,4 @@ def rerank(
     wanted = set(passage_term_keys(query))
     overlap = [len(wanted.intersection(passage_term_keys(text))) for text in texts]
     order = sorted(range(len(texts)), key=lambda index: -overlap[index])
-    return RerankOutcome(order, {"configured": True, "model": MODEL, "ran": True})
+    return RerankOutcome(order, {"configured": True, "ran": True, "model": MODEL})

@@ -21,13 +21,20 @@ from starlette.responses import PlainTextResponse
 from taguru_eval.refserver.activate import DEFAULT_DECAY, activate_page
 from taguru_eval.refserver.auth import require_grant
 from taguru_eval.refserver.envelope import ApiError
-from taguru_eval.refserver.graph_reads import association_out, matching_edges, query_rank
+from taguru_eval.refserver.graph_reads import (
+    association_out,
+    declared_types,
+    matching_edges,
+    query_rank,
+)
 from taguru_eval.refserver.model import (
     MAX_CONTEXT_NAME_BYTES,
     MAX_NAME_BYTES,
     ContextState,
     Edge,
     byte_len,
+    refuse_empty,
+    refuse_oversized,
 )
 from taguru_eval.refserver.routes_bodies import Fields, over_limit
 from taguru_eval.refserver.routes_common import Call, RouteSpec
@@ -41,7 +48,6 @@ from taguru_eval.refserver.routes_read import (
 DEFAULT_ACTIVATE_LIMIT = 20
 DEFAULT_EXPLORE_LIMIT = 100
 MAX_EXPLORE_DEPTH = 10  # taguru's hop ceiling, applied even when max_depth is omitted
-SCHEMA_TYPE_LABEL = "schema:type"
 
 
 def _origins(fields: Fields) -> list[str]:
@@ -101,14 +107,14 @@ def activate(call: Call) -> object:
         )
         matches = [
             {
-                "association": association_out(context, activation.edge),
-                "path": list(activation.path),
                 "strength": activation.strength,
+                "path": list(activation.path),
+                "association": association_out(context, activation.edge),
             }
             for activation in found
         ]
         call.state.count_read(context, empty=total == 0)
-    return {"matches": matches, "total": total}
+    return {"total": total, "matches": matches}
 
 
 def explore(call: Call) -> object:
@@ -116,7 +122,8 @@ def explore(call: Call) -> object:
 
     Every live edge reachable within ``max_depth`` hops (capped at 10), with
     the hop it was first reached at and the concept trail leading there;
-    ordered by distance, then edge creation order. Labels never connect.
+    ordered by distance, then (subject, label, object), the key taguru pages
+    explore by. Labels never connect.
     """
     fields = Fields(call.body, what="struct ExploreRequest")
     origins = _origins(fields)
@@ -137,14 +144,14 @@ def explore(call: Call) -> object:
         reached = _walk(context, _anchors(context, origins), depth)
         matches = [
             {
-                "association": association_out(context, edge),
                 "distance": distance,
                 "path": path,
+                "association": association_out(context, edge),
             }
             for distance, edge, path in reached[:limit]
         ]
         call.state.count_read(context, empty=not reached)
-    return {"matches": matches, "total": len(reached)}
+    return {"total": len(reached), "matches": matches}
 
 
 def _walk(
@@ -166,7 +173,10 @@ def _walk(
                     distances[neighbour] = hop
                     parents[neighbour] = concept
                     frontier.append(neighbour)
-    ordered = sorted(first_seen.values(), key=lambda seen: (seen[0], seen[1].ordinal))
+    ordered = sorted(
+        first_seen.values(),
+        key=lambda seen: (seen[0], seen[1].subject, seen[1].label, seen[1].object),
+    )
     return [(hop, edge, _trail(parents, via)) for hop, edge, via in ordered]
 
 
@@ -201,14 +211,13 @@ def describe(call: Call) -> object:
             return None
         live = [edge for edge in context.adjacency.get(canonical, ()) if edge.live]
         described: dict[str, object] = {
-            "as_object": _tally(context, [e for e in live if e.object == canonical]),
-            "as_subject": _tally(context, [e for e in live if e.subject == canonical]),
             "concept": canonical,
+            "as_subject": _tally(context, [e for e in live if e.subject == canonical]),
+            "as_object": _tally(context, [e for e in live if e.object == canonical]),
         }
-        if context.schema is not None:
-            described["types"] = sorted(
-                {e.object for e in live if e.subject == canonical and e.label == SCHEMA_TYPE_LABEL}
-            )
+        types = declared_types(context, canonical)
+        if types:
+            described["types"] = types
         call.state.count_read(context, empty=False)
     return described
 
@@ -219,7 +228,7 @@ def _tally(context: ContextState, edges: list[Edge]) -> list[dict[str, object]]:
         counts[edge.label] = counts.get(edge.label, 0) + 1
     order = context.labels.canonical
     ranked = sorted(counts.items(), key=lambda item: (-item[1], order.get(item[0], 0)))
-    return [{"count": count, "label": label} for label, count in ranked]
+    return [{"label": label, "count": count} for label, count in ranked]
 
 
 def unreachable_from(call: Call) -> object:
@@ -254,7 +263,7 @@ def unreachable_from(call: Call) -> object:
         if cursor is not None:
             unreached = [edge for edge in unreached if query_rank(edge) > cursor]
         matches = [association_out(context, edge) for edge in unreached[:limit]]
-    return {"matches": matches, "total": total}
+    return {"total": total, "matches": matches}
 
 
 def recall(call: Call) -> object:
@@ -279,7 +288,7 @@ def recall(call: Call) -> object:
             matches = [edge for edge in matches if query_rank(edge) > cursor]
         page = [association_out(context, edge) for edge in matches[:limit]]
         call.state.count_read(context, empty=not page)
-    return {"matches": page, "plan": {"contexts": [context.name]}, "total": total}
+    return {"total": total, "matches": page, "plan": {"contexts": [context.name]}}
 
 
 def _recalled(context: ContextState, cue: str) -> list[Edge]:
@@ -379,12 +388,12 @@ def _cross_page(
             key=lambda row: (row[0], row[1]),
         )
         matches = [
-            {**association_out(context, edge), "context": context.name}
+            {"context": context.name, **association_out(context, edge)}
             for _, _, context, edge in ranked[:limit]
         ]
         for context in contexts:
             call.state.count_read(context, empty=not any(row[2] is context for row in ranked))
-    return {"matches": matches, "plan": {"contexts": targets}, "total": len(ranked)}
+    return {"total": len(ranked), "matches": matches, "plan": {"contexts": targets}}
 
 
 # -- passages ------------------------------------------------------------------
@@ -403,14 +412,8 @@ def lookup_passages(call: Call) -> object:
     if len(sources) > MAX_LIST_ITEMS:
         raise over_limit("sources", len(sources), MAX_LIST_ITEMS)
     for source in sources:
-        if not source:
-            raise ApiError("invalid_argument", "source must not be empty; nothing was applied")
-        if byte_len(source) > MAX_NAME_BYTES:
-            raise ApiError(
-                "invalid_argument",
-                f"source is {byte_len(source)} bytes, past the limit of {MAX_NAME_BYTES}; "
-                "nothing was applied",
-            )
+        refuse_empty("source", source)
+        refuse_oversized("source", source, MAX_NAME_BYTES)
     with call.state.lock:
         context = call.state.context(call.name)
         passages = {
@@ -420,7 +423,7 @@ def lookup_passages(call: Call) -> object:
         }
         missing = [source for source in sources if source not in context.passages]
         call.state.count_read(context, empty=not passages)
-    return {"missing": missing, "passages": passages}
+    return {"passages": passages, "missing": missing}
 
 
 # -- directory administration ----------------------------------------------------

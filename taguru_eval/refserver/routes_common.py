@@ -9,6 +9,7 @@ from typing import Literal
 
 from taguru_eval.refserver.auth import ApiKey, Role
 from taguru_eval.refserver.envelope import ApiError
+from taguru_eval.refserver.model import refuse_oversized
 from taguru_eval.refserver.state import ServerState
 
 # How a route reads its body: none (GET), a typed JSON body (415 without a JSON
@@ -70,11 +71,8 @@ def query_uint(call: Call, key: str, default: int) -> int:
 def query_cursor(call: Call, key: str) -> str | None:
     """``after`` / ``prefix``: at most 1032 bytes (HTTP.md §6.4)."""
     value = call.query.get(key)
-    if value is not None and len(value.encode("utf-8")) > MAX_CURSOR_BYTES:
-        raise ApiError(
-            "invalid_argument",
-            f"'{key}' is {len(value.encode('utf-8'))} bytes, past the limit of {MAX_CURSOR_BYTES}",
-        )
+    if value is not None:
+        refuse_oversized(key, value, MAX_CURSOR_BYTES)
     return value
 
 

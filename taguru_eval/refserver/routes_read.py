@@ -9,11 +9,15 @@ listings do not count (HTTP.md §6.3).
 
 from __future__ import annotations
 
+from dataclasses import replace
+from itertools import islice
+
 from taguru_eval._base.text import F32
 from taguru_eval.refserver.envelope import ApiError
 from taguru_eval.refserver.graph_reads import (
     QueryRank,
     association_out,
+    declared_types,
     matching_edges,
     query_rank,
     resolve_candidates,
@@ -26,6 +30,8 @@ from taguru_eval.refserver.model import (
     Namespace,
     PassageRecord,
     byte_len,
+    refuse_empty,
+    refuse_oversized,
 )
 from taguru_eval.refserver.passage_search import DEFAULT_SEARCH_LIMIT, search_passages
 from taguru_eval.refserver.resolve import GLOSSED_CANDIDATES
@@ -40,13 +46,14 @@ from taguru_eval.refserver.routes_common import (
 from taguru_eval.refserver.vectors import DIMENSIONS
 from taguru_eval.refserver.vectors import MODEL as VECTOR_MODEL
 
-SERVER_VERSION = "0.9.3"  # the taguru release whose contract this server speaks (HTTP.md §11.11)
+SERVER_VERSION = "0.9.7"  # the taguru release this server answers as (ERRATA §3)
 
 MAX_MATCH_LIMIT = 1000  # search, resolve and query limits are clamped here
 DEFAULT_QUERY_LIMIT = 100
 MAX_LIST_ITEMS = 1000
 MAX_FILTER_TAGS = 32
 GLOSS_FACTS = {"concepts": 4, "labels": 3}
+MAX_CUE_BYTES = 1024  # a resolve cue's cap (ERRATA §3 row 23)
 
 
 # -- bare routes ------------------------------------------------------------
@@ -76,27 +83,38 @@ def directory_entry(context: ContextState) -> dict[str, object]:
     """``DirectoryEntry`` with live revision and usage counters (HTTP.md §6.3)."""
     meta = context.meta
     return {
-        "description": meta.description,
-        "dice_floor": meta.dice_floor,
-        "loaded": True,
         "name": context.name,
+        "description": meta.description,
         "pinned": meta.pinned,
-        "revision": context.revision.to_wire(),
-        "schema_mode": None if context.schema is None else context.schema.mode,
+        "loaded": True,
+        "dice_floor": meta.dice_floor,
         "semantic_floor": None if meta.semantic_floor is None else F32(meta.semantic_floor),
         "stats": context_stats(context),
         "usage": context.usage.to_wire(),
+        "revision": context.revision.to_wire(),
+        "schema_mode": None if context.schema is None else context.schema.mode,
     }
 
 
+TOP_CONCEPTS = 10
+LABEL_SAMPLE = 50
+
+
 def context_stats(context: ContextState) -> dict[str, object]:
-    """``ContextStats``; ``footprint_bytes`` is this server's own rough accounting."""
+    """``ContextStats``; ``footprint_bytes`` is this server's own rough accounting.
+
+    ``top_concepts`` ranks every concept by its live degree (a self-loop counts
+    as an outgoing and an incoming edge), ties toward the earlier-interned
+    concept; ``label_sample`` is the first labels in interning order. Both as
+    taguru's ``Context::top_concepts`` and ``Context::labels``.
+    """
     live = context.live_edges()
-    degree: dict[str, int] = {}
+    degree = dict.fromkeys(context.concepts.canonical, 0)  # interning order
     for edge in live:
-        for concept in {edge.subject, edge.object}:
-            degree[concept] = degree.get(concept, 0) + 1
-    top = sorted(degree.items(), key=lambda item: (-item[1], item[0]))[:10]
+        degree[edge.subject] += 1
+        degree[edge.object] += 1
+    # sorted() is stable: equal degrees keep interning order.
+    top = sorted(degree.items(), key=lambda item: -item[1])[:TOP_CONCEPTS]
     names = [*context.concepts.canonical, *context.labels.canonical]
     footprint = (
         1024
@@ -105,18 +123,18 @@ def context_stats(context: ContextState) -> dict[str, object]:
         + sum(byte_len(record.text) + 64 for record in context.passages.values())
     )
     return {
-        "arena_slack": 0,
         "associations": len(context.edges),
         "concepts": len(context.concepts.canonical),
-        "dead_attributions": context.dead_attributions,
-        "dead_edges": len(context.edges) - len(live),
-        "footprint_bytes": footprint,
-        "label_sample": sorted(context.labels.canonical)[:50],
         "labels": len(context.labels.canonical),
         "sources": len(context.graph_sources),
-        "top_concepts": [{"count": count, "label": name} for name, count in top],
+        "footprint_bytes": footprint,
+        "dead_edges": len(context.edges) - len(live),
+        "dead_attributions": context.dead_attributions,
+        "arena_slack": 0,
         "unsourced_edges": sum(1 for edge in live if edge.unsourced_count > 0),
         "unsourced_weight": float(sum(edge.unsourced_sum for edge in live)),
+        "top_concepts": [{"label": name, "count": count} for name, count in top],
+        "label_sample": list(islice(context.labels.canonical, LABEL_SAMPLE)),
     }
 
 
@@ -144,7 +162,7 @@ def list_contexts(call: Call) -> object:
         # str order is code-point order, which is the byte order of UTF-8 names.
         page = [c for c in population if after is None or c.name > after][:limit]
         entries = [directory_entry(context) for context in page]
-    return {"contexts": entries, "total": len(population)}
+    return {"total": len(population), "contexts": entries}
 
 
 def get_context(call: Call) -> object:
@@ -159,8 +177,8 @@ def embeddings(call: Call) -> object:
         if vectors is None:
             return {"provider_model": None}
         return {
-            "passages": {"model": VECTOR_MODEL, "rows": vectors.rows, "width": DIMENSIONS},
             "provider_model": VECTOR_MODEL,
+            "passages": {"model": VECTOR_MODEL, "width": DIMENSIONS, "rows": vectors.rows},
         }
 
 
@@ -177,7 +195,7 @@ def list_sources(call: Call) -> object:
         population = sorted(s for s in context.passages if s.startswith(prefix))
         page = [s for s in population if after is None or s > after][:limit]
         entries = [_source_entry(s, context.passages[s]) for s in page]
-    return {"entries": entries, "sources": page, "total": len(population)}
+    return {"total": len(population), "sources": page, "entries": entries}
 
 
 def _source_entry(source: str, record: PassageRecord) -> dict[str, object]:
@@ -198,7 +216,7 @@ def list_labels(call: Call) -> object:
         context = call.state.context(call.name)
         population = sorted(n for n in context.labels.canonical if n.startswith(prefix))
     page = [n for n in population if after is None or n > after][:limit]
-    return {"labels": page, "total": len(population)}
+    return {"total": len(population), "labels": page}
 
 
 def list_aliases(call: Call) -> object:
@@ -228,7 +246,7 @@ def list_aliases(call: Call) -> object:
     labels: dict[str, str] = {}
     for rank, alias, canonical in rows[:limit]:
         (concepts if rank == 0 else labels)[alias] = canonical
-    return {"concepts": concepts, "labels": labels, "total": total}
+    return {"total": total, "concepts": concepts, "labels": labels}
 
 
 # -- passage search -------------------------------------------------------------
@@ -243,15 +261,16 @@ def search(call: Call) -> object:
     tags = fields.str_list("tags")
     since = fields.opt_uint("since", "u64")
     until = fields.opt_uint("until", "u64")
+    # The filter is judged before the context is looked up, as taguru does.
+    wanted_tags = _validate_tags(tags)
+    if since is not None and until is not None and since >= until:
+        raise ApiError(
+            "invalid_argument",
+            f"since {since} is not before until {until} — the window is half-open "
+            "[since, until) and this one selects nothing",
+        )
     with call.state.lock:
         context = call.state.context(call.name)
-        wanted_tags = _validate_tags(tags)
-        if since is not None and until is not None and since >= until:
-            raise ApiError(
-                "invalid_argument",
-                f"since {since} is not before until {until} — the window is half-open "
-                "[since, until) and this one selects nothing",
-            )
         limit = min(
             DEFAULT_SEARCH_LIMIT if requested_limit is None else requested_limit, MAX_MATCH_LIMIT
         )
@@ -275,24 +294,22 @@ def search(call: Call) -> object:
                 "total_sources": len(context.passages),
             }
         call.state.count_read(context, empty=not found.hits)
-    return {"hits": found.hits, "plan": {"contexts": [plan]}}
+    return {"plan": {"contexts": [plan]}, "hits": found.hits}
 
 
 def _validate_tags(tags: list[str]) -> set[str]:
+    """The distinct filter tags, or taguru's refusal: the list size, then each tag
+    (empty, over 128 bytes) in request order, then the distinct count."""
     if len(tags) > MAX_LIST_ITEMS:
         raise over_limit("tags", len(tags), MAX_LIST_ITEMS)
     for tag in tags:
-        if not tag or byte_len(tag) > MAX_TAG_BYTES:
-            raise ApiError(
-                "invalid_argument",
-                f"tag '{tag}' must be 1..={MAX_TAG_BYTES} bytes (it is {byte_len(tag)})",
-            )
+        refuse_empty("a filter tag", tag)
+        refuse_oversized("a filter tag", tag, MAX_TAG_BYTES)
     distinct = set(tags)
     if len(distinct) > MAX_FILTER_TAGS:
         raise ApiError(
             "over_limit",
-            f"tags names {len(distinct)} distinct tags, past the per-request limit of "
-            f"{MAX_FILTER_TAGS}; narrow the filter",
+            f"{len(distinct)} distinct filter tags where at most {MAX_FILTER_TAGS} may be named",
         )
     return distinct
 
@@ -309,22 +326,28 @@ def resolve_label(call: Call) -> object:
 
 
 def _resolve(call: Call, which: Namespace) -> object:
-    """``POST /contexts/{name}/resolve`` and ``/resolve_label`` (HTTP.md §6.6, §9.6)."""
+    """``POST /contexts/{name}/resolve`` and ``/resolve_label`` (HTTP.md §6.6, §9.6,
+    ERRATA §3 row 23)."""
     fields = Fields(call.body, what="struct ResolveRequest")
     cue = fields.req_str("cue")
     requested_limit = fields.opt_uint("limit", "usize")
     dice_floor = fields.opt_float("dice_floor")
     fields.opt_float("semantic_floor", "f32")  # semantic tier needs a provider
+    # taguru 0.9.6+: after decoding the body, before the context lookup (ERRATA §3
+    # row 23); /evidence origins are not capped this way.
+    refuse_oversized("the cue", cue, MAX_CUE_BYTES)
     limit = min(MAX_MATCH_LIMIT if requested_limit is None else requested_limit, MAX_MATCH_LIMIT)
     with call.state.lock:
         context = call.state.context(call.name)
         candidates = resolve_candidates(context, which, cue, limit, dice_floor)
         result: list[dict[str, object]] = []
         for position, candidate in enumerate(candidates):
-            wire = candidate.to_wire()
             if position < GLOSSED_CANDIDATES:
-                wire["gloss"] = gloss(context, which, candidate.name)
-            result.append(wire)
+                # The head carries its gloss and, for a concept under a schema, its types.
+                types = declared_types(context, candidate.name) if which == "concepts" else []
+                glossed = gloss(context, which, candidate.name)
+                candidate = replace(candidate, gloss=glossed, types=tuple(types) or None)
+            result.append(candidate.to_wire())
         call.state.count_read(context, empty=not result)
     return result
 
@@ -385,7 +408,7 @@ def query(call: Call) -> object:
             matches = [edge for edge in matches if query_rank(edge) > cursor]
         page = [association_out(context, edge) for edge in matches[:limit]]
         call.state.count_read(context, empty=not page)
-    return {"matches": page, "plan": {"contexts": [context.name]}, "total": total}
+    return {"total": total, "matches": page, "plan": {"contexts": [context.name]}}
 
 
 def _decode_cursor(fields: Fields) -> QueryRank | None:
@@ -420,14 +443,8 @@ def cite(call: Call) -> object:
         paragraph = fields.req_uint("index", "u32")
     else:
         paragraph = fields.req_uint("paragraph", "u32")
-    if not source:
-        raise ApiError("invalid_argument", "source must not be empty; nothing was applied")
-    if byte_len(source) > MAX_NAME_BYTES:
-        raise ApiError(
-            "invalid_argument",
-            f"source is {byte_len(source)} bytes, past the limit of {MAX_NAME_BYTES}; "
-            "nothing was applied",
-        )
+    refuse_empty("source", source)
+    refuse_oversized("source", source, MAX_NAME_BYTES)
     with call.state.lock:
         context = call.state.context(call.name)
         record = context.passages.get(source)

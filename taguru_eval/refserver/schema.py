@@ -61,14 +61,14 @@ class InstalledSchema:
     def to_wire(self) -> dict[str, object]:
         """The document as installed (what ``PUT`` answers and ``GET`` serves)."""
         return {
-            "closed_labels": self.closed_labels,
+            "schema": SCHEMA_VERSION,
             "mode": self.mode,
+            "closed_labels": self.closed_labels,
+            "types": {name: {"is_a": sorted(p)} for name, p in sorted(self.types.items())},
             "relations": {
                 label: {"domain": sorted(r.domain), "range": sorted(r.range)}
                 for label, r in sorted(self.relations.items())
             },
-            "schema": SCHEMA_VERSION,
-            "types": {name: {"is_a": sorted(p)} for name, p in sorted(self.types.items())},
         }
 
     def closure_of(self, type_name: str) -> frozenset[str]:

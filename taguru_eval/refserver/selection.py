@@ -43,8 +43,8 @@ class BudgetLimits:
 
     def to_wire(self) -> dict[str, object]:
         return {
-            "max_bytes": self.max_bytes,
             "max_items": self.max_items,
+            "max_bytes": self.max_bytes,
             "max_tokens": self.max_tokens,
         }
 
@@ -164,35 +164,37 @@ def _prepare(
 ) -> _Prepared:
     candidate = group.candidate
     located = sorted(loc for loc in candidate.locators if loc in citations)
-    refs = [{"paragraph": paragraph, "source": source} for source, paragraph in located]
-    item: dict[str, object] = {
+    refs = [{"source": source, "paragraph": paragraph} for source, paragraph in located]
+    # taguru's EvidenceItem field order; the optional fields are left out when empty.
+    head: dict[str, object] = {
         "candidate_id": candidate.candidate_id,
-        "citation_refs": refs,
-        "fused_rank": group.fused_rank,
         "kind": candidate.kind,
+        "fused_rank": group.fused_rank,
         "lane_ranks": [
             {"lane": lane, "rank": group.lane_ranks[lane]} for lane in sorted(group.lane_ranks)
         ],
-        candidate.kind: candidate.payload,
+        "citation_refs": refs,
     }
     if candidate.kind == KIND_ASSOCIATION and refs:
         attributions = candidate.payload["attributions"]
         assert isinstance(attributions, list)
-        item["corroboration"] = {
-            "attributions": refs,
+        head["corroboration"] = {
             "sources": sorted({str(a["source"]) for a in attributions}),
+            "attributions": refs,
         }
     if contradicts:
-        item["contradicts"] = sorted(contradicts)
-    size, quarters = json_size(item)
-    item["bytes"] = size
-    item["estimated_tokens"] = tokens(quarters)
+        head["contradicts"] = sorted(contradicts)
+    payload = {candidate.kind: candidate.payload}
+    # The item is charged its own JSON without these two counts (key order
+    # does not change the size).
+    size, quarters = json_size({**head, **payload})
+    item = {**head, "bytes": size, "estimated_tokens": tokens(quarters), **payload}
     entries = []
     for source, paragraph in located:
         entry = {
-            "citation": citations[(source, paragraph)],
-            "paragraph": paragraph,
             "source": source,
+            "paragraph": paragraph,
+            "citation": citations[(source, paragraph)],
         }
         entries.append(((source, paragraph), entry, *json_size(entry)))
     return _Prepared(item, size, quarters, entries)
@@ -238,7 +240,8 @@ def select(
     citations: Mapping[Locator, dict[str, object]],
     reorder: Reorder | None = None,
 ) -> dict[str, object]:
-    """The package fields ``items``, ``citations``, ``budget``, ``omitted*`` and ``selection``.
+    """The package fields ``items``, ``citations``, ``budget``, ``omitted*`` and ``selection``,
+    in taguru's order (``selection`` goes into the caller's ``plan``).
 
     ``citations`` maps every resolvable locator to its ``Citation``; a
     locator missing from it is left out of ``citation_refs``.
@@ -289,20 +292,20 @@ def select(
         reason = str(entry["reason"])
         by_reason[reason] = by_reason.get(reason, 0) + 1
     return {
-        "budget": {
-            "bytes_used": totals.bytes(),
-            "items_used": totals.items,
-            "limits": limits.to_wire(),
-            "tokens_used": totals.tokens(),
-        },
-        "citations": [admitted[locator] for locator in sorted(admitted)],
         "items": items,
+        "citations": [admitted[locator] for locator in sorted(admitted)],
+        "budget": {
+            "items_used": totals.items,
+            "bytes_used": totals.bytes(),
+            "tokens_used": totals.tokens(),
+            "limits": limits.to_wire(),
+        },
         "omitted": omitted[:MAX_LISTED_ISSUES],
-        "omitted_by_reason": dict(sorted(by_reason.items())),
         "omitted_total": len(omitted),
+        "omitted_by_reason": dict(sorted(by_reason.items())),
         "selection": {
-            "contradiction_groups": sum(1 for unit in units if len(unit) > 1),
             "dedup_dropped": dedup_dropped,
+            "contradiction_groups": sum(1 for unit in units if len(unit) > 1),
             "diversity_tier_width": width,
         },
     }

@@ -84,9 +84,16 @@ class _LogLines:
     """
 
     def __init__(
-        self, stream: TextIO, interval: float, clock: Clock, done: int, total: int
+        self,
+        stream: TextIO,
+        interval: float,
+        clock: Clock,
+        done: int,
+        total: int,
+        unit: str = "case",
     ) -> None:
         self.stream = stream
+        self.unit = unit
         self.interval = interval
         self.clock = clock
         self.started = clock()
@@ -113,7 +120,8 @@ class _LogLines:
         rate = (done - self.last_done) / span if span > 0 else 0.0
         left = tqdm.format_interval((total - done) / rate) if rate > 0 else "?"
         self._write(
-            f"{done}/{total} case(s) ({_percent(done, total)}%), {_rate_text(rate)} case/s, "
+            f"{done}/{total} {self.unit}(s) ({_percent(done, total)}%), "
+            f"{_rate_text(rate)} {self.unit}/s, "
             f"elapsed {tqdm.format_interval(now - self.started)}, left {left}"
         )
         self.last_time, self.last_done = now, done
@@ -134,8 +142,9 @@ class _LogLines:
         average = (self.done - self.first) / elapsed if elapsed > 0 else 0.0
         verb = "done in" if self.done >= self.total else "stopped after"
         self._write(
-            f"{self.done}/{self.total} case(s) ({_percent(self.done, self.total)}%) "
-            f"{verb} {elapsed:.1f} s, average {_rate_text(average)} case/s over the whole run"
+            f"{self.done}/{self.total} {self.unit}(s) ({_percent(self.done, self.total)}%) "
+            f"{verb} {elapsed:.1f} s, average {_rate_text(average)} {self.unit}/s "
+            "over the whole run"
         )
 
     def _write(self, line: str) -> None:
@@ -177,8 +186,9 @@ class CaseProgress:
 
     ``terminal`` picks the display (default: whether ``stream`` is a
     terminal); ``interval`` is the log display's spacing in seconds and
-    ``clock`` its clock (``time.monotonic``). :meth:`close` ends the display
-    (called by itself when the last case is done).
+    ``clock`` its clock (``time.monotonic``); ``unit`` names what is counted
+    (``case`` for a run, ``item`` for ``load``). :meth:`close` ends the display
+    (called by itself when the last one is done).
     """
 
     def __init__(
@@ -188,8 +198,10 @@ class CaseProgress:
         terminal: bool | None = None,
         interval: float = LOG_INTERVAL_S,
         clock: Clock = time.monotonic,
+        unit: str = "case",
     ) -> None:
         self.stream = stream
+        self.unit = unit
         self.terminal = is_terminal(stream) if terminal is None else terminal
         self.interval = interval
         self.clock = clock
@@ -199,19 +211,21 @@ class CaseProgress:
     def __call__(self, done: int, total: int) -> None:
         if not self.terminal:
             if self._log is None:
-                self._log = _LogLines(self.stream, self.interval, self.clock, done, total)
+                self._log = _LogLines(
+                    self.stream, self.interval, self.clock, done, total, self.unit
+                )
             self._log.update(done, total)
             if done >= total:
                 self.close()
             return
         if self._bar is None:
-            # The first call reports the first case finished now; any count before
-            # it is the cases a resumed run replayed: its start, not progress made
-            # now. As tqdm's ``initial`` they never enter the rate.
+            # The first call reports the first one finished now; any count before
+            # it is what a resumed run replayed: its start, not progress made now.
+            # As tqdm's ``initial`` it never enters the rate.
             start = max(done - 1, 0)
-            label = f"cases (resumed at {start})" if start else "cases"
+            label = f"{self.unit}s (resumed at {start})" if start else f"{self.unit}s"
             self._bar = tqdm(
-                total=total, initial=start, desc=label, file=self.stream, unit="case", leave=True
+                total=total, initial=start, desc=label, file=self.stream, unit=self.unit, leave=True
             )
         self._bar.update(done - self._bar.n)
         if done >= total:

@@ -371,6 +371,7 @@ def test_subcommands_are_plain_functions() -> None:
         "measures",
         "serve",
         "wait",
+        "load",
         "demo",
         "report",
         "ingest",

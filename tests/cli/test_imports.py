@@ -75,10 +75,19 @@ class Child:
         )
 
 
-def run_child(args: Sequence[str], cwd: Path) -> Child:
+_WITHOUT_SERVER_EXTRA = """
+import sys
+# As if the 'server' extra were not installed: importing either fails.
+sys.modules["starlette"] = None
+sys.modules["uvicorn"] = None
+"""
+
+
+def run_child(args: Sequence[str], cwd: Path, *, without_server_extra: bool = False) -> Child:
     report = cwd / f"modules-{len(list(cwd.iterdir()))}.json"
+    code = (_WITHOUT_SERVER_EXTRA if without_server_extra else "") + _CHILD
     completed = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(report), *args],
+        [sys.executable, "-c", code, str(report), *args],
         cwd=cwd,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
         capture_output=True,
@@ -103,6 +112,8 @@ def run_child(args: Sequence[str], cwd: Path) -> Child:
         (["--eval", "e.jsonl"], 2),
         (["--eval", "e.jsonl", "--context", "c", "--concurrency", "0"], 2),
         (["--context", "c", "--frobnicate"], 2),
+        (["load", "--help"], 0),
+        (["load", "a", "--bogus"], 2),
     ],
 )
 def test_version_help_and_usage_errors_load_no_data_library(
@@ -197,8 +208,22 @@ def test_import_golden_loads_no_chart_nor_jupyter(tmp_path: Path) -> None:
     assert child.loaded(CHARTS_AND_JUPYTER) == []
 
 
+def test_load_needs_no_server_extra_and_no_chart(tmp_path: Path) -> None:
+    with running_server(None) as url:
+        child = run_child(
+            ["load", str(DATA / "sake"), "--url", url, "--quiet"],
+            tmp_path,
+            without_server_extra=True,
+        )
+    # Importing either would have failed the load; only the blocking entries are there.
+    assert child.code == 0, child.stderr
+    assert child.loaded(("starlette", "uvicorn")) == ["starlette", "uvicorn"]
+    assert child.loaded(CHARTS_AND_JUPYTER) == []
+    assert child.loaded(IR_TOOLS) == []
+
+
 @pytest.mark.parametrize(
-    "word", ["compare", "export", "measures", "import-golden", "report", "ingest"]
+    "word", ["compare", "export", "measures", "import-golden", "report", "ingest", "load"]
 )
 def test_subcommand_help_loads_no_chart_nor_jupyter_outside_report_and_ingest(
     word: str, tmp_path: Path

@@ -28,12 +28,12 @@ from support.run import run_args
 
 from taguru_eval._base.normalize import normalize_entry
 from taguru_eval.catalog import CATALOG_KEYS
+from taguru_eval.corpus.paragraphs import heading_sections, split_paragraphs
 from taguru_eval.inputs.dataset import ABSENT, EvalCase, EvalSet, load_eval, validate_limits
 from taguru_eval.inputs.thresholds import load_thresholds
 from taguru_eval.refserver.app import create_app
 from taguru_eval.refserver.bm25 import PassageIndex
 from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.refserver.paragraphs import heading_sections, split_paragraphs
 from taguru_eval.refserver.resolve import EntryIndex
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.refserver.state import ServerState

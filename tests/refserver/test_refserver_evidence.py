@@ -456,23 +456,35 @@ async def test_search_limit_is_capped_at_200() -> None:
     assert package["omitted_total"] == 0
 
 
-async def test_passage_lane_reasons_and_one_read_per_call() -> None:
+async def test_passage_lane_reasons_and_one_read_per_lane() -> None:
+    """Each lane that reads the context counts as taguru counts it (measured on 0.9.7):
+    one read per origin resolved, the query and activate lanes when they run, and
+    the passage search, each empty when it found nothing."""
     async with in_process() as server:
         await seed(server)
-        before = (await server.entry("sake"))["usage"]["reads"]
+        before = (await server.entry("sake"))["usage"]
         package = await server.ok(
             "POST",
             context_path("sake", "/evidence"),
             {"origins": ["誰も知らない"], "text_fallback_query": "。。"},
         )
         after = (await server.entry("sake"))["usage"]
+        await server.ok(
+            "POST",
+            context_path("sake", "/evidence"),
+            {"origins": ["青嶺酒造", "誰も知らない", "高瀬"], "labels": ["杜氏"]},
+        )
+        lanes = (await server.entry("sake"))["usage"]
     assert package["plan"]["lanes"]["passages"] == {
         "ran": False,
         "reason": "the query yields no searchable terms",
     }
     assert package["plan"]["lanes"]["activate"]["reason"] == "no anchors resolved from 'origins'"
     assert package["items"] == []
-    assert (after["reads"], after["empty_reads"]) == (before + 1, 1)
+    # an origin that resolves to nothing, then a passage search with no terms
+    assert (after["reads"], after["empty_reads"]) == (before["reads"] + 2, 2)
+    # three origins (one resolves to nothing), query, activate, passages
+    assert (lanes["reads"], lanes["empty_reads"]) == (after["reads"] + 6, 3)
 
 
 async def test_a_configured_toy_reranker_reports_its_plan() -> None:

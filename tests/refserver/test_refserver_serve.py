@@ -175,7 +175,14 @@ def test_the_demo_data_folder_loads() -> None:
             '{"subject":"","label":"b","object":"c","weight":1}\n',
             "associations.jsonl:3:",
         ),
-        ("c/aliases.json", '{"concepts": {"x": "unknown"}}', "aliases.json: applied 0 of 1"),
+        ("c/aliases.json", '{"concepts": {"x": "unknown"}}', "aliases.json:1: applied 0 of 1"),
+        (
+            "c/aliases.json",
+            '{"concepts": {\n  "x": "unknown"\n},\n"labels": {}}',
+            "aliases.json:2: applied 0 of 1",
+        ),
+        ("c/a.md", f"---\nsection: {'x' * 600}\n---\nbody\n", "c/a.md:2: "),
+        ("c/a.md", f"---\ntags: a, {'t' * 200}\n---\nbody\n", "c/a.md:2: "),
         ("c/context.json", "{", "context.json: not valid JSON"),
         ("c/context.json", '{"description": 5}', "context.json: Failed to deserialize"),
     ],
@@ -306,7 +313,7 @@ def test_serve_process_prints_its_url_and_answers(tmp_path: Path) -> None:
         url = line.split("listening on ")[1].split(" ")[0]
         assert "(contexts: kura)" in line
         health = httpx.get(url + "/health", timeout=10)
-        assert health.json() == {"status": "ok", "version": "0.9.3"}
+        assert health.json() == {"status": "ok", "version": "0.9.7"}
 
 
 def test_serve_escapes_a_folder_name_s_control_characters(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 from support.paths import DATA
 from support.vectors import vector_cases
 
+from taguru_eval.corpus.paragraphs import split_paragraphs
 from taguru_eval.inputs.dataset import (
     ABSENT,
     CaseOptions,
@@ -26,7 +27,6 @@ from taguru_eval.inputs.dataset import (
 )
 from taguru_eval.refserver.app import create_app
 from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.refserver.paragraphs import split_paragraphs
 from taguru_eval.refserver.state import ServerState
 from taguru_eval.run.http import TaguruClient
 from taguru_eval.run.lanes.case import run_case

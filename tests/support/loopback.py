@@ -3,9 +3,10 @@
 :class:`ScriptedServer` answers every HTTP/1.1 request with whatever its
 handler returns (an echoing server, an endless source listing, a redirector);
 :class:`ForwardProxy` is a minimal forward proxy (absolute-form requests and
-``CONNECT`` tunnels) that records what went through it; :class:`RawServer`
-writes whatever bytes its script gives (malformed, chunked or cut-short
-responses). All run their own
+``CONNECT`` tunnels) that records what went through it; :class:`RecordingProxy`
+is a reverse proxy in front of one server that keeps every exchange (request
+and answer, bytes as sent); :class:`RawServer` writes whatever bytes its script
+gives (malformed, chunked or cut-short responses). All run their own
 event loop on a background thread, so the code under test can be the real
 CLI with its real transport.
 """
@@ -155,7 +156,9 @@ class _ThreadedServer:
         tb: TracebackType | None,
     ) -> None:
         if self._loop is not None and self._stopped is not None:
-            self._loop.call_soon_threadsafe(self._stopped.set)
+            # A server that stopped itself has closed its loop already.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stopped.set)
         self._thread.join(10)
 
 
@@ -245,6 +248,71 @@ class ForwardProxy(_ThreadedServer):
 
 
 @dataclass(frozen=True)
+class Exchange:
+    """One request relayed by a :class:`RecordingProxy` and the upstream's answer."""
+
+    method: str
+    target: str
+    content_type: str | None
+    body: bytes
+    status: int
+    answer: bytes
+
+
+class RecordingProxy(_ThreadedServer):
+    """A reverse proxy to ``upstream`` (a base URL) that records every exchange.
+
+    A client pointed at the proxy's URL talks to the upstream as it would
+    directly: the method, target, body and ``Content-Type`` go through as sent
+    (and ``Authorization``, when there is one); the answer comes back with its
+    status, ``Content-Type`` and body. ``exchanges`` keeps them in arrival order.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(self.handle)
+        self.upstream = upstream.rstrip("/")
+        self.exchanges: list[Exchange] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=120) as client:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    return
+                forwarded = {
+                    name: value
+                    for name, value in request.headers.items()
+                    if name in ("content-type", "authorization", "accept")
+                }
+                answer = await client.request(
+                    request.method,
+                    self.upstream + request.target,
+                    content=request.body or None,
+                    headers=forwarded,
+                )
+                content_type = request.headers.get("content-type")
+                self.exchanges.append(
+                    Exchange(
+                        request.method,
+                        request.target,
+                        content_type,
+                        request.body,
+                        answer.status_code,
+                        answer.content,
+                    )
+                )
+                headers = {}
+                if "content-type" in answer.headers:
+                    headers["Content-Type"] = answer.headers["content-type"]
+                writer.write(
+                    _encode_response(Response(answer.status_code, answer.content, headers))
+                )
+                await writer.drain()
+
+
+@dataclass(frozen=True)
 class Scripted:
     """What a :class:`RawServer` does with one request: write ``answer`` (raw bytes),
     then wait ``hang_s``, write ``then``, and close the connection when ``close``."""
@@ -292,3 +360,53 @@ class RawServer(_ThreadedServer):
                 await writer.drain()
             if scripted.close:
                 return
+
+
+class StoppingProxy(_ThreadedServer):
+    """A reverse proxy in front of ``upstream`` (``host:port``) that relays the first
+    ``requests`` requests and then stops as a server does: its open connections
+    are closed and its port refuses new ones."""
+
+    def __init__(self, upstream: str, requests: int) -> None:
+        super().__init__(self.handle)
+        host, _, port = upstream.rpartition(":")
+        self._upstream = (host, int(port))
+        self._left = requests
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.relayed: list[str] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self._upstream)
+        try:
+            while self._left > 0:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                body = await reader.readexactly(_content_length(head))
+                self._left -= 1
+                self.relayed.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
+                upstream_writer.write(head + body)
+                await upstream_writer.drain()
+                answer = await upstream_reader.readuntil(b"\r\n\r\n")
+                answer += await upstream_reader.readexactly(_content_length(answer))
+                writer.write(answer)
+                await writer.drain()
+            self._stop_serving()
+        finally:
+            upstream_writer.close()
+
+    def _stop_serving(self) -> None:
+        for writer in self._writers:
+            writer.close()
+        if self._stopped is not None:
+            self._stopped.set()
+
+
+def _content_length(head: bytes) -> int:
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -184,3 +184,34 @@ async def seed_ambiguity(server: Server, name: str = "sake") -> None:
             {"subject": "東京都", "label": "分類", "object": "日本の首都", "weight": 1.0},
         ],
     )
+
+
+@contextmanager
+def capped_server(max_body_bytes: int, state: ServerState | None = None) -> Iterator[str]:
+    """The reference server with its request body cap lowered to ``max_body_bytes``,
+    on a loopback port (``running_server`` serves taguru's default 8 MiB); yields its URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from taguru_eval.refserver.serve import LOOPBACK, bind_socket, socket_url
+
+    app = create_app(state or ServerState(), max_body_bytes=max_body_bytes)
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+    )
+    # The server's own listening socket (a bare one answers each request ~45 ms late).
+    sock = bind_socket(LOOPBACK, 0)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        # A flag uvicorn sets once it serves the socket (not a timing guess).
+        while not server.started:
+            assert thread.is_alive(), "the capped reference server did not start"
+            time.sleep(0.005)
+        yield socket_url(sock)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()

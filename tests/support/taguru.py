@@ -179,33 +179,9 @@ class RealTaguru:
 
 def populate(url: str, folder: Path, context: str | None = None, token: str | None = None) -> str:
     """Put one context folder (``serve``'s layout) into a server over its public
-    write routes; returns the context name.
+    write routes with ``taguru_eval.load``; returns the context name."""
+    import taguru_eval
 
-    Interim: the ``load`` command replaces this body once it lands.
-    """
-    import httpx
-
-    from taguru_eval.refserver.corpus import (
-        _markdown_files,
-        _read_json,
-        _read_jsonl,
-        read_markdown,
-        store_request,
-    )
-
-    name = context or folder.name
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
-        body = _read_json(folder / "context.json") if (folder / "context.json").is_file() else {}
-        assert isinstance(body, dict)
-        body = {key: value for key, value in body.items() if key != "vector_lane"}
-        client.put(f"/contexts/{name}", json=body).raise_for_status()
-        sources = [read_markdown(file, folder) for file in _markdown_files(folder)]
-        client.post(f"/contexts/{name}/sources", json=store_request(sources)).raise_for_status()
-        if (folder / "associations.jsonl").is_file():
-            items, _lines = _read_jsonl(folder / "associations.jsonl")
-            client.post(f"/contexts/{name}/associations", json=items).raise_for_status()
-        if (folder / "aliases.json").is_file():
-            aliases = _read_json(folder / "aliases.json")
-            client.post(f"/contexts/{name}/aliases", json=aliases).raise_for_status()
-    return name
+    env = {} if token is None else {"TAGURU_API_TOKEN": token}
+    (loaded,) = taguru_eval.load(folder, url=url, context=context, env=env).contexts
+    return loaded.name

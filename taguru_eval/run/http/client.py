@@ -32,6 +32,7 @@ from taguru_eval._base.redact import Redactor
 from taguru_eval._base.text import encodable, trim
 from taguru_eval.inputs.proxy import ProxyConfig
 from taguru_eval.run.http.bodies import LargeBodySlot, Ticket, compact_json, parse_json, read_capped
+from taguru_eval.run.http.failures import ureq_text
 from taguru_eval.run.http.transport import engine
 from taguru_eval.run.http.urls import build_url
 
@@ -106,6 +107,9 @@ def _error_text(exc: BaseException, url: str = "") -> str:
     Transports word an unsupported scheme as (a piece of) the URL, which says
     nothing after the ``{url}: `` prefix, so it gets a sentence instead.
     """
+    known = ureq_text(exc)
+    if known is not None:
+        return known
     message = getattr(exc, "message", None)  # aiohttp errors carry the bare reason here
     text = " ".join((message if isinstance(message, str) and message else str(exc)).split())
     if isinstance(exc, httpx.UnsupportedProtocol):

@@ -1,5 +1,10 @@
 """Paragraph split (HTTP.md §9.2) and markdown heading sections (HTTP.md §9.3).
 
+Shared by the two sides of a context folder: the reference server splits a
+stored text with it, and the folder reader (``corpus/folder.py``, used by
+``serve DIR`` and ``load``) finds the heading markers to send with it, as
+taguru's own ingest helper does on the client side.
+
 Blank means empty or only Unicode White_Space (Rust ``char::is_whitespace``),
 not Python's ``str.isspace`` which also accepts U+001C–U+001F.
 """
@@ -23,18 +28,26 @@ def split_paragraphs(text: str) -> list[str]:
     Interior line breaks (``\\n`` and ``\\r\\n``) stay inside a paragraph; the
     line break after its last line does not.
     """
-    paragraphs: list[str] = []
+    return [paragraph for _line, paragraph in paragraphs_with_lines(text)]
+
+
+def paragraphs_with_lines(text: str) -> list[tuple[int, str]]:
+    """:func:`split_paragraphs` with each paragraph's first line (0-based, ``\\n`` lines)."""
+    paragraphs: list[tuple[int, str]] = []
     current: list[str] = []  # raw lines (without "\n") of the open paragraph
-    for line in text.split("\n"):
+    first = 0
+    for number, line in enumerate(text.split("\n")):
         content = line[:-1] if line.endswith("\r") else line
         if is_blank(content):
             if current:
-                paragraphs.append(_close(current))
+                paragraphs.append((first, _close(current)))
                 current = []
         else:
+            if not current:
+                first = number
             current.append(line)
     if current:
-        paragraphs.append(_close(current))
+        paragraphs.append((first, _close(current)))
     return paragraphs
 
 

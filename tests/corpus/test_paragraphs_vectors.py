@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from support.vectors import vector_cases
 
-from taguru_eval.refserver.paragraphs import heading_sections, split_paragraphs
+from taguru_eval.corpus.paragraphs import heading_sections, split_paragraphs
 
 
 @pytest.mark.parametrize("case", vector_cases("paragraph_split"))

@@ -1,0 +1,57 @@
+"""taguru's words for the transport failures a user meets.
+
+HTTP.md §2.6 leaves a transport failure's text to the library ("{url}: {library
+error text}"); taguru's library is ureq, and a CI log that greps for a stopped
+server should read the same line from either evaluator. So the failures whose
+cause is known — the server refused the connection, closed it, reset it, or the
+host name did not resolve — are worded as taguru 0.9.7 prints them (measured on
+the real binary: tests/differential/test_transport_failures.py). Anything else
+keeps the HTTP library's own description.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from collections.abc import Iterator
+
+import aiohttp
+
+PEER_DISCONNECTED = "io: Peer disconnected"
+"""A connection closed before the whole response arrived (headers or body)."""
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from, outermost first (each once)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _os_error_text(error: OSError) -> str | None:
+    if isinstance(error, socket.gaierror):
+        # Rust's resolver error: "failed to lookup address information: " + gai_strerror.
+        return f"io: failed to lookup address information: {error.strerror}"
+    if error.errno == errno.ECONNREFUSED:
+        return "io: Connection refused"
+    if error.errno:
+        return f"io: {os.strerror(error.errno)} (os error {error.errno})"
+    return None
+
+
+def ureq_text(exc: BaseException) -> str | None:
+    """taguru's text for a transport failure of a known cause, else ``None``."""
+    for cause in _causes(exc):
+        if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+            return PEER_DISCONNECTED
+        if isinstance(cause, aiohttp.ClientConnectorError):
+            return _os_error_text(cause.os_error)
+        if isinstance(cause, OSError) and not isinstance(cause, TimeoutError):
+            text = _os_error_text(cause)
+            if text is not None:
+                return text
+    return None
