@@ -138,7 +138,7 @@ def test_dir_and_tab_completion_list_the_public_api() -> None:
     )
     listed, completed = out.splitlines()
     assert listed == repr(PUBLIC)  # not TYPE_CHECKING, annotations, lazy_names
-    assert completed == "['taguru_eval.load_run(', None]"
+    assert completed == "['taguru_eval.load(', 'taguru_eval.load_run(']"
 
 
 def test_jedi_completes_the_public_api() -> None:

@@ -23,6 +23,7 @@ import pytest
 from support.hints import hints, without_hints
 from support.paths import DATA
 
+from taguru_eval.cli.main import SUBCOMMANDS
 from taguru_eval.refserver.serve import running_server
 
 DATA_LIBRARIES = ("polars", "pyarrow", "numpy", "httpx", "altair")
@@ -124,9 +125,11 @@ def test_version_help_and_usage_errors_load_no_data_library(
     assert child.loaded(DATA_LIBRARIES) == []
     assert child.loaded(CHARTS_AND_JUPYTER) == []
     if code == 2:
-        # taguru's one line, then the hint naming the help that exists here.
         assert without_hints(child.stderr).count("\n") == 1
-        assert hints(child.stderr)[-1].endswith("python -m taguru_eval --help")
+        if args[:1] and args[0] in SUBCOMMANDS:  # a project subcommand's line names its own help
+            assert child.stderr.endswith(f" — try 'python -m taguru_eval {args[0]} --help'\n")
+        else:  # taguru's one line, then the hint naming the help that exists here
+            assert hints(child.stderr)[-1].endswith("python -m taguru_eval --help")
 
 
 @pytest.fixture(scope="module")
