@@ -95,7 +95,7 @@ def test_undetermined_cases_fail_the_implied_gate_with_the_fix(
     url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The default rule on a server with no vector lane judges no passage probe.
-    code, out, _err, doc = _run(
+    code, out, err, doc = _run(
         url,
         tmp_path,
         capsys,
@@ -103,6 +103,11 @@ def test_undetermined_cases_fail_the_implied_gate_with_the_fix(
         "--thresholds", str(SAKE / "thresholds.json"),
     )  # fmt: skip
     assert code == 3
+    # The stderr explanation gives the cause and the ways out, gated or not.
+    assert (
+        "6 passage probe(s) cannot judge and are undetermined, never counted as abstained; "
+        "to judge them: --refusal-rule any, or a server whose vector lane runs"
+    ) in err
     by_metric = {v["metric"]: v for v in doc["thresholds"]["violations"]}
     assert sorted(by_metric) == ["abstention.false_answers", "abstention.undetermined_rate"]
     undetermined = by_metric["abstention.undetermined_rate"]["reason"]

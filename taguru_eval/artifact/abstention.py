@@ -262,7 +262,8 @@ def abstention_warnings(
         warnings.append(
             f"rule 'semantic': the server's vector lane did not run{because} — "
             f"{not_run.height} passage probe(s) cannot judge and are undetermined, never "
-            "counted as abstained"
+            "counted as abstained; to judge them: --refusal-rule any, or a server whose "
+            "vector lane runs"
         )
     undetermined = refusals.filter(pl.col("verdict") == UNDETERMINED)
     if undetermined.height:
