@@ -38,6 +38,7 @@ from taguru_eval.gate import (
     offenders_suffix,
 )
 from taguru_eval.inputs.thresholds import ANSWERS_FLAG, MUST_REFUSE_FLAG, Thresholds
+from taguru_eval.score.abstention import ABSTAINED, FAILED, SURFACED, UNDETERMINED, VERDICTS
 
 IMPLIED: Final = "implied"
 EXPLICIT: Final = "explicit"
@@ -54,14 +55,12 @@ MUST_REFUSE_CHECK: Final = "every must-refuse case must abstain"
 ANSWERS_CHECK: Final = "at least one listed case must be judged"
 
 _NOT_ABSTAINED: Final = (
-    ("abstention.false_answers", "surfaced"),
-    ("abstention.undetermined_rate", "undetermined"),
-    ("abstention.failure_rate", "failed"),
+    ("abstention.false_answers", SURFACED),
+    ("abstention.undetermined_rate", UNDETERMINED),
+    ("abstention.failure_rate", FAILED),
 )
 """The implied check as bounds: each verdict but ``abstained``, the metric that
 counts it (at ``max 0``)."""
-
-VERDICTS: Final = ("abstained", "surfaced", "undetermined", "failed")
 
 
 def apply_flag_gates(
@@ -140,16 +139,16 @@ def _must_refuse_gate(
         )
         return FlagGate(MUST_REFUSE_FLAG, EXPLICIT, passed, line), []
     why = {
-        "surfaced": (
+        SURFACED: (
             f"these surfaced evidence, and {MUST_REFUSE_CHECK} (implied by {MUST_REFUSE_FLAG}: "
             "the thresholds file bounds no abstention.* metric)"
         ),
-        "undetermined": (
+        UNDETERMINED: (
             f"undetermined is not abstained: rule '{rule}' could not judge them "
-            f"({_reasons(refusals, 'undetermined')}); {MEASURE_FIX}"
+            f"({_reasons(refusals, UNDETERMINED)}); {MEASURE_FIX}"
         ),
-        "failed": (
-            f"a probe call failed ({_reasons(refusals, 'failed')}), so nothing was judged: "
+        FAILED: (
+            f"a probe call failed ({_reasons(refusals, FAILED)}), so nothing was judged: "
             "the abstention block's cases say which call"
         ),
     }
@@ -284,7 +283,7 @@ def flag_gate_rows(doc: Mapping[str, Any]) -> list[FlagGateRow]:
         offenders = tuple(
             (str(case.get("case_id")), str(case.get("verdict")), str(case.get("query") or ""))
             for case in block.get("cases") or []
-            if isinstance(case, Mapping) and case.get("verdict") != "abstained"
+            if isinstance(case, Mapping) and case.get("verdict") != ABSTAINED
         )
         rows.append(
             _row(
@@ -293,7 +292,7 @@ def flag_gate_rows(doc: Mapping[str, Any]) -> list[FlagGateRow]:
                 ABSTENTION_PREFIX,
                 MUST_REFUSE_CHECK,
                 f"{sum(counts.values())} case(s), rule {block.get('rule')}: {_counts_text(counts)}",
-                counts["undetermined"],
+                counts[UNDETERMINED],
                 thresholds,
                 recorded,
                 violations,
