@@ -349,6 +349,24 @@ def must_refuse_lines(doc: Mapping[str, Any]) -> list[str]:
     block = doc["abstention"]
     counts = block["counts"]
     false_answers = metrics["abstention.false_answers"]
+    answerable = metrics["answerability.undetermined_rate"]["n"]
+    if not answerable:
+        # "over 0 answerable case(s)" read as a count of the eval set; say why none counts.
+        total = (doc.get("inputs") or {}).get("eval", {}).get("cases")
+        answerability = (
+            f"  answerability: none of {total} eval case(s) is answerable here — a case is "
+            "answerable once it declares a relevant expected_sources entry and its passage "
+            "lane completed (import-golden writes expected_sources with --sources-column)"
+        )
+    else:
+        answerability = (
+            f"  answerability over {answerable} answerable "
+            f"case(s): supported {share_text(metrics['answerability.supported_rate'])}, "
+            "supported when offered "
+            f"{share_text(metrics['answerability.supported_when_offered'])}, false refusal "
+            f"{share_text(metrics['answerability.false_refusal_rate'])}, offered "
+            f"{share_text(metrics['answerability.offered_rate'])}"
+        )
     return [
         f"  must-refuse over {len(block['cases'])} case(s), rule {block['rule']}: refusal rate "
         f"{share_text(metrics['abstention.refusal_rate'])}, passage "
@@ -356,10 +374,6 @@ def must_refuse_lines(doc: Mapping[str, Any]) -> list[str]:
         f"{share_text(metrics['abstention.structural.refusal_rate'])}; "
         f"{int(false_answers['value']) if false_answers['n'] else 'n/a'} false answer(s), "
         f"{counts['undetermined']} undetermined, {counts['failed']} failed",
-        f"  answerability over {metrics['answerability.undetermined_rate']['n']} answerable "
-        f"case(s): supported {share_text(metrics['answerability.supported_rate'])}, supported when "
-        f"offered {share_text(metrics['answerability.supported_when_offered'])}, false refusal "
-        f"{share_text(metrics['answerability.false_refusal_rate'])}, offered "
-        f"{share_text(metrics['answerability.offered_rate'])}",
+        answerability,
         *must_refuse_failed_lines(block),
     ]

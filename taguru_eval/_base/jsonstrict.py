@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeAlias, TypeVar
+from typing import Final, TypeAlias, TypeVar
 
 from taguru_eval._base.serde_numbers import NumberOutOfRange, read_number
 from taguru_eval._base.text import json_f64, to_f32
@@ -59,6 +59,13 @@ u64 count beyond it is stored as this value, "at least this many" (tables.flatte
 MAX_DEPTH = 128  # serde_json's recursion limit: 127 nested containers parse, 128 do not
 _I64_MIN = -(2**63)
 _F64_MAX_DIGITS = 309  # 10**309 exceeds the largest double (~1.8e308)
+
+
+BOM: Final = "\ufeff"
+"""A UTF-8 byte order mark, decoded: no JSON value starts with it."""
+
+BOM_HINT: Final = "the file starts with a UTF-8 byte order mark (BOM): save it as UTF-8 without one"
+"""The fix for a file whose first character is :data:`BOM` (taguru refuses it too)."""
 
 
 class JsonSyntaxError(ValueError):
@@ -145,6 +152,10 @@ def loads(text: str, *, reject_duplicate_keys: bool = False) -> object:
             parse_int=_parse_int,
         )
     except json.JSONDecodeError as exc:
+        if text.startswith(BOM):
+            # Python names its own remedy (utf-8-sig); serde_json, and so taguru,
+            # sees a character that starts no JSON value.
+            raise JsonSyntaxError("expected value at line 1 column 1") from None
         raise JsonSyntaxError(
             f"{decode_error_reason(exc)} at line {exc.lineno} column {exc.colno}"
         ) from None

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
+from taguru_eval._base.suggest import did_you_mean
 from taguru_eval._base.text import parse_decimal
 from taguru_eval.cli.flags import write_report
 from taguru_eval.errors import (
@@ -92,10 +93,12 @@ def write_reports(
     job summary is appended to ``$GITHUB_STEP_SUMMARY`` unless
     ``--no-step-summary``, and a failure there is only a warning.
     """
+    from taguru_eval.analyst.aggregate import golden_questions
     from taguru_eval.analyst.junit import junit_xml
     from taguru_eval.analyst.step_summary import summary_markdown
     from taguru_eval.compare import load_side
     from taguru_eval.compare.classify import compare_views
+    from taguru_eval.flag_gates import flag_gate_rows
 
     options = prepared.options
     if options.junit is not None:
@@ -109,6 +112,8 @@ def write_reports(
             generated_at=str(result.doc.get("generated_at", "")),
             catalog=result.scores.catalog,
             junit_cases=options.resolved_junit_cases,
+            flag_gates=flag_gate_rows(result.head),
+            questions=golden_questions(result.scores.cases, result.tables.case_lanes),
         )
         write_report(options.junit, report)
     step_summary = env.get(STEP_SUMMARY_ENV) if options.step_summary else None
@@ -126,6 +131,7 @@ def write_reports(
         run_id=result.run_id,
         comparison=comparison,
         catalog=result.scores.catalog,
+        questions=golden_questions(result.scores.cases, result.tables.case_lanes),
     )
     if options.summary is not None:
         write_report(options.summary, markdown)
@@ -294,6 +300,9 @@ _COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurre
 
 _SWITCHES: Final = ("--assembly", "--no-store", "--no-step-summary", "--quiet", "--resume")
 
+FLAGS: Final = (*_VALUE_FLAGS, *_COUNT_FLAGS, *_SWITCHES, "--help")
+"""Every flag run mode takes (what a mistyped one is compared with)."""
+
 _POSITIVE: Final = re.compile(r"\+?[0-9]+")
 
 
@@ -353,7 +362,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         elif arg in ("--help", "-h"):
             return None
         elif arg.startswith("--"):
-            raise UsageError(f"unknown flag '{arg}' for evaluate")
+            raise UsageError(f"unknown flag '{arg}' for evaluate", hint=did_you_mean(arg, FLAGS))
         else:
             raise UsageError("evaluate takes no positional arguments")
 

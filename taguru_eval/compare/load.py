@@ -40,7 +40,7 @@ from taguru_eval.compare.repeats import find_repeat, first_repeat, shape_of
 from taguru_eval.compare.stability import StabilitySide, side_from_blocks
 from taguru_eval.contract import ARTIFACT_STAMP
 from taguru_eval.errors import InputError, os_error_text
-from taguru_eval.store_artifact import artifact_bytes, stored_artifact
+from taguru_eval.store_artifact import artifact_bytes, not_a_run_hint, stored_artifact
 
 U64_MAX: Final = 2**64 - 1
 
@@ -400,7 +400,9 @@ def read_view(
     try:
         data = artifact_bytes(file_path)
     except OSError as exc:
-        raise InputError(f"reading {shown}: {os_error_text(exc)}", path=shown) from None
+        raise InputError(
+            f"reading {shown}: {os_error_text(exc)}", path=shown, hint=not_a_run_hint(given)
+        ) from None
     if not is_utf8(data):
         raise InputError(f"reading {shown}: stream did not contain valid UTF-8", path=shown)
     return decode_view(

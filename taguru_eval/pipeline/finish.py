@@ -46,6 +46,7 @@ from taguru_eval.errors import (
     temporary_write_error,
     warn,
 )
+from taguru_eval.flag_gates import apply_flag_gates
 from taguru_eval.gate import (
     REPORT_ONLY_NOTICE,
     GateReport,
@@ -258,6 +259,16 @@ def finish_run(
             stable=phase.stable,
             case_ids=prepared.eval_set.case_ids,
             members=scores.membership if must_refuse else None,
+        )
+        # --must-refuse / --answers bring their own gates (flag_gates.py).
+        report = apply_flag_gates(
+            report,
+            prepared.thresholds,
+            scores.metrics,
+            refusals=scores.refusal_cases if must_refuse else None,
+            members=scores.membership if must_refuse else None,
+            rule=options.resolved_refusal_rule if must_refuse else None,
+            answers_listed=None if prepared.answers is None else len(prepared.answers.by_case),
         )
     store_dir = options.store_path
     # The store's tables are written on a thread of their own while the artifact

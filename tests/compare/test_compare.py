@@ -28,7 +28,7 @@ from taguru_eval.errors import InputError
 NOW = "2026-07-29T00:00:00Z"
 DIGEST = "21913844c872603177f577ea2b9823dfb12bf84f0c579691447b47d6649d8beb"
 PREFIX = "taguru: evaluate: "
-USAGE_SUFFIX = " — try 'taguru evaluate --help'"
+USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval compare --help"
 
 
 # ------------------------------------------------------------------ builders
@@ -1225,7 +1225,8 @@ def test_a_stored_demo_run_compares_with_a_regressed_copy(in_tmp: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    [run_dir] = (in_tmp / "demo" / "runs").glob("context=*/run=*")
+    # The demo stores its three sake runs (the notebooks' history); the first is any of them.
+    run_dir = sorted((in_tmp / "demo" / "runs").glob("context=*/run=*"))[0]
     doc = json.loads(artifact_text(run_dir))
     assert "concurrency" in doc["inputs"]
     target = next(c for c in doc["cases"] if c.get("recall", {}).get("mrr", 0) > 0.5)
