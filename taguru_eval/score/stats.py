@@ -77,9 +77,11 @@ def distribution_exprs(col: str, *, presorted: bool = False) -> list[pl.Expr]:
     count = values.len().cast(pl.Int64)
     # taguru's fold starts from -0.0, Polars' prefix scan from 0.0: they differ only
     # when every sample is -0.0 (an all-missed nDCG distribution), where taguru's sum
-    # and mean are -0.0 (ERRATA row 25).
+    # and mean are -0.0 (ERRATA row 25). A zero is told from a tiny negative first:
+    # 1/x overflows to -inf for a subnormal x as it does for -0.0.
+    negative_zero = (values == 0.0) & (1.0 / values == -math.inf)
     total = (
-        pl.when((1.0 / values == -math.inf).all() & (count > 0))
+        pl.when(negative_zero.all() & (count > 0))
         .then(pl.lit(-0.0))
         .otherwise(values.cum_sum().last())
     )
