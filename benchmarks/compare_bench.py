@@ -18,6 +18,10 @@ Targets (issue 5): at most 2 s from the Parquet store, at most 15 s from
 evaluation.json files.
 
     .venv/bin/python benchmarks/compare_bench.py [--cases N] [--keep DIR [--reuse]]
+        [--repeats N] [--tree DIR]
+
+``--tree DIR`` times another checkout's compare (say the tree before a change)
+in turn with this one's and prints the ratios; its changes.jsonl is not checked.
 """
 
 from __future__ import annotations
@@ -46,9 +50,9 @@ import resource, sys, time
 sys.path.insert(0, {root!r})
 from taguru_eval.cli.compare import main
 import io
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 code = main([{base!r}, {head!r}, "--out", {out!r}], stdout=io.StringIO(), stderr=io.StringIO())
-elapsed = time.perf_counter() - start
+elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
 # VmHWM is this process image's own peak (ru_maxrss would include the
 # parent's footprint inherited across fork/exec).
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -59,7 +63,7 @@ try:
                 peak = int(line.split()[1])
 except OSError:
     pass
-print(code, elapsed, peak)
+print(code, elapsed, cpu, peak)
 """
 
 
@@ -182,38 +186,59 @@ def _store_run(store: Path, run_id: str, doc: dict[str, Any], artifact: Path) ->
     )
 
 
-def _time(base: Path, head: Path, out: Path) -> tuple[list[float], list[float], int]:
-    """Per repeat: seconds inside ``compare.main`` and the child's whole wall
-    time; and the highest VmHWM (KiB) over the repeats."""
-    seconds: list[float] = []
-    walls: list[float] = []
-    peak_kib = 0
-    for _ in range(REPEATS):
-        child = _CHILD.format(root=str(ROOT), base=str(base), head=str(head), out=str(out))
-        started = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-c", child], capture_output=True, text=True, check=True, timeout=300
-        )
-        walls.append(time.perf_counter() - started)
-        code, elapsed, peak = done.stdout.split()
-        if code != "0":
-            raise SystemExit(f"compare exited {code}: {done.stderr}")
-        seconds.append(float(elapsed))
-        peak_kib = max(peak_kib, int(peak))
-    return seconds, walls, peak_kib
+Timing = tuple[list[float], list[float], list[float], int]
+"""Per repeat: seconds inside ``compare.main``, its CPU seconds and the child's
+whole wall time; and the highest VmHWM (KiB) over the repeats."""
 
 
-def _report(form: str, target: float, timing: tuple[list[float], list[float], int]) -> bool:
-    seconds, walls, peak = timing
+def _time(
+    base: Path, head: Path, out: Path, roots: list[Path], repeats: int = REPEATS
+) -> list[Timing]:
+    """One :data:`Timing` per checkout in ``roots``, taking turns repeat by repeat
+    (A B A B), so a machine whose speed drifts weighs on each alike."""
+    timings: list[Timing] = [([], [], [], 0) for _ in roots]
+    for _ in range(repeats):
+        for index, root in enumerate(roots):
+            target = out if index == 0 else out.with_name(f"{out.stem}-tree{out.suffix}")
+            child = _CHILD.format(root=str(root), base=str(base), head=str(head), out=str(target))
+            started = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-c", child],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=300,
+            )
+            seconds, cpus, walls, peak_kib = timings[index]
+            walls.append(time.perf_counter() - started)
+            code, elapsed, cpu, peak = done.stdout.split()
+            if code != "0":
+                raise SystemExit(f"compare exited {code}: {done.stderr}")
+            seconds.append(float(elapsed))
+            cpus.append(float(cpu))
+            timings[index] = (seconds, cpus, walls, max(peak_kib, int(peak)))
+    return timings
+
+
+def _report(form: str, target: float | None, timing: Timing) -> bool:
+    seconds, cpus, walls, peak = timing
     median = statistics.median(seconds)
-    met = median <= target
+    met = target is None or median <= target
+    verdict = "" if target is None else f" — target <= {target:g} s: {'met' if met else 'MISSED'}"
     print(
-        f"{form}: median {median:.2f} s (runs {', '.join(f'{s:.2f}' for s in seconds)}; "
+        f"{form}: median {median:.2f} s, CPU {statistics.median(cpus):.2f} s "
+        f"(runs {', '.join(f'{s:.2f}' for s in seconds)}; "
         f"child wall median {statistics.median(walls):.2f} s with imports), "
-        f"peak memory (VmHWM) {peak / 1024:.0f} MiB — target <= {target:g} s: "
-        f"{'met' if met else 'MISSED'}"
+        f"peak memory (VmHWM) {peak / 1024:.0f} MiB{verdict}"
     )
     return met
+
+
+def _against_tree(form: str, ours: Timing, tree: Timing) -> None:
+    _report(f"  the --tree checkout, {form}", None, tree)
+    wall = statistics.median(ours[0]) / statistics.median(tree[0])
+    cpu = statistics.median(ours[1]) / statistics.median(tree[1])
+    print(f"  this checkout / the --tree checkout: {wall:.2f}x wall, {cpu:.2f}x CPU")
 
 
 def _comparable(path: Path) -> list[object]:
@@ -237,7 +262,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --keep: reuse the files and run store found there",
     )
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="children per form")
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        help="another checkout whose compare is timed in turn with this one's (before/after)",
+    )
     args = parser.parse_args(argv)
+    roots = [ROOT] if args.tree is None else [ROOT, args.tree.resolve()]
     sys.path.insert(0, str(ROOT))
     work = args.keep or Path(tempfile.mkdtemp(prefix="compare-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -268,12 +300,16 @@ def main(argv: list[str] | None = None) -> int:
             f"in {time.perf_counter() - started:.1f} s"
         )
         json_out, store_out = work / "changes-json.jsonl", work / "changes-store.jsonl"
-        from_json = _time(base, head, json_out)
-        from_store = _time(run_dirs[0], run_dirs[1], store_out)
+        from_json = _time(base, head, json_out, roots, args.repeats)
+        from_store = _time(run_dirs[0], run_dirs[1], store_out, roots, args.repeats)
         lines = sum(1 for _ in json_out.open("rb"))
         print(f"changes.jsonl: {lines} lines")
-        met = _report("evaluation.json files", JSON_TARGET_S, from_json)
-        met = _report("Parquet run store", STORE_TARGET_S, from_store) and met
+        met = _report("evaluation.json files", JSON_TARGET_S, from_json[0])
+        if args.tree is not None:
+            _against_tree("evaluation.json files", from_json[0], from_json[1])
+        met = _report("Parquet run store", STORE_TARGET_S, from_store[0]) and met
+        if args.tree is not None:
+            _against_tree("Parquet run store", from_store[0], from_store[1])
         if _comparable(json_out) != _comparable(store_out):
             raise SystemExit("the two forms wrote different changes.jsonl")
         print("both forms wrote the same changes.jsonl (apart from paths and generated_at)")

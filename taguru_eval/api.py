@@ -47,7 +47,7 @@ from taguru_eval.pipeline.finish import RunResult
 from taguru_eval.run import loop
 from taguru_eval.run.console import CaseProgress, Console, Progress
 from taguru_eval.store import read_origin, read_tables, require_tables, scan_runs
-from taguru_eval.store_artifact import stored_artifact
+from taguru_eval.store_artifact import not_a_run_hint, stored_artifact
 from taguru_eval.tables.schemas import TABLE, RunTables, conform
 
 if TYPE_CHECKING:
@@ -251,7 +251,11 @@ def load_run(path: str | os.PathLike[str]) -> Run:
 def _load_stored(directory: Path) -> Run:
     artifact = stored_artifact(directory)
     if not artifact.is_file():
-        raise InputError(f"{directory}: not a stored run (no {ARTIFACT_NAME})", path=str(directory))
+        raise InputError(
+            f"{directory}: not a stored run (no {ARTIFACT_NAME})",
+            path=str(directory),
+            hint=not_a_run_hint(directory),
+        )
     doc = read_artifact(artifact)
     read_origin(directory)  # a damaged run.json is an error here, as any damaged file is
     require_tables(directory)  # a lost hits.parquet must not read as a run that served nothing

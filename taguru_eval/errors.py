@@ -24,6 +24,16 @@ PREFIX: Final = "taguru: evaluate: "
 USAGE_SUFFIX: Final = " — try 'taguru evaluate --help'"
 """What follows a usage error's message, pointing at the reference's help."""
 
+HINT_PREFIX: Final = "  hint: "
+"""The start of a suggestion line. A suggestion never changes taguru's own line:
+it follows it, on a line of its own starting with exactly these bytes (a
+differential test against taguru drops such lines before comparing; no other
+line may start this way)."""
+
+HELP_COMMAND: Final = "python -m taguru_eval --help"
+"""The help that explains run mode here (taguru's suffix names ``taguru evaluate``,
+which this package does not install)."""
+
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_INPUT = 2
@@ -41,16 +51,37 @@ class TaguruEvalError(Exception):
     exit_code: int = EXIT_RUN_FAILED
     carries_prefix: bool = False
     """The message is the whole stderr text, prefix included (printed as it is)."""
+    hint: str | None = None
+    """What to do about it, when the message alone does not say: printed after the
+    message as its own ``  hint: …`` line (:data:`HINT_PREFIX`), and shown by a
+    notebook's traceback as a note."""
 
-    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, exit_code: int | None = None, hint: str | None = None
+    ) -> None:
         message = one_line(message)
         super().__init__(message)
         self.message = message
         if exit_code is not None:
             self.exit_code = exit_code
+        if hint:
+            self.add_hint(hint)
+
+    def add_hint(self, hint: str) -> None:
+        """Attach (or extend) the suggestion; one line, however it was written."""
+        text = one_line(hint)
+        self.hint = text if self.hint is None else f"{self.hint} {text}"
+        self.add_note(f"hint: {text}")
 
     def __str__(self) -> str:
         return self.message
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython and Jupyter show instead of a traceback (IPython asks an
+        exception for this): the one line and its hint, as the command line
+        prints them — the error is the user's to fix, not the package's."""
+        lines = [f"{type(self).__name__}: {self.message}"]
+        return [*lines, f"hint: {self.hint}"] if self.hint else lines
 
 
 class UsageError(TaguruEvalError):
@@ -75,8 +106,9 @@ class InputError(TaguruEvalError):
         path: str | None = None,
         line: int | None = None,
         field: str | None = None,
+        hint: str | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, hint=hint)
         self.path = path
         self.line = line
         self.field = field
@@ -99,9 +131,39 @@ class LinesError(InputError):
 
 
 def error_text(error: TaguruEvalError) -> str:
-    """What stderr shows for ``error`` (a usage error's hint aside): its message
-    under the ``taguru: evaluate:`` prefix, unless it carries its own."""
+    """What stderr shows for ``error`` (a usage error's suffix and the hint aside):
+    its message under the ``taguru: evaluate:`` prefix, unless it carries its own."""
     return error.message if error.carries_prefix else f"{PREFIX}{error.message}"
+
+
+def hint_line(hint: str) -> str:
+    """``hint`` as the line that follows an error (:data:`HINT_PREFIX`)."""
+    return f"{HINT_PREFIX}{one_line(hint)}"
+
+
+def with_help(hint: str | None, help_command: str) -> str:
+    """A usage error's hint: its own suggestion, then where the help is."""
+    pointer = f"see {help_command}"
+    if not hint:
+        return pointer
+    stop = "" if hint.endswith((".", "?", "!")) else "."
+    return f"{hint}{stop} {pointer[0].upper()}{pointer[1:]}"
+
+
+def error_lines(error: TaguruEvalError, head: str | None = None) -> str:
+    """What stderr shows for ``error``, newline-terminated: ``head`` (default
+    :func:`error_text`), then the hint line when the error has a hint."""
+    text = error_text(error) if head is None else head
+    return f"{text}\n{hint_line(error.hint)}\n" if error.hint else f"{text}\n"
+
+
+def usage_lines(error: TaguruEvalError, suffix: str, help_command: str | None) -> str:
+    """A usage error as stderr shows it: the message with its ``— try …`` suffix,
+    then the hint; with ``help_command`` (the suffix names help this package does
+    not install) the hint always ends by naming the help that exists here."""
+    hint = error.hint if help_command is None else with_help(error.hint, help_command)
+    head = f"{PREFIX}{error.message}{suffix}"
+    return f"{head}\n{hint_line(hint)}\n" if hint else f"{head}\n"
 
 
 class RunError(TaguruEvalError):

@@ -94,13 +94,37 @@ class Violation:
 
 
 @dataclass(frozen=True)
+class FlagGate:
+    """A gate ``--must-refuse`` or ``--answers`` brought to a gated run
+    (:mod:`taguru_eval.flag_gates`): whose bounds judged it and its verdict.
+
+    ``bounds`` is ``implied`` (the thresholds file bounds none of the flag's
+    metrics: the flag's own assertion applies) or ``explicit`` (the file's bounds
+    replace it); ``line`` is its stdout line after the gate's."""
+
+    flag: str
+    bounds: str
+    passed: bool
+    line: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        """Its entry of ``thresholds.flag_gates``."""
+        return {"flag": self.flag, "bounds": self.bounds, "passed": self.passed}
+
+
+@dataclass(frozen=True)
 class GateReport:
-    """The gate's verdict on one run."""
+    """The gate's verdict on one run.
+
+    ``flag_gates`` is empty unless ``--must-refuse``/``--answers`` was given:
+    only then does the ``thresholds`` block gain ``flag_gates`` and stdout a line
+    per flag."""
 
     sha256: str
     allow_unstable_corpus: bool
     violations: tuple[Violation, ...]
     skipped: tuple[str, ...]
+    flag_gates: tuple[FlagGate, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -124,6 +148,8 @@ class GateReport:
             out["violations"] = [violation.to_json() for violation in self.violations]
         if self.skipped:
             out["skipped"] = list(self.skipped)
+        if self.flag_gates:
+            out["flag_gates"] = [gate.to_json() for gate in self.flag_gates]
         return out
 
     def lines(self) -> list[str]:
@@ -190,7 +216,10 @@ def summary_lines(report: GateReport) -> list[str]:
     """``  thresholds: PASS …`` or the FAIL block of §5.6, one string per line."""
     digest = f"sha256 {report.sha256[:12]}…"
     if report.passed:
-        return [f"  thresholds: PASS ({digest})"]
+        return [
+            f"  thresholds: PASS ({digest})",
+            *(one_line(gate.line) for gate in report.flag_gates if gate.line),
+        ]
     lines = [f"  thresholds: FAIL — {len(report.violations)} violation(s) ({digest})"]
     case_violations = [v for v in report.violations if v.scope == _SCOPE_CASE]
     lines.extend(
@@ -207,6 +236,7 @@ def summary_lines(report: GateReport) -> list[str]:
         lines.append(f"    ... and {hidden} more case-scoped violation(s)")
     if report.skipped:
         lines.append(f"  {len(report.skipped)} case-scoped threshold(s) skipped as not applicable")
+    lines.extend(gate.line for gate in report.flag_gates if gate.line)
     # A case_id (and an abstention reason's case list) is the user's text: a
     # control character in it must not colour the terminal or forge a line.
     # Every other line keeps §5.6's bytes.
@@ -313,7 +343,7 @@ def _aggregate_violations(
             )
         elif name in breaches:
             row = breaches[name]
-            reason = _bound_reason(row["actual"], row["bound"], row["threshold"])
+            reason = bound_reason(row["actual"], row["bound"], row["threshold"])
             suffix = reason_suffixes.get(name)
             if suffix is None and members is not None:
                 suffix = offenders_suffix(members, name, row["bound"])
@@ -365,7 +395,7 @@ def _case_checks(
             bound=row["bound"],
             threshold=row["threshold"],
             actual=row["actual"],
-            reason=_bound_reason(row["actual"], row["bound"], row["threshold"]),
+            reason=bound_reason(row["actual"], row["bound"], row["threshold"]),
         )
         for row in breaches.iter_rows(named=True)
     ]
@@ -398,7 +428,8 @@ def _first_breach(checked: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     )
 
 
-def _bound_reason(actual: float, bound: str, threshold: float) -> str:
+def bound_reason(actual: float, bound: str, threshold: float) -> str:
+    """§5.1's reason for a breached bound: ``0.500000 < min 0.900000``."""
     operator = "<" if bound == "min" else ">"
     return f"{actual:.6f} {operator} {bound} {threshold:.6f}"
 

@@ -87,6 +87,29 @@ def stored_runs(parent: str | Path, pattern: str) -> list[Path]:
     )
 
 
+NEWEST_LISTED: Final = 3
+"""How many runs the hint for a store root given as a run names."""
+
+
+def not_a_run_hint(directory: str | Path) -> str | None:
+    """When ``directory`` is a run store's root (``context=*/run=*`` under it) or
+    one context's folder (``run=*``) rather than a run: what to give instead,
+    naming its newest runs; ``None`` for anything else."""
+    folder = Path(directory)
+    if not folder.is_dir() or has_artifact(folder):
+        return None
+    for pattern, kind in (("context=*/run=*", "a run store"), ("run=*", "a context's runs")):
+        runs = stored_runs(folder, pattern)
+        if runs:
+            newest = sorted(runs, key=lambda run: run.name, reverse=True)[:NEWEST_LISTED]
+            listed = ", ".join(str(run) for run in newest)
+            return (
+                f"{directory} is {kind}, not one run: give a run directory; the newest "
+                f"of its {len(runs)} run(s): {listed}"
+            )
+    return None
+
+
 def is_compressed(path: str | Path) -> bool:
     """Whether ``path`` is a compressed artifact (read through the codec)."""
     return os.fspath(path).endswith(".zst")

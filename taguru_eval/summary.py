@@ -5,8 +5,8 @@ nothing here computes a metric."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 import polars as pl
 
@@ -44,6 +44,7 @@ def summary_lines(
         f"taguru evaluate: {prepared.masked_url} / context '{context}'",
         f"  {total} case(s) — passage: {total - failed} ok, {failed} failed; structural lane "
         f"ran on {structural} case(s) ({ambiguous} ambiguous, {not_found} not-found position(s))",
+        *failed_case_lines(tables),
     ]
     recall = metrics["recall.recall_at_k"]
     if recall["n"]:
@@ -78,6 +79,99 @@ def summary_lines(
     if not doc["corpus"]["stable"]:
         lines.append(UNSTABLE_CORPUS_WARNING_LINE)
     return lines
+
+
+FAILED_CASES_LISTED: Final = 3
+"""How many failed cases of each lane the summary names before counting the rest."""
+
+FAILURE_FIELDS: Final = (
+    "cases[].passage.message (outcome: failed)",
+    "cases[].structural.associations[].query.message (outcome: errored)",
+    "cases[].citations.checks[].message (outcome: unresolved)",
+    "cases[].evidence.message (outcome: failed)",
+)
+"""Where evaluation.json keeps each failure the summary can only count (ERRATA row 21)."""
+
+
+def wrote_line(out: str) -> str:
+    """The run's ``wrote`` line: the artifact, and where its per-case failures live."""
+    return f"  wrote {out} — per-case failures under {', '.join(FAILURE_FIELDS)}"
+
+
+def failed_case_lines(tables: RunTables) -> list[str]:
+    """ERRATA row 20: each eval case's failures by lane (passage, structural query,
+    citation, evidence), in case order then probe/check order, at most
+    :data:`FAILED_CASES_LISTED` per lane before a ``... and N more`` line.
+
+    Read from the eval population's tables only (taguru walks ``cases[]``); the
+    messages are the recorded, already truncated ones. Under ``--assembly`` a
+    failed evidence call is a failed passage lane too, so it is listed twice, as
+    taguru lists it."""
+    case = pl.format("case '{}': ", pl.col("case_id"))
+    lanes = tables.case_lanes
+    found = pl.concat(
+        [
+            lanes.filter(pl.col("passage_outcome") == "failed").select(
+                pl.lit(0).alias("lane"),
+                "case_index",
+                pl.lit(0).alias("item"),
+                pl.concat_str(case, pl.col("passage_message").fill_null("")).alias("entry"),
+            ),
+            tables.probes.filter(pl.col("query_outcome") == "errored").select(
+                pl.lit(1).alias("lane"),
+                "case_index",
+                pl.col("association_index").cast(pl.Int64).alias("item"),
+                pl.concat_str(
+                    case,
+                    pl.format("associations[{}]: ", pl.col("association_index")),
+                    pl.col("query_message").fill_null(""),
+                ).alias("entry"),
+            ),
+            tables.citation_checks.filter(pl.col("outcome") == "unresolved").select(
+                pl.lit(2).alias("lane"),
+                "case_index",
+                pl.col("citation_index").cast(pl.Int64).alias("item"),
+                pl.concat_str(
+                    case,
+                    pl.format(
+                        "{} paragraph {}: {}: ",
+                        "source",
+                        "paragraph",
+                        pl.col("code").fill_null("no code"),
+                    ),
+                    pl.col("message").fill_null(""),
+                ).alias("entry"),
+            ),
+            lanes.filter(pl.col("evidence_outcome") == "failed").select(
+                pl.lit(3).alias("lane"),
+                "case_index",
+                pl.lit(0).alias("item"),
+                pl.concat_str(case, pl.col("evidence_message").fill_null("")).alias("entry"),
+            ),
+        ],
+        how="vertical_relaxed",
+    ).sort("lane", "case_index", "item")
+    by_lane = found.group_by("lane").agg("entry")
+    listed = dict(zip(by_lane.get_column("lane"), by_lane.get_column("entry"), strict=True))
+    return [
+        line
+        for lane, name in enumerate(_LANE_NAMES)
+        if lane in listed
+        for line in capped_lines(name, listed[lane].to_list(), "every one is in evaluation.json")
+    ]
+
+
+_LANE_NAMES: Final = ("passage", "structural query", "citation", "evidence")
+
+
+def capped_lines(name: str, entries: Sequence[str], where: str) -> list[str]:
+    """``    {name} failed — {entry}`` for the first :data:`FAILED_CASES_LISTED`
+    entries, then one line counting the rest (``where`` says where they all are)."""
+    shown = [f"    {name} failed — {entry}" for entry in entries[:FAILED_CASES_LISTED]]
+    rest = len(entries) - FAILED_CASES_LISTED
+    if rest > 0:
+        shown.append(f"    ... and {rest} more {name} failure(s) ({where})")
+    return shown
 
 
 def answers_lines(doc: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
@@ -225,14 +319,54 @@ def share_text(metric: Mapping[str, Any]) -> str:
     return f"{metric['value']:.3f} ({metric['numerator']}/{metric['n']})"
 
 
+def must_refuse_failed_lines(block: Mapping[str, Any]) -> list[str]:
+    """Must-refuse probes that failed, in file order, capped as taguru caps its
+    failed-case lines: a block of the project's own after the must-refuse lines,
+    never among taguru's (which walk only ``cases[]``; docs/decisions.md)."""
+    entries = []
+    for entry in block["cases"]:
+        if entry["verdict"] != "failed":
+            continue
+        probe = entry.get("passage") or entry.get("evidence") or {}
+        cue_errors = [
+            cue["error"]
+            for cue in (entry.get("structural") or {}).get("cues") or []
+            if "error" in cue
+        ]
+        detail = probe.get("message") or (cue_errors[0] if cue_errors else "")
+        reason = entry.get("reason") or "failed"
+        entries.append(f"case '{entry['case_id']}': {reason}" + (f": {detail}" if detail else ""))
+    return capped_lines(
+        "must-refuse", entries, "every one is in evaluation.json's abstention.cases"
+    )
+
+
 def must_refuse_lines(doc: Mapping[str, Any]) -> list[str]:
     """The stdout trade-off pair (ABSTENTION.md §3.11): the must-refuse
     population's refusal rates beside the answerable population's rates, each
-    with its own numerator and denominator, never pooled."""
+    with its own numerator and denominator, never pooled; then the failed probes."""
     metrics = doc["metrics"]
     block = doc["abstention"]
     counts = block["counts"]
     false_answers = metrics["abstention.false_answers"]
+    answerable = metrics["answerability.undetermined_rate"]["n"]
+    if not answerable:
+        # "over 0 answerable case(s)" read as a count of the eval set; say why none counts.
+        total = (doc.get("inputs") or {}).get("eval", {}).get("cases")
+        answerability = (
+            f"  answerability: none of {total} eval case(s) is answerable here — a case is "
+            "answerable once it declares a relevant expected_sources entry and its passage "
+            "lane completed (import-golden writes expected_sources with --sources-column)"
+        )
+    else:
+        answerability = (
+            f"  answerability over {answerable} answerable "
+            f"case(s): supported {share_text(metrics['answerability.supported_rate'])}, "
+            "supported when offered "
+            f"{share_text(metrics['answerability.supported_when_offered'])}, false refusal "
+            f"{share_text(metrics['answerability.false_refusal_rate'])}, offered "
+            f"{share_text(metrics['answerability.offered_rate'])}"
+        )
     return [
         f"  must-refuse over {len(block['cases'])} case(s), rule {block['rule']}: refusal rate "
         f"{share_text(metrics['abstention.refusal_rate'])}, passage "
@@ -240,9 +374,6 @@ def must_refuse_lines(doc: Mapping[str, Any]) -> list[str]:
         f"{share_text(metrics['abstention.structural.refusal_rate'])}; "
         f"{int(false_answers['value']) if false_answers['n'] else 'n/a'} false answer(s), "
         f"{counts['undetermined']} undetermined, {counts['failed']} failed",
-        f"  answerability over {metrics['answerability.undetermined_rate']['n']} answerable "
-        f"case(s): supported {share_text(metrics['answerability.supported_rate'])}, supported when "
-        f"offered {share_text(metrics['answerability.supported_when_offered'])}, false refusal "
-        f"{share_text(metrics['answerability.false_refusal_rate'])}, offered "
-        f"{share_text(metrics['answerability.offered_rate'])}",
+        answerability,
+        *must_refuse_failed_lines(block),
     ]

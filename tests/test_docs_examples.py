@@ -113,8 +113,23 @@ def test_the_quick_start_runs_against_a_server(
             if "--help" not in line
         ]
         assert [words[0] for words in named] == ["compare", "report", "import-golden", "--eval"]
-        for words in named:
+        *plain, golden = named
+        for words in plain:
             assert main(words) == 0, words
+        # The golden CSV's gated run on a server without a vector lane: the must-refuse
+        # list is an assertion the default rule cannot evaluate, so the gate fails and
+        # says how to measure it.
+        (gate,) = re.findall(r'`(\{"taguru_evaluate_thresholds"[^`]+)`', section)
+        (tmp_path / "golden_thresholds.json").write_text(gate, encoding="utf-8")
+        capsys.readouterr()
+        assert main(golden) == 3
+        out = capsys.readouterr().out
+        (undetermined,) = [line for line in out.splitlines() if "undetermined_rate" in line]
+        assert "cases: golden-007, golden-008, golden-009" in undetermined
+        assert "--refusal-rule any, a server whose vector lane runs" in undetermined
+        assert "abstention.* bounds" in undetermined
+        assert "  must-refuse gate: FAIL — every must-refuse case must abstain" in out
+        assert "  answers gate: PASS — the thresholds file's answers.* bounds" in out
     assert (tmp_path / "changes.jsonl").is_file()
     assert (tmp_path / "report.html").is_file()
     capsys.readouterr()

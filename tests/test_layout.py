@@ -25,7 +25,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("populate",),
     ("score",),
     ("artifact",),
-    ("gate",),
+    ("gate", "flag_gates"),
     ("store", "resume"),
     ("compare",),
     ("analyst",),

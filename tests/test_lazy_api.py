@@ -126,3 +126,25 @@ def test_the_package_version_is_the_metadata_version() -> None:
     from importlib.metadata import version
 
     assert taguru_eval.__version__ == version("taguru_eval")
+
+
+def test_dir_and_tab_completion_list_the_public_api() -> None:
+    # A fresh interpreter: dir() is what Jupyter's and the REPL's completion read.
+    out = in_child(
+        "import rlcompleter, taguru_eval\n"
+        "print(dir(taguru_eval))\n"
+        "complete = rlcompleter.Completer({'taguru_eval': taguru_eval}).complete\n"
+        "print([complete('taguru_eval.lo', i) for i in range(2)])"
+    )
+    listed, completed = out.splitlines()
+    assert listed == repr(PUBLIC)  # not TYPE_CHECKING, annotations, lazy_names
+    assert completed == "['taguru_eval.load(', 'taguru_eval.load_run(']"
+
+
+def test_jedi_completes_the_public_api() -> None:
+    jedi = pytest.importorskip("jedi")  # Jupyter's completer
+    names = {
+        c.name for c in jedi.Interpreter("taguru_eval.", [{"taguru_eval": taguru_eval}]).complete()
+    }
+    assert {"run", "compare", "load_run", "scan_runs", "significance"} <= names
+    assert not {"TYPE_CHECKING", "annotations", "lazy_names", "_LAZY_NAMES"} & names

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from support.hints import hints, without_hints
 from support.paths import DATA, PROJECT_ROOT
 from support.run import run_args, strip_latency
 
@@ -184,9 +185,18 @@ def unfinished(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 def resume_cli(
     url: str, capsys: pytest.CaptureFixture[str], *more: str, eval_path: str = "eval.jsonl"
 ) -> tuple[int, list[str]]:
+    """The exit code and taguru's stderr lines (the fix that follows them is
+    :func:`resume_hints`'s)."""
+    global LAST_HINTS
     code = main(["run", *run_args(eval_path, "sake", url), "--store", "runs", "--resume",
                  "--quiet", *more])  # fmt: skip
-    return code, capsys.readouterr().err.splitlines()
+    err = capsys.readouterr().err
+    LAST_HINTS = hints(err)
+    return code, without_hints(err).splitlines()
+
+
+LAST_HINTS: list[str] = []
+"""The hint lines of the last :func:`resume_cli` call."""
 
 
 def test_a_torn_batch_is_ignored_and_a_missing_one_resent(
@@ -214,6 +224,13 @@ def test_a_different_eval_set_or_option_is_refused_with_what_differs(
     code, err = resume_cli(server, capsys, "--concurrency", "3")
     assert code == 2
     assert err == [f"{PREFIX}--resume: --concurrency differs from the unfinished run's (8, now 3)"]
+    # The refusal ends with what to do: continue it as it was, or start afresh.
+    assert [
+        "to continue it, give the unfinished run's inputs and options again; to start "
+        "afresh, run the same command without --resume (the unfinished run stays in "
+        f"{Path('runs') / '.partial' / 'context=sake' / unfinished.name}: delete it to "
+        "discard it)"
+    ] == LAST_HINTS
     code, err = resume_cli(server, capsys, "--max-items", "3")
     assert err == [f"{PREFIX}--resume: --max-items differs from the unfinished run's (none, now 3)"]
     code, err = resume_cli(server, capsys, "--out", "other.json")
@@ -243,11 +260,13 @@ def test_resume_without_a_store_or_a_checkpoint_is_refused(
     err = capsys.readouterr().err.splitlines()
     assert code == 2
     assert err == [
-        f"{PREFIX}--resume needs the run store (not --no-store) — try 'taguru evaluate --help'"
+        f"{PREFIX}--resume needs the run store (not --no-store) — try 'taguru evaluate --help'",
+        "  hint: see python -m taguru_eval --help",
     ]
     code, err = resume_cli(server, capsys, eval_path=str(SAKE))
     assert code == 2
     assert err == [f"{PREFIX}--resume: no unfinished run of context 'sake' in runs"]
+    assert LAST_HINTS == ["there is nothing to continue: run the same command without --resume"]
     assert not Path("evaluation.json").exists()
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.hints import hints, without_hints
 from support.loopback import Request, Response, ScriptedServer, context_entry, envelope
 from support.paths import PROJECT_ROOT
 from support.run import run_args
@@ -120,9 +121,17 @@ def stored_runs() -> list[Path]:
 
 
 def resume(capsys: pytest.CaptureFixture[str], url: str) -> tuple[int, list[str]]:
+    """The exit code and taguru's stderr lines; the hint lines are in :data:`last_hints`."""
+    global last_hints
     capsys.readouterr()
     code = main(args(url, "--resume"))
-    return code, capsys.readouterr().err.splitlines()
+    err = capsys.readouterr().err
+    last_hints = hints(err)
+    return code, without_hints(err).splitlines()
+
+
+last_hints: list[str] = []
+"""The hint lines of the last :func:`resume` call."""
 
 
 def test_a_resume_of_a_live_run_is_refused_and_of_a_killed_one_accepted_at_once(
@@ -139,6 +148,8 @@ def test_a_resume_of_a_live_run_is_refused_and_of_a_killed_one_accepted_at_once(
         assert code == 2
         assert err == [f"{PREFIX}--resume: the unfinished run {checkpoint()} is being written "
                        f"by pid {run.pid}"]  # fmt: skip
+        assert last_hints == [f"let it finish (or stop pid {run.pid}, then --resume it); to start "
+                              "afresh, run the same command without --resume"]  # fmt: skip
         assert (checkpoint() / LOCK_NAME).read_text(encoding="ascii") == f"{run.pid}\n"
     finally:
         run.send_signal(signal.SIGKILL)
@@ -221,6 +232,7 @@ def test_a_run_killed_between_the_store_and_its_checkpoint_cannot_be_resumed(
         f"{PREFIX}--resume: no unfinished run of context 'ctx' in runs (the newest, "
         f"{checkpoint()}, finished as run {run_id})"
     ]
+    assert last_hints == ["there is nothing to continue: run the same command without --resume"]
     assert stored_runs() == [stored]
     # The next run of the context sweeps the finished checkpoint away.
     capsys.readouterr()

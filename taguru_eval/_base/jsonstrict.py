@@ -4,8 +4,9 @@ Python's ``json`` module is lenient where taguru's serde decoding is strict
 (EVALUATE.md §0.1, GATE_AND_COMPARE.md §1.2), so every loader goes through
 these helpers instead of calling ``json.loads`` directly:
 
-* :func:`loads` parses one JSON text. ``NaN``/``Infinity`` literals, numbers
-  that overflow a double (``1e400``), lone UTF-16 surrogate escapes and
+* :func:`loads` parses one JSON text, reading a number with a fraction or an
+  exponent as taguru does (:mod:`.serde_numbers`). ``NaN``/``Infinity``
+  literals, numbers that overflow a double (``1e400``), lone UTF-16 surrogate escapes and
   nesting deeper than 128 levels are syntax errors (:class:`JsonSyntaxError`).
   A key repeated inside one object either keeps its last value (eval.jsonl and
   server responses) and is remembered in :attr:`JsonObject.duplicate_keys`, or
@@ -35,8 +36,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeAlias, TypeVar
+from typing import Final, TypeAlias, TypeVar
 
+from taguru_eval._base.serde_numbers import NumberOutOfRange, read_number
 from taguru_eval._base.text import json_f64, to_f32
 
 JsonPath = tuple[str | int, ...]
@@ -57,6 +59,13 @@ u64 count beyond it is stored as this value, "at least this many" (tables.flatte
 MAX_DEPTH = 128  # serde_json's recursion limit: 127 nested containers parse, 128 do not
 _I64_MIN = -(2**63)
 _F64_MAX_DIGITS = 309  # 10**309 exceeds the largest double (~1.8e308)
+
+
+BOM: Final = "\ufeff"
+"""A UTF-8 byte order mark, decoded: no JSON value starts with it."""
+
+BOM_HINT: Final = "the file starts with a UTF-8 byte order mark (BOM): save it as UTF-8 without one"
+"""The fix for a file whose first character is :data:`BOM` (taguru refuses it too)."""
 
 
 class JsonSyntaxError(ValueError):
@@ -143,6 +152,10 @@ def loads(text: str, *, reject_duplicate_keys: bool = False) -> object:
             parse_int=_parse_int,
         )
     except json.JSONDecodeError as exc:
+        if text.startswith(BOM):
+            # Python names its own remedy (utf-8-sig); serde_json, and so taguru,
+            # sees a character that starts no JSON value.
+            raise JsonSyntaxError("expected value at line 1 column 1") from None
         raise JsonSyntaxError(
             f"{decode_error_reason(exc)} at line {exc.lineno} column {exc.colno}"
         ) from None
@@ -172,10 +185,12 @@ def _reject_constant(name: str) -> object:
 
 
 def _parse_float(token: str) -> float:
-    value = float(token)
-    if math.isinf(value):
-        raise JsonSyntaxError(f"number out of range: {token[:40]}")
-    return value
+    # A fraction or an exponent: read as taguru's serde_json reads it (two
+    # roundings, ERRATA row 24), refused where it refuses it.
+    try:
+        return read_number(token)
+    except NumberOutOfRange as exc:
+        raise JsonSyntaxError(str(exc)) from None
 
 
 def _parse_int(token: str) -> int:

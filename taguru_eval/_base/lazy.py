@@ -30,10 +30,25 @@ def lazy_names(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
     """Make each of ``names`` (public name -> the module defining it, or
     ``module:attribute`` when the name differs there) an attribute of
     ``package`` resolved on first access; returns the package's
-    ``__getattr__``. Call it at the end of the package's ``__init__``."""
+    ``__getattr__``. Call it at the end of the package's ``__init__``.
+
+    The package also gets a ``__dir__`` (PEP 562): ``dir()`` — and so Jupyter's
+    and the REPL's tab completion — lists the public names and the loaded public
+    submodules, not the module's own plumbing (``TYPE_CHECKING``,
+    ``annotations``, this function)."""
     module = sys.modules[package]
     namespace = module.__dict__
     namespace["_LAZY_NAMES"] = frozenset(names)
+
+    def dir_() -> list[str]:
+        submodules = {
+            name
+            for name, value in namespace.items()
+            if isinstance(value, ModuleType) and not name.startswith("_")
+        }
+        return sorted({*names, *submodules})
+
+    namespace["__dir__"] = dir_
 
     def getattr_(name: str) -> Any:
         if name not in names:

@@ -18,7 +18,7 @@ from typing import Final, Literal
 
 import polars as pl
 
-from taguru_eval.catalog import CATALOG, RATIO, Catalog
+from taguru_eval.catalog import ANSWERS_BLOCK, CATALOG, RATIO, Catalog
 from taguru_eval.score.stats import distribution_frame
 
 ROW_LIMIT: Final = 5000
@@ -356,6 +356,28 @@ def lane_outcome(cases: pl.DataFrame, lanes: pl.DataFrame | None = None) -> pl.D
         .otherwise(pl.format("passage: {}", pl.col("passage_outcome").fill_null("none")))
         .alias("lane"),
     )
+
+
+QUESTION_CHARS: Final = 80
+"""How much of a question a CI page shows beside its case id."""
+
+
+def golden_questions(cases: pl.DataFrame, case_lanes: pl.DataFrame) -> dict[str, str]:
+    """Case id -> question (cut at :data:`QUESTION_CHARS`) for the eval cases a
+    golden CSV brought: those an answers file lists (``--answers``), whose ids
+    ``import-golden`` made from row numbers. Empty for any other run: an id its
+    author chose names the case well enough, and those pages stay as they were."""
+    if ANSWERS_BLOCK not in cases.columns or "query" not in case_lanes.columns:
+        return {}
+    listed = cases.filter(pl.col(ANSWERS_BLOCK).is_not_null()).select("case_id")
+    questions = case_lanes.join(listed, on="case_id", how="semi").select("case_id", "query")
+    return {case_id: shorten(query) for case_id, query in questions.iter_rows() if query}
+
+
+def shorten(text: str, limit: int = QUESTION_CHARS) -> str:
+    """``text`` on one line, cut at ``limit`` characters with ``…``."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else f"{flat[: limit - 1]}…"
 
 
 def failure_signatures(

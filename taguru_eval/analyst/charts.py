@@ -119,7 +119,7 @@ def drift_panel(
     (drift.metric_history): one point per run. ``runs``: run index (``run``,
     ``label``, ``revision``, ``revision_changed``, ``setup_changed``?) — a dashed
     vertical rule marks each run that started from a new corpus revision, a solid
-    teal one each run whose eval set, mode, budget or thresholds file differs from
+    teal one each run whose setup (:data:`~taguru_eval.analyst.drift.SETUP_FIELDS`) differs from
     the previous run's (its metrics are not comparable). ``bounds``: ``metric``,
     ``bound``, ``threshold`` — a horizontal rule per bound. The y axis is the
     metric's own domain ([0, 1] for a ratio) or the padded data: a flat series

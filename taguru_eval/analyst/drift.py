@@ -20,6 +20,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import polars as pl
 
@@ -35,6 +36,7 @@ from taguru_eval.store import (
     collect_runs,
     context_dir,
     list_runs,
+    read_origin,
     require_store,
     run_dir,
     warn_damaged,
@@ -73,11 +75,18 @@ RUN_INDEX_SCHEMA: Final = pl.Schema(
         "thresholds_passed": pl.Boolean(),
         "violations": pl.Int64(),
         "sha256": pl.String(),
+        "server": pl.String(),
+        "provider_model": pl.String(),
+        "writer": pl.String(),
         "setup_changed": pl.List(pl.String()),
     }
 )
 """``sha256`` is the thresholds file's (the gate block's); ``eval_set`` names the eval
 set (``name (N cases)``) and ``eval_sha256`` is its digest where the run recorded one;
+``server`` is the server the run read (its recorded URL's host and path, without
+the port: a CI job's ``serve --port 0`` is the same server on another port each
+time), ``provider_model`` the server's embedding model (null: none, or not read),
+``writer`` the evaluator that stored the run (``run.json``: ``taguru_eval 0.1.0``);
 ``setup_changed`` lists what differs from the previous run (:data:`SETUP_FIELDS`)."""
 
 SETUP_FIELDS: Final[tuple[tuple[str, pl.Expr], ...]] = (
@@ -86,6 +95,9 @@ SETUP_FIELDS: Final[tuple[tuple[str, pl.Expr], ...]] = (
     ("mode", pl.col("mode")),
     ("budget", pl.col("budget")),
     ("thresholds", pl.col("sha256")),
+    ("server", pl.col("server")),
+    ("embedding provider", pl.col("provider_model")),
+    ("evaluator version", pl.col("writer")),
 )
 """What makes two runs' metrics comparable: a change of any between consecutive runs
 is marked in the drift view (a no-thresholds run after a gated one is a change too)."""
@@ -137,8 +149,29 @@ def pick_context(store_dir: str | Path, env: Mapping[str, str] | None = None) ->
     return str(contexts[0])
 
 
-def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str, object]:
-    """One run-index row from a run's evaluation.json (every field defaulted)."""
+def pick_pair(
+    runs: pl.DataFrame, context: str, env: Mapping[str, str] | None = None
+) -> tuple[str, str]:
+    """BASE and HEAD of a comparison: ``$TAGURU_EVAL_BASE`` / ``$TAGURU_EVAL_HEAD``,
+    else the two newest of ``runs`` (:func:`run_index`). Fewer than two runs is an
+    :class:`InputError` saying what to run."""
+    environment = os.environ if env is None else env
+    ids = runs.get_column("run").to_list()
+    base, head = environment.get("TAGURU_EVAL_BASE"), environment.get("TAGURU_EVAL_HEAD")
+    if (base is None or head is None) and len(ids) < 2:
+        raise InputError(
+            f"a comparison needs two stored runs of context '{context}' and the store has "
+            f"{len(ids)}: run 'python -m taguru_eval demo' (it stores three) or evaluate "
+            "the context once more",
+        )
+    return base or ids[-2], head or ids[-1]
+
+
+def run_summary(
+    context: str, run: str, document: Mapping[str, Any], *, writer: str | None = None
+) -> dict[str, object]:
+    """One run-index row from a run's evaluation.json (every field defaulted);
+    ``writer`` is its ``run.json``'s, when the store recorded one."""
     inputs = document.get("inputs")
     inputs = inputs if isinstance(inputs, Mapping) else {}
     corpus = document.get("corpus")
@@ -168,7 +201,27 @@ def run_summary(context: str, run: str, document: Mapping[str, Any]) -> dict[str
         "thresholds_passed": gate.get("passed") if gate is not None else None,
         "violations": len(violations) if isinstance(violations, list) else 0,
         "sha256": gate.get("sha256") if gate is not None else None,
+        "server": server_of(inputs.get("url")),
+        "provider_model": _provider_model(corpus),
+        "writer": writer,
     }
+
+
+def server_of(url: object) -> str | None:
+    """The server a recorded (masked) URL names: its host and path, without the
+    scheme or the port (``http://127.0.0.1:41231/api`` is ``127.0.0.1/api``), so a
+    run index printed in a notebook holds no link to follow."""
+    if not isinstance(url, str) or not url:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return (f"[{host}]" if ":" in host else host) + parts.path.rstrip("/")
+
+
+def _provider_model(corpus: Mapping[str, Any]) -> str | None:
+    embeddings = corpus.get("embeddings")
+    model = embeddings.get("provider_model") if isinstance(embeddings, Mapping) else None
+    return model if isinstance(model, str) else None
 
 
 def budget_of(inputs: Mapping[str, Any]) -> Budget | None:
@@ -246,10 +299,13 @@ def run_index(store_dir: str | Path, context: str) -> pl.DataFrame:
         try:
             head = read_run_head(directory)
             check_run(directory)
+            origin = read_origin(directory)
         except InputError as error:
             warn_damaged(error)
             continue
-        rows.append(run_summary(context, run, head))
+        rows.append(
+            run_summary(context, run, head, writer=None if origin is None else origin.writer)
+        )
     derived = {"revision_changed", "setup_changed"}
     columns = [name for name in RUN_INDEX_SCHEMA.names() if name not in derived]
     frame = pl.DataFrame(

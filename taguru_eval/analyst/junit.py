@@ -35,11 +35,13 @@ format CI tools read (the Jenkins xUnit plugin's ``junit-10`` schema:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import polars as pl
 
 from taguru_eval._base.text import CONTROL_CHARACTERS
+from taguru_eval.analyst.aggregate import shorten
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare.significance import (
     INCONCLUSIVE,
@@ -49,6 +51,7 @@ from taguru_eval.compare.significance import (
     test_label,
     verdict_text,
 )
+from taguru_eval.flag_gates import NOT_GATED, FlagGateRow
 from taguru_eval.gate import GateReport, case_values_from_cases_frame, skip_reason
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.options import DEFAULT_JUNIT_CASES, JunitCases, junit_cases_of
@@ -84,6 +87,8 @@ def junit_xml(
     generated_at: str,
     catalog: Catalog = CATALOG,
     junit_cases: JunitCases = DEFAULT_JUNIT_CASES,
+    flag_gates: Sequence[FlagGateRow] = (),
+    questions: Mapping[str, str] | None = None,
 ) -> str:
     """The JUnit XML document of one run's gate (UTF-8 text, ``\\n``-terminated).
 
@@ -92,17 +97,28 @@ def junit_xml(
     and ``.cases``); ``generated_at`` is the artifact's UTC timestamp.
     ``junit_cases`` is ``--junit-cases``: ``"failing"`` lists a per-case bound
     only when it is violated, ``"all"`` lists every one (module docstring).
+    ``flag_gates`` (:func:`taguru_eval.flag_gates.flag_gate_rows`) are the
+    must-refuse and answers rows: suite ``flag_gates``, one test case per flag
+    given, failed when its gate failed, skipped in a report-only run; its detail
+    lists the must-refuse cases that did not abstain, with their questions.
+    ``questions`` (:func:`~taguru_eval.analyst.aggregate.golden_questions`) names a
+    golden CSV's case by its question too: ``golden-003 (How many …?): …``.
     """
     listed = junit_cases_of(junit_cases)
     properties = {"context": context, "run_id": run_id}
+    flags = _flag_rows(flag_gates)
     if thresholds is None or report is None:
         suites = [_suite("report-only", _empty_rows(), generated_at, properties)]
-        return _document(suites, 0, 0, 0)
+        if flags.height:
+            suites.append(_suite("flag_gates", flags, generated_at, {}))
+        return _document(suites, flags.height, 0, flags.height)
     properties["thresholds_sha256"] = report.sha256
     violations = _violations(report)
     aggregate = _aggregate_rows(thresholds, metrics, violations)
     case_ids = cases.sort("case_index").get_column("case_id").to_list()
-    every_case = _case_rows(thresholds, cases, case_ids, violations, catalog, listed)
+    every_case = _case_rows(
+        thresholds, cases, case_ids, violations, catalog, listed, questions or {}
+    )
     corpus = _corpus_rows(report)
     status = every_case.get_column("status")
     passing, skipped_checks = int((status == PASSED).sum()), int((status == SKIPPED).sum())
@@ -111,7 +127,9 @@ def junit_xml(
     elided_skipped = skipped_checks if listed == "failing" else 0
     properties |= {
         "taguru_eval.junit_cases": listed,
-        "taguru_eval.checks": str(aggregate.height + every_case.height + corpus.height),
+        "taguru_eval.checks": str(
+            aggregate.height + every_case.height + corpus.height + flags.height
+        ),
         "taguru_eval.elided_passing_case_checks": str(elided_passing),
         "taguru_eval.elided_skipped_case_checks": str(elided_skipped),
     }
@@ -127,7 +145,9 @@ def junit_xml(
         _suite("cases", per_case, generated_at, {}, note),
         _suite("corpus", corpus, generated_at, {}),
     ]
-    rows = pl.concat([aggregate, per_case, corpus])
+    if flags.height:
+        suites.append(_suite("flag_gates", flags, generated_at, {}))
+    rows = pl.concat([aggregate, per_case, corpus, flags])
     failures = rows.filter(pl.col("status") == FAILED).height
     skipped = rows.filter(pl.col("status") == SKIPPED).height
     return _document(suites, rows.height, failures, skipped)
@@ -217,6 +237,7 @@ def _case_rows(
     violations: pl.DataFrame,
     catalog: Catalog,
     listed: JunitCases,
+    questions: Mapping[str, str],
 ) -> pl.DataFrame:
     values = case_values_from_cases_frame(cases, catalog).unique(["case_id", "metric"], keep="last")
     reasons = violations.filter(pl.col("scope") == "case").select(
@@ -240,7 +261,7 @@ def _case_rows(
     rows = checked.select(
         pl.lit("cases").alias("suite"),
         pl.lit(f"{REPORT_NAME}.cases").alias("classname"),
-        _bound_name(pl.col("case_id")).alias("name"),
+        _bound_name(_case_label(questions)).alias("name"),
         *_outcome(pl.col("reason").is_not_null(), pl.col("value").is_null()),
         detail.alias("detail"),
         "case_id",
@@ -276,6 +297,62 @@ def _corpus_rows(report: GateReport) -> pl.DataFrame:
 
 def _empty_rows() -> pl.DataFrame:
     return pl.DataFrame(schema=_ROWS)
+
+
+def _case_label(questions: Mapping[str, str]) -> pl.Expr:
+    """``case_id``, or ``case_id (question)`` for a case ``questions`` names."""
+    if not questions:
+        return pl.col("case_id")
+    question = pl.col("case_id").replace_strict(
+        dict(questions), default=None, return_dtype=pl.String
+    )
+    return (
+        pl.when(question.is_null())
+        .then(pl.col("case_id"))
+        .otherwise(pl.format("{} ({})", pl.col("case_id"), question))
+    )
+
+
+def _flag_detail(row: FlagGateRow) -> str:
+    """The row's counts, then each must-refuse case that did not abstain."""
+    listed = [
+        f"{case_id} {verdict}: {shorten(question)}" for case_id, verdict, question in row.offenders
+    ]
+    return "\n".join([row.counts, *listed])
+
+
+def _flag_rows(rows: Sequence[FlagGateRow]) -> pl.DataFrame:
+    """One test case per flag given (``must-refuse: every must-refuse case must
+    abstain (implied by --must-refuse)``): failed with its violations' reasons,
+    skipped when the run was not gated, else passed; the counts are its detail.
+    With explicit bounds the row repeats their verdict (their own test cases in
+    ``aggregate`` fail too)."""
+
+    def message(row: FlagGateRow) -> str | None:
+        if row.failed:
+            return "; ".join(row.reasons) or row.judged_by
+        return row.judged_by if row.verdict == NOT_GATED else None
+
+    def status(row: FlagGateRow) -> str:
+        if row.failed:
+            return FAILED
+        return SKIPPED if row.verdict == NOT_GATED else PASSED
+
+    return pl.DataFrame(
+        [
+            (
+                "flag_gates",
+                f"{REPORT_NAME}.flag_gates",
+                f"{row.name}: {row.judged_by}",
+                status(row),
+                message(row),
+                _flag_detail(row),
+            )
+            for row in rows
+        ],
+        schema=_ROWS,
+        orient="row",
+    )
 
 
 # ------------------------------------------------------------------ rendering
@@ -420,6 +497,7 @@ def significance_junit(tested: Significance, *, base: str, head: str, generated_
         "correction": tested.correction,
         "alpha": f"{tested.alpha:g}",
         "tests": str(tested.family_size),
+        "family": tested.family,
     }
     suite = _suite("compare", rows, generated_at, properties)
     _text, tests, failures, skipped = suite

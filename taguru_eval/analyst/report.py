@@ -34,11 +34,14 @@ placeholders — and renders its section's template."""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import polars as pl
@@ -46,7 +49,7 @@ from markupsafe import Markup
 
 from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.html import PAGE_ROWS, pairs_data, render, table_data
-from taguru_eval.analyst import aggregate, charts, drift, must_refuse, offline, slices
+from taguru_eval.analyst import aggregate, drift, offline, slices
 from taguru_eval.analyst.ingest import tables_from_document
 from taguru_eval.artifact.layout import get_path
 from taguru_eval.artifact.read import read_artifact
@@ -57,16 +60,20 @@ from taguru_eval.catalog import (
     repetitions_of,
     scalar_expr,
 )
-from taguru_eval.compare import Comparison, compare, significance
+from taguru_eval.compare import Comparison, compare
 from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import read_view
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.significance import POWER
 from taguru_eval.contract import ARTIFACT_CAP
+from taguru_eval.flag_gates import flag_gate_rows
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.store import RunOrigin, read_origin, read_table, require_tables
 from taguru_eval.store_artifact import stored_artifact
 from taguru_eval.tables.schemas import TABLE
+
+if TYPE_CHECKING:
+    from taguru_eval.analyst import charts
 
 _RATIO_METRICS_UNIT: Final = "ratio"
 
@@ -292,8 +299,25 @@ _VIOLATION_SCHEMA: Final = {
 def gate_section(document: Mapping[str, Any]) -> str:
     """The thresholds verdict as recorded in the artifact (GATE_AND_COMPARE.md §5.5)."""
     gate = document.get("thresholds")
+    rows = flag_gate_rows(document)
+    flags = (
+        table_data(
+            pl.DataFrame(
+                {
+                    "gate": [f"{row.name} ({row.flag})" for row in rows],
+                    "verdict": [row.verdict for row in rows],
+                    "judged by": [row.judged_by for row in rows],
+                    "counts": [row.counts for row in rows],
+                },
+                schema=dict.fromkeys(("gate", "verdict", "judged by", "counts"), pl.String),
+            ),
+            caption="the gates --must-refuse and --answers brought",
+        )
+        if rows
+        else None
+    )
     if not isinstance(gate, Mapping):
-        return render("sections/gate.html.j2", gate=None)
+        return render("sections/gate.html.j2", gate=None, flag_gates=flags)
     violations = [v for v in gate.get("violations") or [] if isinstance(v, Mapping)]
     frame = pl.DataFrame(
         [{key: v.get(key) for key in _VIOLATION_SCHEMA} for v in violations],
@@ -309,7 +333,7 @@ def gate_section(document: Mapping[str, Any]) -> str:
         else None,
         "skipped": len(gate.get("skipped") or []),
     }
-    return render("sections/gate.html.j2", gate=facts)
+    return render("sections/gate.html.j2", gate=facts, flag_gates=flags)
 
 
 def metrics_section(
@@ -319,6 +343,9 @@ def metrics_section(
     bounds: pl.DataFrame,
 ) -> str:
     """The aggregate metrics: table of all (with their direction), chart of the ratios."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import charts
+
     metrics = tables["metrics"].with_columns(scalar_expr())
     definitions = document.get("definitions") or {}
     ratio_valued = [
@@ -362,6 +389,9 @@ def cases_section(
 ) -> str:
     """Per-case metrics (histograms, the worst cases, their failure signatures, a
     capped sortable table), misses (counted per item, then listed), the cross-tab."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import charts
+
     cases = tables["cases"]
     chart = page.chart("case_metrics", charts.case_metrics_chart(cases, _CASE_CHART_METRICS))
     scores = aggregate.case_scores(cases, _CASE_CHART_METRICS)
@@ -412,6 +442,7 @@ def cases_section(
         cases_chart=chart,
         signatures=signature_table,
         per_case=per_case,
+        case_index=case_index(ordered) if ordered.height > CASE_ROWS else None,
         most_missed=table_data(
             most_missed,
             caption=f"the items missed most often ({most_missed.height} distinct over "
@@ -435,6 +466,30 @@ def cases_section(
     )
 
 
+CASE_INDEX_DECIMALS: Final = 4
+
+
+def case_index(ordered: pl.DataFrame) -> dict[str, Any]:
+    """Every case of the run for the page's "Find any case" box: the per-case
+    table's columns (worst first), floats at :data:`CASE_INDEX_DECIMALS`, as one
+    columnar JSON document, gzip-compressed and base64-encoded (what
+    ``case_search.js`` decodes in the browser, only when a search is typed). About
+    0.7 MB at 100,000 cases: the capped table's 200 rows stay the page's body."""
+    columns = ordered.select(
+        pl.col(name).round(CASE_INDEX_DECIMALS) if dtype.is_float() else pl.col(name)
+        for name, dtype in ordered.schema.items()
+    )
+    document = columns.select(pl.all().implode()).write_json().encode("utf-8")
+    packed = base64.b64encode(gzip.compress(document, compresslevel=6, mtime=0)).decode("ascii")
+    return {
+        "cases": ordered.height,
+        "columns": ordered.columns,
+        "columns_json": json.dumps(ordered.columns),
+        "blob": Markup(json.dumps(packed)),
+        "kilobytes": round(len(packed) / 1024),
+    }
+
+
 def _optional_table(frame: pl.DataFrame, caption: str, **options: Any) -> dict[str, Any] | None:
     """:func:`table_data` of ``frame``, or None when it has no row (the template says so)."""
     return table_data(frame, caption=caption, **options) if frame.height else None
@@ -442,6 +497,9 @@ def _optional_table(frame: pl.DataFrame, caption: str, **options: Any) -> dict[s
 
 def latency_section(page: _Page, tables: Mapping[str, pl.DataFrame]) -> str:
     """Latency per lane (summary chart) plus the numbers."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import charts
+
     samples = drift.latency_samples(tables)
     if not samples.height:
         return render("sections/latency.html.j2", latency=None)
@@ -466,7 +524,11 @@ def slices_section(tables: Mapping[str, pl.DataFrame]) -> str:
 
 def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: pl.DataFrame) -> str:
     """The context's metric drift over the stored runs up to (and including) this one,
-    each change of eval set, mode, budget or thresholds file between runs marked."""
+    each change of eval set, mode, budget, thresholds file, server, embedding provider
+    or evaluator version between runs marked."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import charts
+
     every_run = drift.run_index(store, context)
     runs = every_run
     if run_id in runs.get_column("run").to_list():
@@ -499,6 +561,9 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
         "mode",
         "budget",
         pl.col("sha256").str.head(12).alias("thresholds"),
+        "server",
+        pl.col("provider_model").alias("embedding provider"),
+        pl.col("writer").alias("evaluator"),
         "revision",
         "stable",
         "thresholds_passed",
@@ -512,7 +577,8 @@ def drift_section(page: _Page, store: Path, context: str, run_id: str, bounds: p
         index=table_data(
             index,
             caption="newest first (a label's tooltip is the run id); changed: what differs "
-            "from the run before (eval set, mode, budget, thresholds sha256)",
+            "from the run before (eval set, mode, budget, thresholds sha256, server, "
+            "embedding provider, evaluator version)",
             limit=50,
             interactive=True,
             tooltips={"label": "run"},
@@ -529,6 +595,9 @@ def must_refuse_section(
     artifact's head (with a stored run's recorded warnings added, see
     :func:`_with_abstention_warnings`), so a stored run and its evaluation.json
     show the same."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import must_refuse
+
     facts = must_refuse.run_facts(document, tables)
     if facts is None:
         return ""
@@ -645,6 +714,9 @@ def compare_section(
     head_tags: pl.DataFrame | None = None,
 ) -> str:
     """BASE vs this run: counts, warnings, what moved, and which metrics drove each case."""
+    # Altair (and jsonschema under it) load only once a chart is drawn.
+    from taguru_eval.analyst import charts
+
     comparison = compare(base, head, base_label=str(base), head_label="RUN", stamp_required=True)
     counts = dict(comparison.counts)
     long = charts.compare_long(comparison.cases)
@@ -678,8 +750,10 @@ def compare_section(
         ),
         compare_chart=chart,
         moved=_optional_table(
-            moved.select("metric", "base", "head", "delta", "direction"),
-            f"the {moved.height} aggregate metric(s) that moved (of {comparison.metrics.height})",
+            moved.select("metric", "base", "head", "delta", "direction", "verdict"),
+            f"the {moved.height} aggregate metric(s) that moved (of "
+            f"{comparison.metrics.height}); the verdict is the paired test below (latency "
+            "and other run-level metrics are not tested)",
         ),
         groups=_optional_table(
             groups.select("kind", "drivers", "cases", "improved_elsewhere", "against", "examples"),
@@ -695,25 +769,26 @@ def compare_section(
             }
             for kind in ("regressed", "improved")
         ],
-        tests=significance_data(comparison, head_tags),
+        tests=significance_data(comparison),
         slices=None
         if slice_changes is None
         else _optional_table(
             slice_changes,
-            "per-tag means that moved, regressions first",
+            "per-tag means that moved, the worse first (descriptive: the slices are not "
+            "tested, and join no significance family)",
             limit=60,
             interactive=True,
         ),
     )
 
 
-def significance_data(
-    comparison: Comparison, head_tags: pl.DataFrame | None
-) -> dict[str, Any] | None:
-    """``compare --significance`` at its defaults (``--by-tag`` when the run recorded
-    tags): every test with its verdict, the ones that need a look first; ``None``
-    when no metric has a matched pair to test."""
-    tested = significance(comparison, tags=head_tags)
+def significance_data(comparison: Comparison) -> dict[str, Any] | None:
+    """``compare --significance`` at its defaults — one Holm family of the whole
+    run's metrics, the same tests and adjusted p-values as the command line and
+    the notebook (:attr:`Comparison.tests`); the per-tag slices above are
+    descriptive and join no family: every test with its verdict, the ones that
+    need a look first; ``None`` when no metric has a matched pair to test."""
+    tested = comparison.tests
     frame = tested.frame.filter(pl.col("n") > 0)
     if frame.height == 0:
         return None
@@ -737,7 +812,8 @@ def significance_data(
     tally = ", ".join(f"{count} {verdict}" for verdict, count in counts.iter_rows())
     caption = (
         f"paired tests ({tested.resamples} resamples, seed {tested.seed}, alpha "
-        f"{tested.alpha:g}, {tested.correction} over {tested.family_size} tests, "
+        f"{tested.alpha:g}, {tested.correction} over {tested.family_size} tests of one family, "
+        f"{tested.family}, as compare --significance; "
         f"MDE at {POWER:.0%} power): {tally}; inconclusive = not significant, but a "
         "regression beyond the tolerance is not ruled out"
     )

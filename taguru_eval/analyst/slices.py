@@ -17,7 +17,7 @@ from typing import Final
 import polars as pl
 
 from taguru_eval.catalog import CATALOG, COMPARISON_METRICS, Catalog
-from taguru_eval.compare.drivers import moved_metrics
+from taguru_eval.compare.drivers import BETTER, CHANGED, WORSE, moved_metrics
 from taguru_eval.compare.model import base_column, head_column
 from taguru_eval.compare.tags import ALL_CASES, NO_TAG, case_tags, slice_rank, tag_membership
 
@@ -60,9 +60,10 @@ def tag_slice_changes(
     catalog: Catalog = CATALOG,
 ) -> pl.DataFrame:
     """Each slice's main metrics on both sides of a comparison: ``tag``, ``cases``,
-    ``metric``, ``base``, ``head``, ``delta``, ``direction`` (improved /
-    regressed by the catalog's direction), only the (tag, metric) pairs that
-    moved, regressions first. ``comparison_cases``: :attr:`Comparison.cases`;
+    ``metric``, ``base``, ``head``, ``delta``, ``direction`` (better / worse by
+    the catalog's direction: a description, not a test — the slices join no
+    significance family), only the (tag, metric) pairs that moved, the worse
+    first. ``comparison_cases``: :attr:`Comparison.cases`;
     ``tags``: the case tags of the HEAD run (a case's slice is what the
     current eval set says)."""
     membership = tag_membership(tags)
@@ -92,7 +93,7 @@ def tag_slice_changes(
         else long.with_columns(pl.lit(None, dtype=pl.String).alias("direction"))
     )
     rank = pl.col("direction").replace_strict(
-        {"regressed": 0, "improved": 1, "changed": 2}, default=3, return_dtype=pl.Int8
+        {WORSE: 0, BETTER: 1, CHANGED: 2}, default=3, return_dtype=pl.Int8
     )
     return (
         moved.join(sizes, on="tag", how="left")

@@ -18,16 +18,19 @@ from typing import Any, Final
 import polars as pl
 
 from taguru_eval._base.text import CONTROL_CHARACTERS
+from taguru_eval.analyst import aggregate
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare import Comparison
 from taguru_eval.compare.significance import (
     INCONCLUSIVE,
     SIGNIFICANT_REGRESSION,
     Significance,
+    mde_text,
     test_label,
     verdict_text,
 )
-from taguru_eval.gate import GateReport
+from taguru_eval.flag_gates import FAIL, NOT_GATED, PASS, FlagGateRow, flag_gate_rows
+from taguru_eval.gate import MAX_LISTED_OFFENDERS, GateReport
 
 EXTRA_KEY_METRICS: Final = ("latency.passage_ms", "passage.failure_rate")
 """Shown after the compared metrics: how fast and how reliably the passage lane answered."""
@@ -46,6 +49,7 @@ def summary_markdown(
     comparison: Comparison | None = None,
     worst: int = DEFAULT_WORST_CASES,
     catalog: Catalog = CATALOG,
+    questions: Mapping[str, str] | None = None,
 ) -> str:
     """The Markdown summary of one run (``\\n``-terminated).
 
@@ -53,6 +57,9 @@ def summary_markdown(
     stability), ``metrics``/``cases`` its frames, ``report`` its gate verdict
     (``None``: report-only). With ``comparison`` (BASE = a base run, HEAD =
     this run) the metrics table gains the base value and the delta.
+    ``questions`` (:func:`~taguru_eval.analyst.aggregate.golden_questions`)
+    shows a golden CSV's case beside its question; the must-refuse cases that did
+    not abstain are always shown with theirs.
     """
     inputs = doc.get("inputs") or {}
     corpus = doc.get("corpus") or {}
@@ -62,10 +69,11 @@ def summary_markdown(
         "",
         _facts(doc, cases.height, run_id, corpus.get("stable") is not False),
         "",
+        *_flag_gates(flag_gate_rows(doc)),
         *_metrics_table(metrics, comparison, catalog),
         "",
         *_violations(report),
-        *_worst_cases(cases, worst, catalog),
+        *_worst_cases(cases, worst, catalog, questions or {}),
     ]
     return "\n".join(lines).rstrip("\n") + "\n"
 
@@ -78,12 +86,55 @@ def _verdict(report: GateReport | None) -> str:
     return f"❌ FAIL ({len(report.violations)} violation(s))"
 
 
+_VERDICT_MARK: Final = {PASS: "✅ PASS", FAIL: "❌ FAIL", NOT_GATED: "not gated"}
+
+
+def _flag_gates(rows: list[FlagGateRow]) -> list[str]:
+    """The must-refuse and answers rows, gated or not (nothing without the flags)."""
+    if not rows:
+        return []
+    lines = ["| gate | verdict | judged by | counts |", "|---|---|---|---|"]
+    lines.extend(
+        f"| {row.name} (`{row.flag}`) | {_VERDICT_MARK[row.verdict]} | "
+        f"{_cell(row.judged_by)} | {_cell(row.counts)} |"
+        for row in rows
+    )
+    lines.append("")
+    for row in rows:
+        if not row.offenders:
+            continue
+        lines.append(f"Must-refuse cases that did not abstain ({len(row.offenders)}):")
+        lines.append("")
+        lines.extend(
+            f"- `{_code(case_id)}` {verdict}: {_cell(aggregate.shorten(question))}"
+            for case_id, verdict, question in row.offenders[:MAX_LISTED_OFFENDERS]
+        )
+        hidden = len(row.offenders) - MAX_LISTED_OFFENDERS
+        if hidden > 0:
+            lines.append(f"- … and {hidden} more")
+        lines.append("")
+    return lines
+
+
 def _facts(doc: Mapping[str, Any], case_count: int, run_id: str | None, stable: bool) -> str:
     facts = [f"{case_count} case(s)", f"generated {_cell(str(doc.get('generated_at', '')))}"]
     if run_id is not None:
         facts.append(f"run `{_code(run_id)}`")
     facts.append("corpus stable" if stable else "**corpus changed during the run**")
     return " · ".join(facts)
+
+
+UNIT_DECIMALS: Final = {"ratio": 4, "ms": 1}
+"""Decimals a metric's value is shown with, by unit: a ratio's four, a latency's one
+(``11.0``, not ``11.0000`` ms); any other unit (a count of sources, items…) two."""
+
+
+def _valued(value: float | None, unit: str, *, signed: bool = False) -> str:
+    """``value`` in its unit's precision (:data:`UNIT_DECIMALS`)."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    decimals = UNIT_DECIMALS.get(unit, 2)
+    return f"{value:+.{decimals}f}" if signed else f"{value:.{decimals}f}"
 
 
 def _number(value: float | None, *, signed: bool = False) -> str:
@@ -122,10 +173,11 @@ def _metrics_table(
     rows = [header, rule]
     for name in shown:
         value, n = scalars[name]
-        row = f"| {name} | {catalog[name].unit} | {_number(value)} | {n} |"
+        unit = catalog[name].unit
+        row = f"| {name} | {unit} | {_valued(value, unit)} | {n} |"
         if comparison is not None:
             base, delta = based.get(name, (None, None))
-            row += f" {_number(base)} | {_number(delta, signed=True)} |"
+            row += f" {_valued(base, unit)} | {_valued(delta, unit, signed=True)} |"
         rows.append(row)
     if not shown:
         rows.append(
@@ -152,41 +204,60 @@ def _violations(report: GateReport | None) -> list[str]:
     return lines
 
 
-def _worst_cases(cases: pl.DataFrame, worst: int, catalog: Catalog) -> list[str]:
-    """The ``worst`` cases by the mean of their ratio metrics (lowest first)."""
-    ratios = [
-        name
+MAX_SIGNATURES: Final = 10
+"""Failure signatures the job summary lists (most cases first)."""
+
+
+def _worst_cases(
+    cases: pl.DataFrame, worst: int, catalog: Catalog, questions: Mapping[str, str]
+) -> list[str]:
+    """The failing cases grouped by failure signature, as the report groups them
+    (:func:`~taguru_eval.analyst.aggregate.failure_signatures`): the checks that
+    fail and the lane's outcome, how many cases, and the ``worst`` worst of each
+    (lowest mean goodness of the compared ratio metrics). 10,000 cases failing
+    alike are one row, not ten copies."""
+    columns = {
+        name: catalog.per_case[name].column
         for name in catalog.compared
-        if catalog[name].unit == "ratio"
-        and catalog.per_case[name].column in cases.columns
-        and cases.get_column(catalog.per_case[name].column).is_not_null().any()
-    ]
-    if worst < 1 or not ratios:
+        if catalog[name].unit == "ratio" and catalog.per_case[name].column in cases.columns
+    }
+    if worst < 1 or cases.height == 0:
         return []
-    columns = {name: catalog.per_case[name].column for name in ratios}
-    ranked = (
-        cases.select(
-            "case_index",
-            "case_id",
-            *(pl.col(column).cast(pl.Float64).alias(name) for name, column in columns.items()),
-        )
-        .with_columns(pl.mean_horizontal(ratios).alias("score"))
-        .filter(pl.col("score").is_not_null() & (pl.col("score") < 1.0))
-        .sort("score", "case_index")
-        .head(worst)
-    )
-    if ranked.height == 0:
+    scores = aggregate.case_scores(cases, columns, catalog) if columns else None
+    signatures = aggregate.failure_signatures(cases, scores=scores, examples=min(worst, 3))
+    if signatures.height == 0:
         return []
+    failing = int(signatures.get_column("cases").sum())
     lines = [
-        f"### Worst cases ({ranked.height}, lowest mean of {len(ratios)} ratio metric(s))",
+        f"### Worst cases by failure signature ({failing} of {cases.height} case(s) fail a "
+        f"check or their lane, {signatures.height} signature(s))",
         "",
-        "| case | " + " | ".join(ratios) + " |",
-        "|---|" + "---:|" * len(ratios),
+        "| fails | lane | cases | share | worst |",
+        "|---|---|---:|---:|---|",
     ]
-    for row in ranked.iter_rows(named=True):
-        cells = " | ".join(_number(row[name]) for name in ratios)
-        lines.append(f"| `{_code(row['case_id'])}` | {cells} |")
+    for row in signatures.head(MAX_SIGNATURES).iter_rows(named=True):
+        examples = ", ".join(_case_label(case_id, questions) for case_id in row["examples"])
+        lines.append(
+            f"| {_cell(row['fails'])} | {_cell(row['lane'])} | {row['cases']} | "
+            f"{row['share']:.1%} | {examples} |"
+        )
+    hidden = signatures.height - MAX_SIGNATURES
+    if hidden > 0:
+        lines.append(f"| … and {hidden} more signature(s) | | | | |")
     return lines
+
+
+def _mde(row: Mapping[str, Any]) -> str:
+    """The MDE cell: its value, or why there is none (no variance, one pair)."""
+    text = mde_text(row)
+    return text.removesuffix(")").replace("n/a (", "") if text.startswith("n/a (") else text
+
+
+def _case_label(case_id: str, questions: Mapping[str, str]) -> str:
+    """`` `case` ``, or `` `golden-007` (the question) `` for a golden CSV's case."""
+    question = questions.get(case_id)
+    label = f"`{_code(case_id)}`"
+    return f"{label} ({_cell(question)})" if question else label
 
 
 def _one_line(text: str) -> str:
@@ -225,7 +296,8 @@ def significance_markdown(tested: Significance, *, base: str, head: str) -> str:
     lines = [
         f"## taguru_eval compare: `{_code(base)}` → `{_code(head)}` — {_cell(tally)}",
         "",
-        f"Paired tests, {_cell(tested.correction)} over {tested.family_size} test(s), "
+        f"Paired tests, {_cell(tested.correction)} over {tested.family_size} test(s) of one "
+        f"family ({_cell(tested.family)}), "
         f"alpha {tested.alpha:g}; MDE: the smallest shift these cases detect 80% of the time.",
         "",
         "| test | verdict | Δ | CI | adjusted p | MDE | n |",
@@ -240,7 +312,7 @@ def significance_markdown(tested: Significance, *, base: str, head: str) -> str:
         lines.append(
             f"| {_cell(test_label(row))} | {_cell(row['verdict'])} | "
             f"{_number(row['mean_delta'], signed=True)} | {interval} | "
-            f"{_number(row['p_adjusted'])} | {_number(row['mde'])} | {row['n']} |"
+            f"{_number(row['p_adjusted'])} | {_mde(row)} | {row['n']} |"
         )
     why = [
         verdict_text(row)

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import polars as pl
 
 from taguru_eval._base.text import F32
 from taguru_eval.artifact.layout import get_path
-from taguru_eval.run.preflight import PassageSidecar
 from taguru_eval.score.abstention import (
     PASSAGE_VECTORS_NOT_READY,
     SURFACED,
@@ -40,6 +39,10 @@ from taguru_eval.tables.schemas import (
     RunTables,
     conform,
 )
+
+if TYPE_CHECKING:
+    # A type only: reading an artifact back needs no HTTP client.
+    from taguru_eval.run.preflight import PassageSidecar
 
 CLAIM: Final = "within each probe's served window, nothing cleared the bar the server applied"
 """What an ``abstained`` verdict claims (§2.8) — and no more."""
@@ -259,7 +262,8 @@ def abstention_warnings(
         warnings.append(
             f"rule 'semantic': the server's vector lane did not run{because} — "
             f"{not_run.height} passage probe(s) cannot judge and are undetermined, never "
-            "counted as abstained"
+            "counted as abstained; to judge them: --refusal-rule any, or a server whose "
+            "vector lane runs"
         )
     undetermined = refusals.filter(pl.col("verdict") == UNDETERMINED)
     if undetermined.height:

@@ -49,12 +49,15 @@ from taguru_eval.errors import (
     InputError,
     RunError,
     UsageError,
+    error_lines,
     os_error_text,
+    usage_lines,
 )
 from taguru_eval.inputs.outputs import refuse_overlaps
 from taguru_eval.inputs.tolerances import load_tolerances, tolerance_problem
 
 DEFAULT_OUT: Final = "changes.jsonl"
+COMPARE_HELP_COMMAND: Final = "python -m taguru_eval compare --help"
 
 HELP: Final = """\
 usage: python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
@@ -325,7 +328,7 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     try:
         args = parse_args(argv)
     except UsageError as exc:
-        err_stream.write(f"{PREFIX}{exc.message}{USAGE_SUFFIX}\n")
+        err_stream.write(usage_lines(exc, USAGE_SUFFIX, COMPARE_HELP_COMMAND))
         return EXIT_INPUT
     if args is None:
         out_stream.write(HELP)
@@ -335,7 +338,7 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         comparison = compare(args.base, args.head)
         tags = stored_case_tags(args.head, "HEAD") if args.by_tag else None
     except InputError as exc:
-        err_stream.write(f"{PREFIX}{exc.message}\n")
+        err_stream.write(error_lines(exc))
         return EXIT_INPUT
     # Warnings go out before the write, so they show even if writing fails.
     for warning in comparison.warnings:
@@ -375,7 +378,7 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     try:
         _write_reports(args, tested, comparison)
     except RunError as exc:
-        err_stream.write(f"{PREFIX}{exc.message}\n")
+        err_stream.write(error_lines(exc))
         return EXIT_RUN_FAILED
     return _gate(args, tested, err_stream)
 

@@ -20,13 +20,18 @@ usage: python -m taguru_eval demo [--out DIR] [--runs N]
 
 Starts the bundled reference server on an ephemeral loopback port with the
 demo corpus (data/sake), evaluates its eval.jsonl with its must-refuse file
-(data/sake/must_refuse.jsonl) against its thresholds.json, writes
-DIR/evaluation.json and the run into DIR/runs/ (Parquet), prints a summary
-table of the metrics (abstention.* and answerability.* included), then the
-must-refuse verdicts under each rule: the default 'semantic' (the server as
-shipped has no vector lane, so its passage probes are undetermined), 'any',
-and 'semantic' again on a second server with the opt-in toy vector lane
-(DIR/must-refuse-*.json), and stops the servers. DIR defaults to ./demo-out.
+(data/sake/must_refuse.jsonl) under --refusal-rule any against its
+thresholds.json — the first lines show questions abstaining and surfacing, and
+the must-refuse gate failing on the surfaced ones — writes DIR/evaluation.json
+and the run into DIR/runs/ (Parquet), prints a summary table of the metrics
+(abstention.* and answerability.* included), then the must-refuse verdicts
+under each rule: 'any', the default 'semantic' (the server as shipped has no
+vector lane, so its passage probes are undetermined), and 'semantic' again on
+a second server with the opt-in toy vector lane (DIR/must-refuse-*.json, both
+stored in DIR/runs/ too, so every notebook has runs to read), takes the
+handbook's golden CSV through import-golden to a gated run with --answers, and
+stops the servers. DIR defaults to ./demo-out. The exit code is 0 when every
+run completed: the gates' verdicts (FAIL included) are what the demo shows.
 
 --runs N performs N runs and, between runs, changes the server's corpus through
 its write API (adds, edits, removes paragraphs and associations), so the run

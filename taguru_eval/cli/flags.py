@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO, TypeVar
 
 from taguru_eval._base.files import WriteFailed, write_all_atomic, write_bytes_atomic
+from taguru_eval._base.suggest import did_you_mean
 from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
@@ -27,8 +28,9 @@ from taguru_eval.errors import (
     TaguruEvalError,
     TaguruEvalWarning,
     UsageError,
-    error_text,
+    error_lines,
     os_error_text,
+    usage_lines,
 )
 
 Args = TypeVar("Args")
@@ -84,10 +86,10 @@ def run_subcommand(
         with printed_warnings(err):
             return act(args, out, err)
     except UsageError as exc:
-        err.write(f"{PREFIX}{exc.message} — try 'python -m taguru_eval {word} --help'\n")
+        err.write(usage_lines(exc, f" — try 'python -m taguru_eval {word} --help'", None))
         return exc.exit_code
     except TaguruEvalError as exc:
-        err.write(f"{error_text(exc)}\n")
+        err.write(error_lines(exc))
         return exc.exit_code
 
 
@@ -144,7 +146,8 @@ def scan_flags(
             index += 1
             continue
         if arg.startswith("--"):
-            raise UsageError(f"unknown flag '{arg}' for {command}")
+            known = [*value_flags, *switches, *many, "--help"]
+            raise UsageError(f"unknown flag '{arg}' for {command}", hint=did_you_mean(arg, known))
         found.positionals.append(arg)
         index += 1
     return found

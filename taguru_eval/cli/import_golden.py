@@ -22,7 +22,7 @@ from taguru_eval._base.signals import stoppable
 from taguru_eval._base.text import one_line
 from taguru_eval.cli.flags import run_subcommand, scan_flags, write_reports
 from taguru_eval.errors import EXIT_OK, PREFIX, InputError, UsageError
-from taguru_eval.inputs.config import effective_env, resolve_base_url, resolve_token
+from taguru_eval.inputs.config import effective_env, resolve_base_url, resolve_token, token_source
 from taguru_eval.inputs.golden import (
     ANSWERS,
     EVAL,
@@ -174,7 +174,8 @@ def check_sources(args: ImportArgs, imported: GoldenImport) -> None:
     async def walk() -> frozenset[str]:
         context = args.context or ""
         async with TaguruClient(base_url, token) as client:
-            await read_context(client, context)  # an unknown context is exit 2, as in run mode
+            # An unknown context is exit 2, as in run mode (with the same hints).
+            await read_context(client, context, token_source(env, os.environ, args.config))
             return await walk_sources(client, context)
 
     carried = loop.run(stoppable(walk()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, TextIO
 
+from taguru_eval._base.suggest import did_you_mean
 from taguru_eval.analyst.ingest import ingest
 from taguru_eval.cli.flags import run_subcommand
 from taguru_eval.errors import EXIT_OK, UsageError
@@ -51,7 +52,9 @@ def parse_args(argv: Sequence[str]) -> tuple[str, str] | None:
         if arg.startswith("--store="):
             store = arg.removeprefix("--store=")
         elif arg.startswith("-") and arg != "-":
-            raise UsageError(f"unknown ingest flag '{arg}'")
+            raise UsageError(
+                f"unknown ingest flag '{arg}'", hint=did_you_mean(arg, ["--store", "--help"])
+            )
         elif file is None:
             file = arg
         else:

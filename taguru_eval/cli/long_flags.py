@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+from taguru_eval._base.suggest import did_you_mean
 from taguru_eval.errors import InputError
 
 
@@ -43,7 +44,10 @@ def scan_long_flags(
             if flag in switches:
                 raise InputError(f"{flag} takes no value")
             if flag not in value_flags:
-                raise InputError(f"unknown flag '{flag}' for {command}")
+                raise InputError(
+                    f"unknown flag '{flag}' for {command}",
+                    hint=did_you_mean(flag, [*value_flags, *switches, "--help"]),
+                )
             if flag in found.values:
                 raise InputError(f"{flag} given twice")
             if eq:

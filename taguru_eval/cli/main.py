@@ -38,17 +38,20 @@ from taguru_eval._base import signals
 from taguru_eval._base.extras import MissingExtra
 from taguru_eval._base.lazy import lazy_main
 from taguru_eval._base.signals import Terminated
+from taguru_eval._base.suggest import did_you_mean
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINATED,
+    HELP_COMMAND,
     PREFIX,
     USAGE_SUFFIX,
     TaguruEvalError,
     UsageError,
-    error_text,
+    error_lines,
+    usage_lines,
 )
 
 SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
@@ -74,10 +77,13 @@ MSG_UNKNOWN_SUBCOMMAND: Final = (
 )
 
 
-def _error_line(error: TaguruEvalError) -> str:
+def _error_output(error: TaguruEvalError) -> str:
+    """The error's stderr lines: taguru's line as taguru prints it (a usage error
+    with taguru's ``— try 'taguru evaluate --help'``), then a ``  hint: `` line
+    naming the fix and, for a usage error, the help that exists here."""
     if isinstance(error, UsageError):
-        return f"{PREFIX}{error.message}{USAGE_SUFFIX}"
-    return error_text(error)
+        return usage_lines(error, USAGE_SUFFIX, HELP_COMMAND)
+    return error_lines(error)
 
 
 def subcommand(word: str, args: Sequence[str]) -> int:
@@ -115,7 +121,10 @@ def dispatch(args: Sequence[str]) -> int:
         return run_mode(args[1:])
     if first in SUBCOMMANDS:
         return subcommand(first, args[1:])
-    raise UsageError(MSG_UNKNOWN_SUBCOMMAND.format(word=first))
+    raise UsageError(
+        MSG_UNKNOWN_SUBCOMMAND.format(word=first),
+        hint=did_you_mean(first, ["run", *SUBCOMMANDS]),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt as stop:
             return _stopped(stop)
         except TaguruEvalError as error:
-            print(_error_line(error), file=sys.stderr)
+            sys.stderr.write(_error_output(error))
             code = error.exit_code
         late = signals.unraised()
         return code if late is None else _stopped(signals.stop_exception(late))

@@ -30,7 +30,13 @@ from taguru_eval.errors import (
     RunError,
     UsageError,
 )
-from taguru_eval.inputs.config import effective_env, mask_url, resolve_base_url, resolve_token
+from taguru_eval.inputs.config import (
+    effective_env,
+    mask_url,
+    resolve_base_url,
+    resolve_token,
+    token_source,
+)
 from taguru_eval.inputs.dataset import load_eval, validate_limits
 from taguru_eval.inputs.must_refuse import load_must_refuse
 from taguru_eval.inputs.outputs import refuse_overlaps
@@ -190,8 +196,8 @@ def run_bands(args: BandsArgs, out: TextIO, _err: TextIO) -> int:
 
     async def measure() -> Any:
         async with TaguruClient(base_url, token) as client:
-            await check_health(client, mask_url(base_url))
-            await read_context(client, args.context)
+            await check_health(client, mask_url(base_url), args.url)
+            await read_context(client, args.context, token_source(env, os.environ, args.config))
             # As run mode (exit 2): a misspelled source would read as a case never served.
             check_expected_sources(eval_set, args.context, await walk_sources(client, args.context))
             return await sweep(

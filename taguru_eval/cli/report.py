@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from taguru_eval.analyst.report import build_report
+from taguru_eval._base.suggest import did_you_mean
 from taguru_eval.cli.flags import run_subcommand, write_report
 from taguru_eval.errors import EXIT_OK, UsageError
 from taguru_eval.inputs.outputs import refuse_overlaps
@@ -91,7 +91,9 @@ def parse_args(argv: Sequence[str]) -> ReportArgs | None:
                 raise UsageError(f"{name} given twice")
             values[key] = value
         elif arg.startswith("-") and arg != "-":
-            raise UsageError(f"unknown report flag '{arg}'")
+            raise UsageError(
+                f"unknown report flag '{arg}'", hint=did_you_mean(name, [*flags, "--help"])
+            )
         else:
             positionals.append(arg)
         i += 1
@@ -105,6 +107,9 @@ def parse_args(argv: Sequence[str]) -> ReportArgs | None:
 
 
 def _report(args: ReportArgs, out: TextIO, err: TextIO) -> int:
+    # Imported here: --help and a usage error need no Polars, Altair or httpx.
+    from taguru_eval.analyst.report import build_report
+
     text = build_report(
         args.run, base=args.base, thresholds=args.thresholds, store=args.store, out=args.out
     )

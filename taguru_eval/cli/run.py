@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
+from taguru_eval._base.suggest import did_you_mean
 from taguru_eval._base.text import parse_decimal
 from taguru_eval.cli.flags import write_report
 from taguru_eval.errors import (
@@ -96,7 +97,9 @@ def write_reports(
     # imports neither the JUnit writer nor compare (docs/architecture.md).
     options = prepared.options
     if options.junit is not None:
+        from taguru_eval.analyst.aggregate import golden_questions
         from taguru_eval.analyst.junit import junit_xml
+        from taguru_eval.flag_gates import flag_gate_rows
 
         report = junit_xml(
             prepared.thresholds,
@@ -108,11 +111,14 @@ def write_reports(
             generated_at=str(result.doc.get("generated_at", "")),
             catalog=result.scores.catalog,
             junit_cases=options.resolved_junit_cases,
+            flag_gates=flag_gate_rows(result.head),
+            questions=golden_questions(result.scores.cases, result.tables.case_lanes),
         )
         write_report(options.junit, report)
     step_summary = env.get(STEP_SUMMARY_ENV) if options.step_summary else None
     if options.summary is None and not step_summary:
         return
+    from taguru_eval.analyst.aggregate import golden_questions
     from taguru_eval.analyst.step_summary import summary_markdown
 
     comparison = None
@@ -130,6 +136,7 @@ def write_reports(
         run_id=result.run_id,
         comparison=comparison,
         catalog=result.scores.catalog,
+        questions=golden_questions(result.scores.cases, result.tables.case_lanes),
     )
     if options.summary is not None:
         write_report(options.summary, markdown)
@@ -298,6 +305,9 @@ _COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurre
 
 _SWITCHES: Final = ("--assembly", "--no-store", "--no-step-summary", "--quiet", "--resume")
 
+FLAGS: Final = (*_VALUE_FLAGS, *_COUNT_FLAGS, *_SWITCHES, "--help")
+"""Every flag run mode takes (what a mistyped one is compared with)."""
+
 _POSITIVE: Final = re.compile(r"\+?[0-9]+")
 
 
@@ -357,7 +367,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         elif arg in ("--help", "-h"):
             return None
         elif arg.startswith("--"):
-            raise UsageError(f"unknown flag '{arg}' for evaluate")
+            raise UsageError(f"unknown flag '{arg}' for evaluate", hint=did_you_mean(arg, FLAGS))
         else:
             raise UsageError("evaluate takes no positional arguments")
 

@@ -10,7 +10,14 @@ from typing import Final
 from taguru_eval._base.extras import load_extra
 from taguru_eval._base.text import one_line, parse_decimal
 from taguru_eval.cli.long_flags import scan_long_flags
-from taguru_eval.errors import EXIT_INPUT, EXIT_OK, EXIT_RUN_FAILED, InputError, RunError
+from taguru_eval.errors import (
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    InputError,
+    RunError,
+    error_lines,
+)
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8248
@@ -110,7 +117,7 @@ def main(argv: list[str]) -> int:
     try:
         options = parse_args(argv)
     except InputError as error:
-        print(f"{PROGRAM}: {error}", file=sys.stderr)
+        sys.stderr.write(error_lines(error, f"{PROGRAM}: {error}"))
         return EXIT_INPUT
     if options is None:
         print(HELP, end="")
@@ -136,10 +143,10 @@ def main(argv: list[str]) -> int:
             jitter=options.jitter,
         )
     except InputError as error:
-        print(f"{PROGRAM}: {error}", file=sys.stderr)
+        sys.stderr.write(error_lines(error, f"{PROGRAM}: {error}"))
         return EXIT_INPUT
     except RunError as error:
-        print(f"{PROGRAM}: {error}", file=sys.stderr)
+        sys.stderr.write(error_lines(error, f"{PROGRAM}: {error}"))
         return EXIT_RUN_FAILED
     except OSError as error:
         reason = error.strerror or str(error)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Final
 
 from taguru_eval.cli.long_flags import scan_long_flags
-from taguru_eval.errors import EXIT_INPUT, EXIT_OK, InputError, TaguruEvalError
+from taguru_eval.errors import EXIT_INPUT, EXIT_OK, InputError, TaguruEvalError, error_lines
 from taguru_eval.run.wait import DEFAULT_TIMEOUT_S, wait_until_healthy
 
 PROGRAM: Final = "taguru_eval wait"
@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     try:
         parsed = parse_args(argv)
     except InputError as error:
-        print(f"{PROGRAM}: {error}", file=sys.stderr)
+        sys.stderr.write(error_lines(error, f"{PROGRAM}: {error}"))
         return EXIT_INPUT
     if parsed is None:
         print(HELP, end="")
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
     try:
         ready_url = wait_until_healthy(url, ready_file=ready_file, timeout=timeout, env=os.environ)
     except TaguruEvalError as error:
-        print(f"{PROGRAM}: {error}", file=sys.stderr)
+        sys.stderr.write(error_lines(error, f"{PROGRAM}: {error}"))
         return error.exit_code
     print(ready_url, flush=True)
     return EXIT_OK

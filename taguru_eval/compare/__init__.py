@@ -58,7 +58,7 @@ def load_side(
         return read_side(source, label=label, catalog=catalog, stamp_required=stamp_required)
     except InputError as exc:
         raise InputError(
-            f"{side} {exc.message}", path=exc.path, line=exc.line, field=exc.field
+            f"{side} {exc.message}", path=exc.path, line=exc.line, field=exc.field, hint=exc.hint
         ) from None
 
 

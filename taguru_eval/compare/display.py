@@ -2,20 +2,25 @@
 ``repr`` and a compact HTML summary for Jupyter (``_repr_html_``).
 
 The summary is the reader's view in small: context, both runs, case counts by
-outcome, HEAD's gate verdict, the aggregate metrics that moved and the driver
-groups (:mod:`.drivers`) — never the per-case frame itself.
+outcome, HEAD's gate verdict, the significance verdicts (``compare
+--significance`` at its defaults: one Holm family of the whole run's metrics),
+the aggregate metrics that moved with their verdicts and the driver groups
+(:mod:`.drivers`) — never the per-case frame itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
 from taguru_eval._base.html import pairs_data, render, table_data
 from taguru_eval.compare.load import RunView
 from taguru_eval.compare.model import UNSTABLE
+
+if TYPE_CHECKING:
+    from taguru_eval.compare.significance import Significance
 
 SHOWN_METRICS: Final = 8
 SHOWN_GROUPS: Final = 6
@@ -36,6 +41,15 @@ def outcome_text(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{counts.get(kind, 0)} {kind}" for kind in shown)
 
 
+def tests_text(tests: Significance) -> str:
+    """``1 regressed, 8 no significant change (paired, holm over 9 test(s))``."""
+    tested = tests.frame.filter(pl.col("n") > 0)
+    counts = tested.get_column("verdict").value_counts(sort=True)
+    tally = ", ".join(f"{count} {verdict}" for verdict, count in counts.iter_rows())
+    family = f"{tests.correction} over {tests.family_size} test(s)"
+    return f"{tally or 'nothing to test'} (paired, {family})"
+
+
 def comparison_repr(base: RunView, head: RunView, counts: Mapping[str, int]) -> str:
     """``<Comparison sake: BASE -> HEAD, 16 -> 16 cases: 3 improved, …>``."""
     return (
@@ -51,8 +65,10 @@ def comparison_html(
     counts: Mapping[str, int],
     moved: pl.DataFrame,
     groups: pl.DataFrame,
+    tests: Significance | None = None,
 ) -> str:
-    """The compact HTML summary (see the module docstring)."""
+    """The compact HTML summary (see the module docstring); with ``tests`` a
+    line of their verdicts and the family they were adjusted in."""
     pairs: list[tuple[str, object]] = [
         ("context", head.context or base.context),
         ("base", f"{base.path} ({base.generated_at})"),
@@ -61,13 +77,17 @@ def comparison_html(
         ("outcome", outcome_text(counts)),
         ("gate (head)", verdict_text(head.gate_passed)),
     ]
-    shown_moved = moved.select("metric", "base", "head", "delta", "direction")
+    family = ""
+    if tests is not None:
+        pairs.append(("significance", tests_text(tests)))
+        family = f"; verdicts: {tests.correction} over {tests.family_size} test(s), {tests.family}"
+    shown_moved = moved.select("metric", "base", "head", "delta", "direction", "verdict")
     return render(
         "display_comparison.html.j2",
         items=pairs_data(pairs),
         moved=table_data(
             shown_moved,
-            caption=f"aggregate metrics that moved ({moved.height})",
+            caption=f"aggregate metrics that moved ({moved.height}){family}",
             limit=SHOWN_METRICS,
         )
         if moved.height

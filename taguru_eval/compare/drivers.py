@@ -48,11 +48,30 @@ DRIVER_SCHEMA: Final = pl.Schema(
 )
 
 
-def moved_metrics(metrics: pl.DataFrame, catalog: Catalog = CATALOG) -> pl.DataFrame:
+BETTER, WORSE, CHANGED = "better", "worse", "changed"
+"""Which way an aggregate metric moved, by the catalog's direction: a description,
+never a verdict (only a significance test calls a move regressed or improved)."""
+
+_VERDICT_ORDER: Final = {
+    "regressed": 0,
+    "inconclusive": 1,
+    "improved": 2,
+    "no significant change": 3,
+    "not tested": 4,
+}
+
+
+def moved_metrics(
+    metrics: pl.DataFrame, catalog: Catalog = CATALOG, *, tests: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The aggregate metrics that moved: ``metric``, ``statistic``, ``base``, ``head``,
-    ``delta``, ``direction`` (improved / regressed by the catalog's
+    ``delta``, ``direction`` (``better`` / ``worse`` by the catalog's
     ``higher_is_better``; ``changed`` for a metric without a direction or a
-    value on one side only). Regressions first, then by the size of the move.
+    value on one side only), ``verdict`` and ``p_adjusted`` (the whole-run test
+    of ``tests``, :attr:`Significance.frame`; ``not tested`` for a metric it
+    does not cover, such as latency). Regressed first, then inconclusive,
+    improved, no significant change and not tested; by the size of the move
+    within each.
 
     ``metrics``: :attr:`Comparison.metrics` (``metric``, ``statistic``, ``base``,
     ``head``, ``delta``); a move within 1e-9 is no move (§6.4).
@@ -63,17 +82,24 @@ def moved_metrics(metrics: pl.DataFrame, catalog: Catalog = CATALOG) -> pl.DataF
     one_sided = pl.col("base").is_null() != pl.col("head").is_null()
     direction = (
         pl.when(one_sided | better.is_null())
-        .then(pl.lit("changed"))
+        .then(pl.lit(CHANGED))
         .when((pl.col("delta") > 0) == better)
-        .then(pl.lit(IMPROVED))
-        .otherwise(pl.lit(REGRESSED))
+        .then(pl.lit(BETTER))
+        .otherwise(pl.lit(WORSE))
     )
-    order = pl.col("direction").replace_strict(
-        {REGRESSED: 0, IMPROVED: 1, "changed": 2}, return_dtype=pl.Int8
+    verdicts = (
+        pl.DataFrame(schema={"metric": pl.String, "verdict": pl.String, "p_adjusted": pl.Float64})
+        if tests is None
+        else tests.filter(pl.col("tag").is_null() & (pl.col("n") > 0)).select(
+            "metric", "verdict", "p_adjusted"
+        )
     )
+    order = pl.col("verdict").replace_strict(_VERDICT_ORDER, default=4, return_dtype=pl.Int8)
     return (
         metrics.filter(moved.fill_null(False) | one_sided)
         .with_columns(direction.alias("direction"))
+        .join(verdicts, on="metric", how="left")
+        .with_columns(pl.col("verdict").fill_null("not tested"))
         .sort([order, pl.col("delta").abs()], descending=[False, True], nulls_last=True)
     )
 

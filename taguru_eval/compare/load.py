@@ -19,6 +19,7 @@ from __future__ import annotations
 import codecs
 import functools
 import json
+import operator
 import os
 import re
 from collections.abc import Mapping
@@ -29,6 +30,7 @@ from typing import Annotated, Any, Final, cast
 import msgspec
 import polars as pl
 
+from taguru_eval._base.serde_numbers import NumberOutOfRange, read_number, read_numbers
 from taguru_eval._base.structs import validation_detail as _validation_detail
 from taguru_eval._base.structs import validation_parts as _validation_parts
 from taguru_eval._base.text import to_f32
@@ -38,7 +40,7 @@ from taguru_eval.compare.repeats import find_repeat, first_repeat, shape_of
 from taguru_eval.compare.stability import StabilitySide, side_from_blocks
 from taguru_eval.contract import ARTIFACT_STAMP
 from taguru_eval.errors import InputError, os_error_text
-from taguru_eval.store_artifact import artifact_bytes, stored_artifact
+from taguru_eval.store_artifact import artifact_bytes, not_a_run_hint, stored_artifact
 
 U64_MAX: Final = 2**64 - 1
 
@@ -156,9 +158,13 @@ reader types ``citations.recall`` and ``citations.validity`` as plain objects.""
 _Tree = dict[str, "_Tree"]
 
 
-def _case_type(paths: tuple[tuple[str, ...], ...]) -> type[msgspec.Struct]:
+_NULL: Final = msgspec.Raw(b"null")
+
+
+def _case_type(paths: tuple[tuple[str, ...], ...], *, raw: bool) -> type[msgspec.Struct]:
     """A typed view of a case block reading exactly ``paths``: every link an
-    optional object, every leaf a nullable float (integers accepted)."""
+    optional object, every leaf a nullable float (integers accepted) — or, with
+    ``raw``, the leaf's JSON text, read as taguru reads it by :func:`_case_frame`."""
     tree: _Tree = {}
     for path in paths:
         node = tree
@@ -170,15 +176,21 @@ def _case_type(paths: tuple[tuple[str, ...], ...]) -> type[msgspec.Struct]:
         for key, child in node.items():
             where = (*at, key)
             if not child:
-                fields.append((key, float | None, None))
+                fields.append((key, msgspec.Raw, _NULL) if raw else (key, float | None, None))
+                continue
+            inner = struct(f"{name}_{key}", child, where)
+            if raw:
+                # An absent block is one shared empty block, so a path is followed
+                # by ``operator.attrgetter`` in C; only an explicit ``null`` is None.
+                kind = inner if where in _NOT_NULLABLE else inner | None
+                fields.append((key, kind, inner()))
             elif where in _NOT_NULLABLE:
-                inner = struct(f"{name}_{key}", child, where)
                 fields.append((key, inner, msgspec.field(default_factory=inner)))
             else:
-                fields.append((key, struct(f"{name}_{key}", child, where) | None, None))
-        return msgspec.defstruct(name, fields)
+                fields.append((key, inner | None, None))
+        return msgspec.defstruct(name, fields, frozen=raw)
 
-    top = struct("_CaseBlock", tree, ())
+    top = struct("_RawCaseBlock" if raw else "_CaseBlock", tree, ())
     # ``stability`` (run --repeat) as any JSON: read leniently by side_from_blocks.
     return msgspec.defstruct(
         "_Case", [("case_id", str, ""), ("stability", Any, None)], bases=(top,)
@@ -186,8 +198,13 @@ def _case_type(paths: tuple[tuple[str, ...], ...]) -> type[msgspec.Struct]:
 
 
 @functools.cache
-def _view_decoder(paths: tuple[tuple[str, ...], ...]) -> msgspec.json.Decoder[Any]:
-    cases: Any = list[_case_type(paths)]  # type: ignore[misc]
+def _view_decoder(
+    paths: tuple[tuple[str, ...], ...], *, raw: bool = False
+) -> msgspec.json.Decoder[Any]:
+    """The whole view; with ``raw`` the compared values come as their JSON text
+    (the decoding that runs), without it as checked floats (the decoding that
+    words a problem, and the shape the repeated-key check walks)."""
+    cases: Any = list[_case_type(paths, raw=raw)]  # type: ignore[misc]
     whole = msgspec.defstruct(
         "_WholeView", [("cases", cases, msgspec.field(default_factory=list))], bases=(_View,)
     )
@@ -198,12 +215,13 @@ def _compared_paths(catalog: Catalog) -> tuple[tuple[str, ...], ...]:
     return tuple(catalog.per_case[name].path for name in catalog.compared)
 
 
-def _follow(block: object, path: tuple[str, ...]) -> float | None:
+def _follow(block: object, path: tuple[str, ...]) -> msgspec.Raw:
+    """The JSON text at ``path`` of a raw case block (``null`` where a link is absent)."""
     for key in path:
         block = getattr(block, key)
         if block is None:
-            return None
-    return float(block)  # type: ignore[arg-type]
+            return _NULL
+    return cast(msgspec.Raw, block)
 
 
 # ------------------------------------------------------------------ metric shapes
@@ -263,8 +281,29 @@ def metric_scalar(statistic: str, raw: bytes) -> float | None:
     for name, value in counters:
         if value > U64_MAX:
             raise MetricDecodeError(f"{name}: invalid value: integer `{value}`, expected u64")
-    scalar: float | None = getattr(shape, SCALAR_FIELD[statistic])
-    return scalar
+    field = SCALAR_FIELD[statistic]
+    if getattr(shape, field) is None:
+        return None
+    # The checked value is the nearest double; taguru reads the text (ERRATA row 24).
+    text = bytes(getattr(_SCALAR_TEXT_DECODERS[field].decode(raw), field)).decode()
+    try:
+        return read_number(text)
+    except NumberOutOfRange:
+        raise MetricDecodeError(f"{field}: number out of range") from None
+
+
+class _MeanText(msgspec.Struct):
+    mean: msgspec.Raw = _NULL
+
+
+class _ValueText(msgspec.Struct):
+    value: msgspec.Raw = _NULL
+
+
+_SCALAR_TEXT_DECODERS: Final[Mapping[str, msgspec.json.Decoder[Any]]] = {
+    "mean": msgspec.json.Decoder(_MeanText),
+    "value": msgspec.json.Decoder(_ValueText),
+}
 
 
 # ------------------------------------------------------------------ the loaded side
@@ -361,7 +400,9 @@ def read_view(
     try:
         data = artifact_bytes(file_path)
     except OSError as exc:
-        raise InputError(f"reading {shown}: {os_error_text(exc)}", path=shown) from None
+        raise InputError(
+            f"reading {shown}: {os_error_text(exc)}", path=shown, hint=not_a_run_hint(given)
+        ) from None
     if not is_utf8(data):
         raise InputError(f"reading {shown}: stream did not contain valid UTF-8", path=shown)
     return decode_view(
@@ -421,15 +462,28 @@ def decode_view(
     from a mapping cannot hold one); ``stamp_required`` is :func:`read_view`'s.
     """
     paths = _compared_paths(catalog)
-    view = _decode(
+    checked = _view_decoder(paths)
+    try:
+        view = _view_decoder(paths, raw=True).decode(data)
+        cases, duplicates = _case_frame(view.cases, catalog)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, _NotANumber):
+        # The checked decoding refuses the same bytes and words the first problem
+        # in file order, as it always has.
+        _decode(data, shown, decoder=checked)
+        raise _malformed(shown, "a compared value is not a number") from None
+    except _OutOfRange as exc:
+        _decode(data, shown, decoder=checked)  # msgspec's words where it refuses it too
+        field = f"cases[{exc.case}].{'.'.join(exc.path)}"
+        raise _malformed(shown, f"{field}: number out of range", field) from None
+    _check(
         data,
+        view,
         shown,
+        checked,
         check_stamp=check_stamp,
         check_repeats=check_repeats,
-        decoder=_view_decoder(paths),
         stamp_required=stamp_required,
     )
-    cases, duplicates = _case_frame(view.cases, catalog)
     stability = side_from_blocks(
         [(case.case_id, case.stability) for case in view.cases], view.inputs.repeat
     )
@@ -463,28 +517,22 @@ def decode_header(
     ``data`` goes through the same typed decoder, checks and messages as a
     whole file; ``cases`` must have :func:`decode_view`'s frame layout.
     """
-    view = _decode(
+    view = _decode(data, shown, decoder=_HEAD_DECODER)
+    _check(
         data,
+        view,
         shown,
+        _HEAD_DECODER,
         check_stamp=True,
         check_repeats=True,
-        decoder=_HEAD_DECODER,
         stamp_required=stamp_required,
     )
     return _run_view(view, shown, label=label, cases=cases, duplicates=duplicates, metrics=metrics)
 
 
-def _decode(
-    data: bytes,
-    shown: str,
-    *,
-    check_stamp: bool,
-    check_repeats: bool,
-    decoder: msgspec.json.Decoder[Any],
-    stamp_required: bool,
-) -> Any:
+def _decode(data: bytes, shown: str, *, decoder: msgspec.json.Decoder[Any]) -> Any:
     try:
-        view = decoder.decode(data)
+        return decoder.decode(data)
     except msgspec.ValidationError as exc:
         path, _message = _validation_parts(exc)
         raise _malformed(shown, _validation_detail(exc), path or None) from None
@@ -492,6 +540,20 @@ def _decode(
         raise _malformed(shown, _syntax_detail(exc, data)) from None
     except RecursionError:
         raise _malformed(shown, "recursion limit exceeded") from None
+
+
+def _check(
+    data: bytes,
+    view: Any,
+    shown: str,
+    decoder: msgspec.json.Decoder[Any],
+    *,
+    check_stamp: bool,
+    check_repeats: bool,
+    stamp_required: bool,
+) -> None:
+    """The checks after a successful decoding: repeated keys (in the objects
+    ``decoder``'s type reads), u64 counters, the stamp."""
     if check_repeats:
         _check_repeats(data, view, shown, decoder)
     _check_u64(view, shown)
@@ -508,7 +570,6 @@ def _decode(
             path=shown,
             field="taguru_evaluation",
         )
-    return view
 
 
 def _run_view(
@@ -661,17 +722,56 @@ def _check_u64(view: _View, shown: str) -> None:
             )
 
 
+class _NotANumber(Exception):
+    """A compared value that is neither a number nor null: the checked decoding words it."""
+
+
+class _OutOfRange(Exception):
+    """A compared number taguru refuses as out of range (msgspec may read it)."""
+
+    def __init__(self, case: int, path: tuple[str, ...]) -> None:
+        super().__init__(case, path)
+        self.case = case
+        self.path = path
+
+
+_TOKEN_SEPARATOR: Final = b"\x00"
+"""Between two values' JSON texts: a raw NUL never occurs in JSON text."""
+
+_NUMBER_OR_NULL_START: Final = ("-", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "n")
+"""How a JSON number or ``null`` starts (no other JSON value starts so)."""
+
+
 def _case_frame(cases: list[Any], catalog: Catalog) -> tuple[pl.DataFrame, tuple[str, ...]]:
     """One row per distinct case_id (last occurrence wins), one Float64 column per
-    comparison metric in the catalog's order, plus the repeated ids in file order."""
+    comparison metric in the catalog's order, plus the repeated ids in file order.
+
+    Each value is read from its JSON text as taguru reads it (ERRATA row 24,
+    :func:`~taguru_eval._base.serde_numbers.read_numbers`), a column at a time:
+    the texts of one metric are joined and split in Polars."""
     ids = [case.case_id for case in cases]
-    data: dict[str, list[Any]] = {"case_id": ids}
-    schema: dict[str, pl.DataType] = {"case_id": pl.String()}
+    columns: list[pl.Series] = [pl.Series("case_id", ids, dtype=pl.String)]
     for name in catalog.compared:
         path = catalog.per_case[name].path
-        data[name] = [_follow(case, path) for case in cases]
-        schema[name] = pl.Float64()
-    frame = pl.DataFrame(data, schema=schema)
+        try:
+            leaves = list(map(operator.attrgetter(".".join(path)), cases))
+        except AttributeError:  # a block written as null
+            leaves = [_follow(case, path) for case in cases]
+        texts = (
+            pl.Series([_TOKEN_SEPARATOR.join(leaves)])
+            .cast(pl.String)
+            .str.split(_TOKEN_SEPARATOR.decode())
+            .explode()
+            if cases
+            else pl.Series([], dtype=pl.String)
+        )
+        if not texts.str.slice(0, 1).is_in(_NUMBER_OR_NULL_START).all():
+            raise _NotANumber
+        values = read_numbers(texts).alias(name)
+        if values.is_infinite().any():
+            raise _OutOfRange(int(values.is_infinite().arg_max() or 0), path)
+        columns.append(values)
+    frame = pl.DataFrame(columns)
     repeated = frame.filter(~pl.col("case_id").is_first_distinct())
     duplicates = tuple(repeated.get_column("case_id").to_list())
     if duplicates:

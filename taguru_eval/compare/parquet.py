@@ -9,7 +9,8 @@ whole artifact costs seconds for a 100,000-case run, almost all of it in the
   :data:`taguru_eval.tables.CASES_SCHEMA`), gated exactly as the artifact
   writer gates its blocks (a ``recall`` block only when
   ``recall_expected_total`` is set, and so on), so a value is null precisely
-  when the artifact's reader-side path (GATE_AND_COMPARE.md §3) is absent;
+  when the artifact's reader-side path (GATE_AND_COMPARE.md §3) is absent,
+  and read back as taguru reads the artifact's spelling of it (ERRATA row 24);
 * the aggregate values from ``metrics.parquet``, turned back into the metric
   objects the artifact holds, so they are still decoded only through the
   run's ``definitions[name].statistic`` (§6.6);
@@ -42,6 +43,7 @@ from typing import BinaryIO, Final
 import msgspec
 import polars as pl
 
+from taguru_eval._base.serde_numbers import read_back
 from taguru_eval.catalog import CATALOG, STABILITY_BLOCK, STABILITY_COLUMNS, Catalog
 from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
 from taguru_eval.compare.load import RunView, decode_header, is_utf8, read_view
@@ -299,6 +301,8 @@ def stored_cases(
     frame = table.sort("case_index", nulls_last=True, maintain_order=True).select(
         pl.col("case_id").fill_null(""), *[value(metric) for metric in fields]
     )
+    # As taguru reads them back from the evaluation.json they were written to.
+    frame = frame.with_columns(read_back(frame.get_column(metric)) for metric in fields)
     duplicates = tuple(
         frame.filter(~pl.col("case_id").is_first_distinct()).get_column("case_id").to_list()
     )

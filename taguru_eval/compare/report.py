@@ -11,6 +11,7 @@ and summary lines (:mod:`.stability`); without one, every byte is taguru's.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -36,6 +37,7 @@ from taguru_eval.compare.model import (
     direction_column,
     head_column,
 )
+from taguru_eval.compare.significance import Significance, significance
 from taguru_eval.compare.stability import StabilityComparison, StabilitySide
 
 CHANGES_VERSION: Final = 1
@@ -113,9 +115,21 @@ class Comparison:
 
     # The reader's view beside the §6.10 summary (:mod:`.drivers`).
 
+    @functools.cached_property
+    def tests(self) -> Significance:
+        """The paired tests of ``compare --significance`` at its defaults (Holm over
+        one family: the whole run's compared metrics), computed once: the verdicts
+        :meth:`moved_metrics` and the notebook display carry."""
+        return significance(self)
+
     def moved_metrics(self) -> pl.DataFrame:
-        """Only the aggregate metrics that moved, judged by the catalog's direction."""
-        return drivers.moved_metrics(self.metrics)
+        """Only the aggregate metrics that moved: ``direction`` better / worse by
+        the catalog (``changed`` without one), and the significance ``verdict`` of
+        :attr:`tests` (``not tested`` for a metric no case-level test covers, e.g.
+        latency): only a significant test is called regressed or improved.
+        Regressed first, then inconclusive, improved, no significant change, not
+        tested; by the size of the move within each."""
+        return drivers.moved_metrics(self.metrics, tests=self.tests.frame)
 
     def case_drivers(self) -> pl.DataFrame:
         """Per improved/regressed case: the metric(s) that drove it, and those against."""
@@ -130,7 +144,12 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         return display.comparison_html(
-            self.base, self.head, self.counts, self.moved_metrics(), self.driver_groups()
+            self.base,
+            self.head,
+            self.counts,
+            self.moved_metrics(),
+            self.driver_groups(),
+            tests=self.tests,
         )
 
 

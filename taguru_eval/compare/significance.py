@@ -55,7 +55,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -69,7 +69,6 @@ from taguru_eval.compare.multiplicity import (
     Correction,
     adjust_p_values,
 )
-from taguru_eval.compare.report import Comparison
 from taguru_eval.compare.tags import slice_rank, tag_membership
 
 DEFAULT_RESAMPLES: Final = 10_000
@@ -168,6 +167,14 @@ class Significance:
         return int((self.frame.get_column("n") > 0).sum())
 
     @property
+    def family(self) -> str:
+        """Which tests were adjusted together: the whole run's compared metrics, and
+        with ``--by-tag`` HEAD's tag slices too (one family either way)."""
+        if self.by_tag:
+            return "the whole run's metrics and HEAD's tag slices (--by-tag)"
+        return "the whole run's metrics"
+
+    @property
     def mde_alpha(self) -> float:
         """The level the minimum detectable effect is computed at (module docstring)."""
         return mde_alpha(self.alpha, self.correction, self.family_size)
@@ -196,6 +203,7 @@ class Significance:
             "alpha": self.alpha,
             "correction": self.correction,
             "tests": self.family_size,
+            "family": self.family,
             "power": POWER,
             "mde_alpha": self.mde_alpha,
             "metrics": [
@@ -232,7 +240,7 @@ class Significance:
             f"{self.correction} over {self.family_size} test(s)"
             if self.correction != "none"
             else f"no correction over {self.family_size} test(s)"
-        )
+        ) + f" of one family, {self.family}"
         lines = [
             f"  significance (paired; {self.resamples} resamples, seed {self.seed}, "
             f"alpha {self.alpha:g}; {family}; MDE at {POWER:.0%} power, "
@@ -256,7 +264,7 @@ class Significance:
             adjusted = (
                 f" ({self.correction} {row['p_adjusted']:.4f})" if self.correction != "none" else ""
             )
-            mde = "n/a" if row["mde"] is None else f"{row['mde']:.4f}"
+            mde = mde_text(row)
             lines.append(
                 f"    {label}: Δ {row['mean_delta']:+.4f} over {row['n']} pair(s), "
                 f"{percent} CI [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}], "
@@ -291,11 +299,23 @@ def verdict_text(row: Mapping[str, Any]) -> str:
     text = f"{verdict}: {what} up to {reach:.4f} is not ruled out (tolerance {tolerance:g})"
     mde = row["mde"]
     if mde is None:
-        return f"{text}; one pair has no spread to size the MDE from"
+        alike = "one pair has" if row["n"] <= 1 else "pairs that all moved alike have"
+        return f"{text}; {alike} no spread to size the MDE from"
     if tolerance > 0.0 and mde > tolerance:
         needed = math.ceil(row["n"] * (mde / tolerance) ** 2)
         text += f"; about {needed} pairs would bring the MDE down to {tolerance:g}"
     return text
+
+
+NO_VARIANCE: Final = "n/a (no variance: cannot tell)"
+
+
+def mde_text(row: Mapping[str, Any]) -> str:
+    """A test's MDE as text: 4 decimals; ``n/a (no variance: cannot tell)`` when
+    every pair moved alike (an MDE of 0 would promise to see any shift)."""
+    if row["mde"] is not None:
+        return f"{row['mde']:.4f}"
+    return NO_VARIANCE if row["n"] > 1 and row["sd_delta"] == 0.0 else "n/a"
 
 
 def regression_reach(low: float, high: float, higher_is_better: bool | None) -> float:
@@ -321,8 +341,20 @@ def mde_factor(alpha: float, power: float = POWER) -> float:
     return normal.inv_cdf(1.0 - alpha / 2.0) + normal.inv_cdf(power)
 
 
+class Compared(Protocol):
+    """What the tests read of a :class:`~taguru_eval.compare.report.Comparison`: its
+    per-case frame and the metrics it classified by (a protocol, so this module
+    needs no import of the comparison, which offers these tests as ``.tests``)."""
+
+    @property
+    def cases(self) -> pl.DataFrame: ...
+
+    @property
+    def compared(self) -> tuple[str, ...]: ...
+
+
 def significance(
-    comparison: Comparison,
+    comparison: Compared,
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
@@ -440,7 +472,11 @@ def judge(
     return (
         measured.with_columns(
             pl.Series("p_adjusted", adjusted, dtype=pl.Float64).fill_nan(None),
-            (factor * pl.col("sd_delta") / pl.col("n").cast(pl.Float64).sqrt()).alias("mde"),
+            # Pairs that all moved alike (every delta zero, say) have no spread to
+            # size the MDE from: null, shown as "no variance: cannot tell", never 0.
+            pl.when(pl.col("sd_delta") > 0.0)
+            .then(factor * pl.col("sd_delta") / pl.col("n").cast(pl.Float64).sqrt())
+            .alias("mde"),
             pl.col("metric")
             .replace_strict(dict(tolerances), default=DEFAULT_TOLERANCE, return_dtype=pl.Float64)
             .alias("tolerance"),

@@ -2,13 +2,14 @@
 
 :func:`run_demo` starts the bundled reference server on an ephemeral loopback
 port with ``data/`` (the ``sake`` context), evaluates ``data/sake/eval.jsonl``
-with its must-refuse file ``data/sake/must_refuse.jsonl`` against
-``data/sake/thresholds.json``, writes the artifacts, prints a summary table of
-the metrics, then shows the must-refuse verdicts under each rule — the
-default ``semantic`` rule on the server as shipped (no vector lane: the
-passage probes are honestly undetermined), ``--refusal-rule any``, and
-``semantic`` on the same corpus served with the opt-in toy vector lane — and
-stops the servers; :func:`run_assembly_pair` runs the
+with its must-refuse file ``data/sake/must_refuse.jsonl`` under
+``--refusal-rule any`` against ``data/sake/thresholds.json`` (the must-refuse
+gate's verdicts first: some questions abstain, some surface), writes the
+artifacts, prints a summary table of the metrics, then shows the must-refuse
+verdicts under each rule — ``any``, the default ``semantic`` rule on the
+server as shipped (no vector lane: the passage probes are honestly
+undetermined), and ``semantic`` on the same corpus served with the opt-in toy
+vector lane — and stops the servers; :func:`run_assembly_pair` runs the
 same cases in baseline and ``--assembly`` mode at one budget and prints them
 side by side; :func:`run_history` makes a history of runs with corpus changes
 between them (:mod:`.history`).
@@ -29,7 +30,14 @@ from taguru_eval.api import Run
 from taguru_eval.compare import compare
 from taguru_eval.demo.data import DEMO_CONTEXT, demo_data_dir
 from taguru_eval.demo.history import demo_history
-from taguru_eval.errors import EXIT_OK, EXIT_RUN_FAILED, PREFIX, RunError, os_error_text
+from taguru_eval.errors import (
+    EXIT_GATE,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    PREFIX,
+    RunError,
+    os_error_text,
+)
 from taguru_eval.inputs.golden import GoldenOptions, import_golden
 from taguru_eval.inputs.prepare import PreparedRun, prepare_run
 from taguru_eval.options import Budget, RunOptions
@@ -65,11 +73,14 @@ def _execute_with_progress(prepared: PreparedRun, console: Console) -> RunResult
 
 MUST_REFUSE_FILE: Final = "must_refuse.jsonl"
 MODES: Final[tuple[tuple[str, str, bool], ...]] = (
-    ("semantic", "semantic", False),
     ("any", "any", False),
+    ("semantic", "semantic", False),
     ("semantic + toy vector lane", "semantic", True),
 )
-"""The must-refuse walk-through: (column title, --refusal-rule, vector lane on)."""
+"""The must-refuse walk-through: (column title, --refusal-rule, vector lane on). The
+first is the demo's opening run: under ``any`` every probe gets a verdict on the
+server as shipped, so the gate shows cases abstaining and surfacing at once
+(``semantic`` there leaves the passage probes undetermined: no vector lane)."""
 
 
 def _must_refuse_run(
@@ -78,7 +89,7 @@ def _must_refuse_run(
     out: Path,
     console: Console,
     *,
-    rule: str = "semantic",
+    rule: str,
     store: Path | None = None,
 ) -> RunResult:
     options = RunOptions(
@@ -142,16 +153,27 @@ def run_golden(url: str, out_dir: Path, console: Console) -> int:
 
 
 def run_demo(out_dir: Path) -> int:
-    """Serve ``data/``, evaluate the sake context with its must-refuse file,
-    print the metrics table and the must-refuse verdicts under each rule, then
-    take the handbook's golden CSV from ``import-golden`` to the gate."""
+    """Serve ``data/``, evaluate the sake context with its must-refuse file under
+    ``--refusal-rule any`` (the gate abstains and surfaces on the server as
+    shipped), print the metrics table, then the verdicts under each rule, and
+    take the handbook's golden CSV from ``import-golden`` to the gate.
+
+    The three sake runs are stored (the notebooks' history: ``compare.ipynb``
+    compares the two newest). Returns 0 once every run completed — a gate's
+    FAIL is what the demo shows, not a failure of the demo — else the first
+    other exit code."""
     console = Console()
+    store = out_dir / "runs"
     with (
         _demo_server(out_dir, console) as (url, context_dir),
         running_server(demo_data_dir(), vector_lane=True) as vector_url,
     ):
         result = _must_refuse_run(
-            url, context_dir, out_dir / "evaluation.json", console, store=out_dir / "runs"
+            url, context_dir, out_dir / "evaluation.json", console, rule="any", store=store
+        )
+        console.err(
+            "taguru_eval demo: under --refusal-rule any a must-refuse question fails the gate "
+            "as soon as a hit is served for it; the same file under each rule follows"
         )
         console.out("")
         console.out(f"metrics of {result.case_count} case(s):")
@@ -164,7 +186,9 @@ def run_demo(out_dir: Path) -> int:
             console.err(f"taguru_eval demo: the same must-refuse file — {title}")
             name = f"must-refuse-{title.replace(' + ', '-').replace(' ', '-')}.json"
             target = vector_url if vector else url
-            walk.append(_must_refuse_run(target, context_dir, out_dir / name, quiet, rule=rule))
+            walk.append(
+                _must_refuse_run(target, context_dir, out_dir / name, quiet, rule=rule, store=store)
+            )
         docs = [run.doc for run in walk]
         console.out(f"must-refuse verdicts (data/{DEMO_CONTEXT}/{MUST_REFUSE_FILE}):")
         console.out(verdict_table(docs))
@@ -181,7 +205,12 @@ def run_demo(out_dir: Path) -> int:
     console.out(f"artifacts: {result.out_path}  and  {result.store_path}")
     console.out(f"  (the other modes: {', '.join(str(run.out_path) for run in walk[1:])})")
     console.out(f"  (the golden CSV walk-through: {out_dir / 'golden'})")
-    return result.exit_code or golden
+    console.out(
+        f"  ({len(walk)} sake runs stored in {store}: the notebooks read them, "
+        "compare.ipynb the two newest)"
+    )
+    codes = [run.exit_code for run in walk] + [golden]
+    return next((code for code in codes if code not in (EXIT_OK, EXIT_GATE)), EXIT_OK)
 
 
 def verdict_table(docs: Sequence[Mapping[str, Any]]) -> str:

@@ -84,7 +84,10 @@ def parse_answers(
         hidden = len(reader.problems) - MAX_REPORTED
         if hidden > 0:
             shown.append(f"{PREFIX}{label}: … and {hidden} more problems")
-        raise LinesError(shown)
+        error = LinesError(shown)
+        if text.startswith(js.BOM):
+            error.add_hint(js.BOM_HINT)
+        raise error
     return name, reader.by_case
 
 

@@ -47,9 +47,10 @@ MSG_CREDENTIALS: Final = (
 )
 MSG_UNPARSEABLE: Final = "the --url value could not be parsed as a URL"
 
-# Every variable the taguru server reads (its config.rs KNOWN_KEYS, 0.9.x): a
-# ``TAGURU_*`` key in a config file that is not one of these earns taguru's
-# "typo?" warning.
+# Every variable taguru 0.9.7 reads (its config.rs KNOWN_KEYS, 73 names; ERRATA
+# row 22): a ``TAGURU_*`` key in a config file that is not one of these earns
+# taguru's "typo?" warning. tests/differential/test_config_keys_097.py holds the
+# list to the real binary's warnings.
 KNOWN_KEYS: Final = frozenset(
     {
         "TAGURU_ADDR",
@@ -105,10 +106,22 @@ KNOWN_KEYS: Final = frozenset(
         "TAGURU_EXTRACT_CORRECTIVE_CONTEXT_BYTES",
         "TAGURU_EXTRACT_STRUCTURED_OUTPUT",
         "TAGURU_EXTRACT_MAX_OUTPUT_TOKENS",
+        "TAGURU_EXTRACT_ESCALATION_FACTOR",
+        "TAGURU_EXTRACT_RUNAWAY_RATIO",
+        "TAGURU_EXTRACT_CHUNK_BYTES",
+        "TAGURU_EXTRACT_CHUNK_CONTEXT",
         "TAGURU_EXTRACT_LOSSY",
+        "TAGURU_EXTRACT_CANDIDATES",
+        "TAGURU_EXTRACT_REDACT",
+        "TAGURU_EXTRACT_REDACT_RULES",
+        "TAGURU_EXTRACT_VOCABULARY",
+        "TAGURU_EXTRACT_COVERAGE",
         "TAGURU_EXTRACT_DIAGNOSTICS",
         "TAGURU_EXTRACT_DIAGNOSTICS_RAW_BYTES",
+        "TAGURU_EXTRACT_TRACE_ATTEMPTS",
         "TAGURU_EXTRACT_SCHEMA",
+        "TAGURU_EXTRACT_REPLAY",
+        "TAGURU_EXTRACT_REPLAY_FROM",
         "TAGURU_LOG_FORMAT",
         "TAGURU_LOG_SEARCHES",
         "TAGURU_METRICS_PER_CONTEXT",
@@ -461,7 +474,7 @@ def resolve_base_url(url_flag: str | None, env: Mapping[str, str]) -> str:
     if parsed is not None and parsed.has_credentials:
         raise InputError(MSG_CREDENTIALS, field="url")
     if parsed is None:
-        raise InputError(MSG_UNPARSEABLE, field="url")
+        raise InputError(MSG_UNPARSEABLE, field="url", hint=scheme_hint(url_flag))
     if parsed.legacy_ipv4 is not None:
         # taguru's URL parser reads it as the dotted quad; aiohttp refuses to
         # connect to such a spelling at all, so ask for the form both read alike.
@@ -471,11 +484,30 @@ def resolve_base_url(url_flag: str | None, env: Mapping[str, str]) -> str:
             field="url",
         )
     if not _client_can_parse(base):
-        raise InputError(MSG_UNPARSEABLE, field="url")
+        raise InputError(MSG_UNPARSEABLE, field="url", hint=scheme_hint(url_flag))
     return base
 
 
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def scheme_hint(url_flag: str | None) -> str | None:
+    """The fix for a ``--url`` written without its scheme (``127.0.0.1:8248``,
+    ``localhost:8080``), or ``None``. The value is not echoed when it carries
+    credentials (they are refused before this is asked)."""
+    if url_flag is None or "://" in url_flag or not _SCHEMELESS.fullmatch(url_flag):
+        return None
+    scheme = _SCHEME.match(url_flag)
+    if scheme is not None and scheme.group(1).lower() in ("http", "https"):
+        return None
+    return f"a URL starts with its scheme: add http:// (--url http://{url_flag})"
+
+
+_SCHEMELESS: Final = re.compile(
+    r"[A-Za-z0-9.\-]+(?::[0-9]*)?(?:/\S*)?|\[[0-9A-Fa-f:.]+\](?::[0-9]*)?"
+)
+"""What a host, a ``host:port`` or a bracketed IPv6 address without a scheme looks
+like (``127.0.0.1:8248``, ``localhost:8080/api``, ``[::1]:8248``)."""
 
 
 def _client_can_parse(base: str) -> bool:
@@ -537,6 +569,32 @@ def resolve_token(env: Mapping[str, str]) -> str | None:
         if colon and trim(token):
             return _header_safe(trim(token), f"{TOKENS_ENV} (entry {number}, the one sent)")
     return None
+
+
+def token_source(
+    env: Mapping[str, str], outer: Mapping[str, str], config: str | None = None
+) -> str | None:
+    """Which variable the sent token (:func:`resolve_token`) came from, for a
+    401/403 to name: ``TAGURU_API_TOKEN``, ``TAGURU_API_TOKENS (entry 2)``, with
+    `` from the config file X`` when ``--config``/``TAGURU_CONFIG`` set it (``env``
+    is the environment after the file, ``outer`` before it); ``None`` when no
+    token is sent."""
+    name: str | None = None
+    if trim(env.get(TOKEN_ENV, "")):
+        name = TOKEN_ENV
+    else:
+        for number, entry in enumerate(env.get(TOKENS_ENV, "").split(","), start=1):
+            _name, colon, token = trim(entry).partition(":")
+            if colon and trim(token):
+                name = f"{TOKENS_ENV} (entry {number})"
+                break
+    if name is None:
+        return None
+    variable = name.split(" ", 1)[0]
+    path = config_path(config, outer)
+    if path is not None and env.get(variable) != outer.get(variable):
+        return f"{name} from the config file {path}"
+    return name
 
 
 def _header_safe(token: str, source: str) -> str:

@@ -4,8 +4,8 @@
 (the mode ``evaluate`` uses) and returns an :class:`EvalSet`: the header's name,
 the typed cases in file order and their ``expected`` table. Every refusal is an
 :class:`~taguru_eval.errors.InputError` whose message is the spec's exact text.
-:func:`validate_limits` is §1.5 (``options.limit`` within 1..=1000), run by the
-caller after a successful load.
+:func:`validate_limits` is §1.5 (``options.limit`` within 1..=1000, worded as
+ERRATA row 19 gives it), run by the caller after a successful load.
 
 The file is parsed once. msgspec decodes each case line straight into
 :class:`EvalCase` (closed objects, exact types: Step A and Step F's typing in
@@ -34,6 +34,7 @@ from typing import Final, NamedTuple
 import msgspec
 
 from taguru_eval._base import jsonstrict as js
+from taguru_eval._base.serde_numbers import binary32_settled
 from taguru_eval._base.text import WHITE_SPACE, to_f32, trim
 from taguru_eval.contract import EVAL_CAP
 from taguru_eval.errors import InputError
@@ -142,12 +143,16 @@ def load_eval_fast(raw: bytes, label: str) -> EvalSet | None:
 
 
 def validate_limits(eval_set: EvalSet) -> None:
-    """§1.5: the first case whose ``options.limit`` is outside 1..=1000 fails."""
+    """§1.5: the first case whose ``options.limit`` is outside 1..=1000 fails.
+
+    Worded in the loader's own shape (ERRATA row 19, taguru 0.9.7): the file as
+    given, the case's physical line (blank lines count), then the field."""
     for case in eval_set.cases:
         limit = case.options.limit
         if limit is not None and not 1 <= limit <= MAX_LIMIT:
             raise InputError(
-                f"case '{case.case_id}': options.limit must be 1..={MAX_LIMIT}, got {limit}",
+                f"{eval_set.label}: line {case.line}: case '{case.case_id}': "
+                f"options.limit: must be 1..={MAX_LIMIT}, got {limit}",
                 path=eval_set.label,
                 line=case.line,
                 field="options.limit",
@@ -315,6 +320,8 @@ def _finish_options(options: CaseOptions) -> None:
             raise _NotPlain
     if options.floor is not None:
         floor = to_f32(options.floor)
-        if not 0.0 <= floor <= 1.0:
+        # A floor whose binary32 depends on how its digits are read (taguru reads
+        # them with two roundings) is read from its text, by the strict reader.
+        if not 0.0 <= floor <= 1.0 or not binary32_settled(options.floor):
             raise _NotPlain
         msgspec.structs.force_setattr(options, "floor", floor)

@@ -208,7 +208,7 @@ class _CaseReader:
             )
         if options.limit is not None and not 1 <= options.limit <= MAX_LIMIT:
             raise self.fail(
-                f"{in_case}: options.limit must be 1..={MAX_LIMIT}, got {options.limit}",
+                f"{in_case}: options.limit: must be 1..={MAX_LIMIT}, got {options.limit}",
                 "options.limit",
             )
         if options.floor is not None and not 0.0 <= options.floor <= 1.0:

@@ -24,6 +24,7 @@ from taguru_eval.inputs.config import (
     resolve_base_url,
     resolve_secrets,
     resolve_token,
+    token_source,
 )
 from taguru_eval.inputs.dataset import EvalSet, load_eval, validate_limits
 from taguru_eval.inputs.must_refuse import MustRefuseSet, load_must_refuse
@@ -63,6 +64,8 @@ class PreparedRun:
     answers: AnswerSet | None = None
     token: str | None = field(default=None, repr=False)
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    token_source: str | None = None
+    """The variable the sent token came from (never the token): a 401 names it."""
     proxies: ProxyConfig = field(default_factory=ProxyConfig)
 
 
@@ -156,6 +159,7 @@ def prepare_run(
         answers=answers,
         token=resolve_token(resolved_env),
         secrets=resolve_secrets(resolved_env),
+        token_source=token_source(resolved_env, environment, options.config),
         proxies=proxy_config(resolved_env),
     )
 

@@ -61,7 +61,10 @@ def jsonl_values(text: str, label: str) -> Iterator[tuple[int, object]]:
             value = js.loads(line_text)
         except js.JsonSyntaxError as exc:
             raise InputError(
-                f"{label}: line {line_no}: not JSON: {exc}", path=label, line=line_no
+                f"{label}: line {line_no}: not JSON: {exc}",
+                path=label,
+                line=line_no,
+                hint=js.BOM_HINT if line_text.startswith(js.BOM) else None,
             ) from None
         yield line_no, value
 

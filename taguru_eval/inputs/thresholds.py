@@ -32,6 +32,7 @@ import polars as pl
 from taguru_eval._base import jsonstrict
 from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.jsonstrict import JsonPath, JsonShapeError, JsonSyntaxError
+from taguru_eval._base.suggest import did_you_mean
 from taguru_eval._base.text import display_f64
 from taguru_eval.catalog import (
     ABSTENTION_METRICS,
@@ -261,7 +262,33 @@ def validate_thresholds(
     """Raise one :class:`InputError` listing every §4.4 problem, or return."""
     problems = semantic_problems(thresholds, catalog_keys, case_ids, needs_flag=needs_flag)
     if problems:
-        raise _error(f"{path}: {'; '.join(problems)}", path)
+        error = _error(f"{path}: {'; '.join(problems)}", path)
+        hint = name_hints(thresholds, catalog_keys, needs_flag or {})
+        if hint:
+            error.add_hint(hint)
+        raise error
+
+
+def name_hints(
+    thresholds: Thresholds, catalog_keys: Collection[str], needs_flag: Mapping[str, str]
+) -> str | None:
+    """``'recall@k': did you mean 'recall.recall_at_k'?`` for each metric name the
+    run does not know (the closest names of the run's catalog; per-case bounds
+    take only the case-scoped names), or ``None``."""
+    scoped: list[tuple[Mapping[str, Bound], Collection[str]]] = [
+        (thresholds.aggregate, catalog_keys),
+        (thresholds.case_default, _CASE_SCOPED),
+        *((bounds, _CASE_SCOPED) for bounds in thresholds.case_overrides.values()),
+    ]
+    hints: dict[str, str] = {}
+    for bounds, known in scoped:
+        for name in sorted(bounds):
+            if name in known or name in needs_flag or name in hints:
+                continue
+            suggestion = did_you_mean(name, sorted(known))
+            if suggestion is not None:
+                hints[name] = f"'{name}': {suggestion}"
+    return "; ".join(hints.values()) or None
 
 
 def semantic_problems(
@@ -317,7 +344,10 @@ def semantic_problems(
 
 def _decode_utf8(raw: bytes, path: str) -> str:
     if raw.startswith(_UTF8_BOM):
-        raise _error(f"{path}: a UTF-8 byte order mark is not allowed", path)
+        # taguru's words (serde_json sees no JSON value), then the fix.
+        error = _error(f"{path}: expected value at line 1 column 1", path)
+        error.add_hint(jsonstrict.BOM_HINT)
+        raise error
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -77,7 +77,8 @@ def load_tolerances(path: str | Path, metrics: Collection[str]) -> dict[str, flo
             top[TOLERANCE_KEY], (TOLERANCE_KEY,), jsonstrict.read_f64, reject_duplicates=True
         )
     except JsonSyntaxError as exc:
-        raise InputError(f"{shown}: {exc}", path=shown) from None
+        hint = jsonstrict.BOM_HINT if text.startswith(jsonstrict.BOM) else None
+        raise InputError(f"{shown}: {exc}", path=shown, hint=hint) from None
     except JsonShapeError as exc:
         raise InputError(f"{shown}: {exc.detail}", path=shown, field=exc.field) from None
     if stamp != TOLERANCES_VERSION:

@@ -46,6 +46,7 @@ from taguru_eval.errors import (
     temporary_write_error,
     warn,
 )
+from taguru_eval.flag_gates import apply_flag_gates
 from taguru_eval.gate import (
     REPORT_ONLY_NOTICE,
     GateReport,
@@ -57,7 +58,12 @@ from taguru_eval.run.console import Console
 from taguru_eval.run.runner import NetworkPhase
 from taguru_eval.score.aggregate import Scores, score_run
 from taguru_eval.store import RunOrigin, StagedRun, new_run_id
-from taguru_eval.summary import must_refuse_lines, must_refuse_stderr_lines, summary_lines
+from taguru_eval.summary import (
+    must_refuse_lines,
+    must_refuse_stderr_lines,
+    summary_lines,
+    wrote_line,
+)
 from taguru_eval.tables.flatten import with_repeated_calls
 from taguru_eval.tables.schemas import RunTables
 
@@ -254,6 +260,16 @@ def finish_run(
             case_ids=prepared.eval_set.case_ids,
             members=scores.membership if must_refuse else None,
         )
+        # --must-refuse / --answers bring their own gates (flag_gates.py).
+        report = apply_flag_gates(
+            report,
+            prepared.thresholds,
+            scores.metrics,
+            refusals=scores.refusal_cases if must_refuse else None,
+            members=scores.membership if must_refuse else None,
+            rule=options.resolved_refusal_rule if must_refuse else None,
+            answers_listed=None if prepared.answers is None else len(prepared.answers.by_case),
+        )
     store_dir = options.store_path
     # The store's tables are written on a thread of their own while the artifact
     # is built and written (Parquet leaves the GIL); the run is moved into the
@@ -291,7 +307,7 @@ def finish_run(
         lines = summary_lines(prepared, doc.head, scores, tables)
         if must_refuse:
             lines.extend(must_refuse_lines(doc.head))
-        lines.append(f"  wrote {options.out}")
+        lines.append(wrote_line(options.out))
         if report is not None:
             lines.extend(report.lines())
         for line in lines:

@@ -326,8 +326,9 @@ def _reason(exc: Exception) -> str:
 
 def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
     """The checkpoint ``--resume`` continues, locked for this process; anything else
-    is exit 2, one line: no unfinished run, one another process is writing, one
-    that differs from this run (each naming an older checkpoint that matches)."""
+    is exit 2, one line — no unfinished run, one another process is writing, one
+    that differs from this run (each naming an older checkpoint that matches) — and
+    a hint saying how to go on (continue it as it was, or start afresh)."""
     context = prepared.options.context
     if store_dir is None:  # RunOptions refuses --resume with --no-store first
         raise InputError("--resume needs the run store")
@@ -335,13 +336,17 @@ def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
     if mine is None:
         raise InputError(
             f"--resume: {prepared.options.eval_path} is not a regular file, "
-            "so it cannot be checked against an unfinished run"
+            "so it cannot be checked against an unfinished run",
+            hint=AFRESH,
         )
     every = checkpoints(store_dir, context)
     unfinished = [(path, manifest) for path, manifest in every if finished_as(path) is None]
     if not unfinished:
         note = "" if not every else _finished_note(every[0][0])
-        raise InputError(f"--resume: no unfinished run of context '{context}' in {store_dir}{note}")
+        raise InputError(
+            f"--resume: no unfinished run of context '{context}' in {store_dir}{note}",
+            hint="there is nothing to continue: run the same command without --resume",
+        )
     (directory, manifest), older = unfinished[0], unfinished[1:]
     lock = CheckpointLock(directory)
     try:
@@ -350,7 +355,8 @@ def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
         by = "another process" if held.pid is None else f"pid {held.pid}"
         raise InputError(
             f"--resume: the unfinished run {directory} is being written by {by}"
-            + _older_match(older, mine, directory)
+            + _older_match(older, mine, directory),
+            hint=f"let it finish (or stop {by}, then --resume it); {AFRESH}",
         ) from None
     except OSError as exc:
         raise InputError(f"--resume: {directory}: {os_error_text(exc)}") from None
@@ -358,11 +364,18 @@ def find_resumable(prepared: PreparedRun, store_dir: Path | None) -> Found:
         if finished_as(directory) is not None:  # finished while this process looked
             raise InputError(
                 f"--resume: no unfinished run of context '{context}' in {store_dir}"
-                + _finished_note(directory)
+                + _finished_note(directory),
+                hint="there is nothing to continue: run the same command without --resume",
             )
         what = difference(manifest.fingerprint, mine)
         if what is not None:
-            raise InputError(f"--resume: {what}" + _older_match(older, mine, directory))
+            raise InputError(
+                f"--resume: {what}" + _older_match(older, mine, directory),
+                hint=(
+                    "to continue it, give the unfinished run's inputs and options again; "
+                    f"{AFRESH} (the unfinished run stays in {directory}: delete it to discard it)"
+                ),
+            )
         return load_checkpoint(directory, manifest, prepared, lock)
     except BaseException:
         lock.release()
@@ -382,6 +395,9 @@ def _older_match(older: Sequence[tuple[Path, Manifest]], mine: Fingerprint, newe
                 f"(remove {newest} to resume it)"
             )
     return ""
+
+
+AFRESH = "to start afresh, run the same command without --resume"
 
 
 class Session:

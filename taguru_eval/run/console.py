@@ -20,9 +20,11 @@ Progress section):
 from __future__ import annotations
 
 import math
+import os
+import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
@@ -40,13 +42,22 @@ LOG_INTERVAL_S: Final = 10.0
 
 @dataclass
 class Console:
-    """Where run output goes (stdout summary, stderr diagnostics)."""
+    """Where run output goes (stdout summary, stderr diagnostics).
+
+    ``color``: paint the verdicts of the summary (``FAIL`` red, ``PASS`` green);
+    by default only when stdout is a terminal and ``NO_COLOR`` is not set
+    (:func:`wants_color`). A log, a pipe or a notebook gets the bytes as they are."""
 
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    color: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.color is None:
+            self.color = wants_color(self.stdout)
 
     def out(self, line: str) -> None:
-        print(line, file=self.stdout, flush=True)
+        print(paint(line) if self.color else line, file=self.stdout, flush=True)
 
     def err(self, line: str) -> None:
         print(line, file=self.stderr, flush=True)
@@ -148,6 +159,28 @@ def is_terminal(stream: TextIO) -> bool:
     return bool(callable(isatty) and isatty())
 
 
+def wants_color(stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
+    """Colour on ``stream``: a terminal, ``NO_COLOR`` unset or empty (no-color.org),
+    and a ``TERM`` other than ``dumb``."""
+    environment = os.environ if env is None else env
+    return (
+        is_terminal(stream)
+        and not environment.get("NO_COLOR")
+        and environment.get("TERM") != "dumb"
+    )
+
+
+_VERDICT: Final = re.compile(r"^(  (?:thresholds|must-refuse gate|answers gate): )(PASS|FAIL)")
+_PAINT: Final = {"PASS": "\x1b[32m", "FAIL": "\x1b[1;31m"}
+_RESET: Final = "\x1b[0m"
+
+
+def paint(line: str) -> str:
+    """``line`` with its gate verdict coloured (FAIL bold red, PASS green); any
+    other line unchanged."""
+    return _VERDICT.sub(lambda m: f"{m[1]}{_PAINT[m[2]]}{m[2]}{_RESET}", line, count=1)
+
+
 class CaseProgress:
     """A :data:`Progress` on ``stream``: tqdm's bar on a terminal, plain lines elsewhere.
 
@@ -186,7 +219,14 @@ class CaseProgress:
                 self.close()
             return
         if self._bar is None:
-            self._bar = tqdm(total=total, file=self.stream, unit=self.unit, leave=True)
+            # The first call reports the first one finished now; any count before
+            # it is what a resumed run replayed: its start, not progress made now.
+            # As tqdm's ``initial`` it never enters the rate.
+            start = max(done - 1, 0)
+            label = f"{self.unit}s (resumed at {start})" if start else f"{self.unit}s"
+            self._bar = tqdm(
+                total=total, initial=start, desc=label, file=self.stream, unit=self.unit, leave=True
+            )
         self._bar.update(done - self._bar.n)
         if done >= total:
             self.close()

@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from taguru_eval._base import jsonstrict as js
+from taguru_eval._base.suggest import did_you_mean
 from taguru_eval._base.text import one_line, truncate_utf8
 from taguru_eval._base.wire import U64, convert
 from taguru_eval.errors import (
@@ -31,6 +32,7 @@ from taguru_eval.errors import (
     RunError,
     TaguruEvalError,
 )
+from taguru_eval.inputs.config import scheme_hint
 from taguru_eval.inputs.dataset import EvalSet
 from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.run.http import CallFailure, TaguruClient
@@ -116,22 +118,94 @@ def _said(failure: CallFailure) -> str:
     return truncate_utf8(failure.message)
 
 
-async def check_health(client: TaguruClient, masked_url: str) -> None:
-    """§3.1.1: ``GET /health`` must answer 200, else exit 1."""
+async def check_health(client: TaguruClient, masked_url: str, url_flag: str | None = None) -> None:
+    """§3.1.1: ``GET /health`` must answer 200, else exit 1 (with the fix when
+    ``--url`` lacked its scheme: ``localhost:8080`` parses with scheme ``localhost``)."""
     try:
         await client.get_bare(["health"])
     except CallFailure as failure:
-        raise RunError(f"server at {masked_url} is not reachable: {_said(failure)}") from None
+        raise RunError(
+            f"server at {masked_url} is not reachable: {_said(failure)}",
+            hint=scheme_hint(url_flag) if failure.status is None else None,
+        ) from None
 
 
-async def read_context(client: TaguruClient, context: str) -> ContextEntry:
-    """§3.1.2: the first context read (404 → exit 2, other failures → exit 1)."""
+async def read_context(
+    client: TaguruClient, context: str, token_source: str | None = None
+) -> ContextEntry:
+    """§3.1.2: the first context read (404 → exit 2, other failures → exit 1).
+
+    taguru's line is kept; the fix follows it as a hint: on a 404 the server's
+    own contexts (one more ``GET /contexts``), on a 401/403 whether a token was
+    sent and from which variable (``token_source``)."""
+    seen: list[CallFailure] = []
 
     def failed(failure: CallFailure) -> TaguruEvalError:
+        seen.append(failure)
         code = EXIT_INPUT if failure.status == 404 else EXIT_RUN_FAILED
         return TaguruEvalError(_said(failure), exit_code=code)
 
-    return await _context_entry(client, context, failed, "unreadable context entry")
+    try:
+        return await _context_entry(client, context, failed, "unreadable context entry")
+    except TaguruEvalError as error:
+        status = seen[0].status if seen else None
+        hint = None
+        if status == 404:
+            hint = await contexts_hint(client, context)
+        elif status in (401, 403):
+            hint = auth_hint(status, token_source, context)
+        if hint:
+            error.add_hint(hint)
+        raise
+
+
+MAX_LISTED_CONTEXTS = 10
+"""How many of the server's contexts an unknown-context hint names."""
+
+
+async def contexts_hint(client: TaguruClient, context: str) -> str | None:
+    """What the server has instead of ``context`` (``GET /contexts``): the closest
+    name and up to :data:`MAX_LISTED_CONTEXTS` names, or ``None`` when the list
+    cannot be read."""
+    try:
+        reply = await client.get(["contexts"])
+    except CallFailure:
+        return None
+    payload = reply.payload
+    listed = payload.get("contexts") if isinstance(payload, dict) else None
+    if not isinstance(listed, list):
+        return None
+    names = sorted(
+        client.redact(entry["name"])
+        for entry in listed
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str)
+    )
+    if not names:
+        return "the server has no context yet: create one and load its sources first"
+    shown = ", ".join(names[:MAX_LISTED_CONTEXTS])
+    more = len(names) - MAX_LISTED_CONTEXTS
+    listing = f"the server's contexts: {shown}" + (f" (and {more} more)" if more > 0 else "")
+    guess = did_you_mean(context, names)
+    return f"{guess} {listing[0].upper()}{listing[1:]}" if guess else listing
+
+
+def auth_hint(status: int, token_source: str | None, context: str) -> str:
+    """Whether a token was sent, from which variable, and what to change."""
+    if token_source is None:
+        return (
+            "no token was sent: set TAGURU_API_TOKEN (or TAGURU_API_TOKENS) to one of "
+            "the server's keys"
+        )
+    if status == 401:
+        return (
+            f"a token was sent (from {token_source}) and the server did not accept it: "
+            "set it to one of the server's keys"
+        )
+    return (
+        f"a token was sent (from {token_source}) and accepted, but its key may not read "
+        f"context '{context}': use a key with the read role and a grant on it "
+        "(the server's TAGURU_KEY_SCOPES)"
+    )
 
 
 async def read_context_after(client: TaguruClient, context: str) -> ContextEntry:
@@ -272,8 +346,8 @@ async def preflight(
 ) -> Preflight:
     """§3.1 in order: health, context entry, embeddings, source walk, expected sources."""
     context = prepared.options.context
-    await check_health(client, prepared.masked_url)
-    before = await read_context(client, context)
+    await check_health(client, prepared.masked_url, prepared.options.url)
+    before = await read_context(client, context, prepared.token_source)
     embeddings, passages = await read_embeddings(client, context, stderr)
     sources = await walk_sources(client, context)
     check_expected_sources(prepared.eval_set, context, sources)

@@ -175,7 +175,13 @@ def _recall_values(per_case: pl.LazyFrame) -> pl.DataFrame:
         .then(1.0 / (pl.col("best_rank").cast(pl.Float64) + 1.0))
         .otherwise(0.0)
         .alias("mrr"),
-        pl.min_horizontal(pl.col("dcg") / pl.col("idcg"), pl.lit(1.0)).alias("ndcg"),
+        # taguru sums the matched gains from -0.0 (Rust's f64 ``Sum``), so a case
+        # that matched nothing has nDCG -0.0; written as taguru writes it (ERRATA
+        # row 25). Any match makes DCG positive, so the sign changes nothing else.
+        pl.when(pl.col("recall_matched") == 0)
+        .then(pl.lit(-0.0))
+        .otherwise(pl.min_horizontal(pl.col("dcg") / pl.col("idcg"), pl.lit(1.0)))
+        .alias("ndcg"),
     ).collect()
 
 

@@ -6,11 +6,16 @@ interpolation modes implement other rules. ``sum`` is the left-to-right
 IEEE sum of the sorted samples: Polars' ``cum_sum`` is a sequential prefix
 scan, so its last element is exactly that fold (``Series.sum`` may reorder
 additions, and Python's ``sum`` compensates rounding since 3.12, so neither
-is used). ``tests/score/test_stats_vectors.py`` pins the equality bit for bit.
+is used), except that it starts from -0.0 as Rust's does: the sum of samples that
+are all -0.0 is -0.0. ``tests/score/test_stats_vectors.py`` pins the equality bit
+for bit. Zeros of both signs sort as equals (taguru's ``total_cmp`` puts -0.0
+first); no metric holds both, as the only -0.0 is an all-missed nDCG and nDCG is
+never +0.0.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TypedDict
 
@@ -70,7 +75,16 @@ def distribution_exprs(col: str, *, presorted: bool = False) -> list[pl.Expr]:
     """
     values = pl.col(col).cast(pl.Float64) if presorted else _finite_sorted(col)
     count = values.len().cast(pl.Int64)
-    total = values.cum_sum().last()
+    # taguru's fold starts from -0.0, Polars' prefix scan from 0.0: they differ only
+    # when every sample is -0.0 (an all-missed nDCG distribution), where taguru's sum
+    # and mean are -0.0 (ERRATA row 25). A zero is told from a tiny negative first:
+    # 1/x overflows to -inf for a subnormal x as it does for -0.0.
+    negative_zero = (values == 0.0) & (1.0 / values == -math.inf)
+    total = (
+        pl.when(negative_zero.all() & (count > 0))
+        .then(pl.lit(-0.0))
+        .otherwise(values.cum_sum().last())
+    )
     return [
         count.alias("n"),
         values.first().alias("min"),

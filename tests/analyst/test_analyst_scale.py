@@ -237,3 +237,55 @@ def test_compare_notebook_at_scale(history: Path) -> None:
     changed = expected.counts["improved"] + expected.counts["regressed"]
     assert seen["group_cases"] == seen["drivers"] == changed
     assert seen["slices"] > 0
+
+
+NODE = shutil.which("node")
+
+_SEARCH = """
+const fs = require("fs");
+eval(fs.readFileSync(process.argv[2], "utf8"));
+(async () => {
+  const index = await taguruCaseIndex(JSON.parse(fs.readFileSync(process.argv[3], "utf8")));
+  const found = taguruCaseSearch(index, process.argv[4], 5);
+  const row = (r) => Object.fromEntries(Object.keys(index).map((k) => [k, index[k][r]]));
+  const rows = found.rows.map(row);
+  console.log(JSON.stringify({ cases: index.case_id.length, total: found.total, rows }));
+})();
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed (it runs the page's search code)")
+def test_the_report_s_search_finds_every_case(
+    history: Path, scale_report: Path, tmp_path: Path
+) -> None:
+    page = scale_report.read_text(encoding="utf-8")
+    match = re.search(
+        r'<script type="application/json" id="taguru-case-index"[^>]*>(.*?)</script>', page
+    )
+    assert match is not None
+    # Compact: the whole run's index costs a few bytes a case (≤ 4 MB pages at 100,000).
+    assert len(match.group(1)) < 12 * CASES
+    blob = tmp_path / "index.json"
+    blob.write_text(match.group(1), encoding="utf-8")
+    script = tmp_path / "search.js"
+    script.write_text(_SEARCH, encoding="utf-8")
+    code = Path(report_cli.__file__).parents[1] / "analyst" / "templates" / "case_search.js"
+    head = read_tables(synthetic.stored_run(history, RUNS - 1))["cases"]
+    # A case far outside the 200 rows the page lists, found with its own metrics.
+    listed = set(re.findall(r'title="([^"]+)">\1</span>', page))
+    wanted = next(
+        case for case in reversed(head.get_column("case_id").to_list()) if case not in listed
+    )
+    done = subprocess.run(
+        [str(NODE), str(script), str(code), str(blob), wanted],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert (found["cases"], found["total"]) == (CASES, 1)
+    (row,) = found["rows"]
+    stored = head.filter(pl.col("case_id") == wanted).row(0, named=True)
+    assert row["case_id"] == wanted
+    for column in ("recall_at_k", "mrr", "ndcg", "passage_latency_ms"):
+        expected = stored[column]
+        assert row[column] == (None if expected is None else pytest.approx(expected, abs=1e-4))

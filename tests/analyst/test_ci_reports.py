@@ -18,15 +18,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 import xmlschema
 from support.documents import evaluation_document
 from support.paths import DATA, TEST_DATA
 from support.run import run_args
 
+from taguru_eval.analyst.aggregate import golden_questions, shorten
 from taguru_eval.analyst.junit import junit_xml
 from taguru_eval.analyst.step_summary import summary_markdown
 from taguru_eval.artifact.read import LoadedRun, tables_from_artifact
+from taguru_eval.catalog import ANSWERS_BLOCK
 from taguru_eval.cli.main import main
 from taguru_eval.compare import compare
 from taguru_eval.gate import GateReport, case_values_from_cases_frame, evaluate_gate
@@ -37,7 +40,7 @@ SCHEMA = xmlschema.XMLSchema(TEST_DATA / "junit_schema.xsd")
 EVAL = DATA / "sake" / "eval.jsonl"
 TOKEN = "ci-secret-token-4f1e"
 PREFIX = "taguru: evaluate: "
-USAGE_SUFFIX = " — try 'taguru evaluate --help'"
+USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval --help"
 
 FAILING_THRESHOLDS = {
     "taguru_evaluate_thresholds": 1,
@@ -417,8 +420,7 @@ def synthetic(
     return base, head, loaded, thresholds, report
 
 
-SNAPSHOT = (
-    """\
+SNAPSHOT = """\
 ## taguru_eval: context `demo` — ❌ FAIL (2 violation(s))
 
 4 case(s) · generated 2026-07-28T11:00:00Z · run `run-2` · corpus stable
@@ -432,8 +434,8 @@ SNAPSHOT = (
 | coverage.associations | ratio | 0.0000 | 4 | 0.0000 | +0.0000 |
 | citations.recall | ratio | 1.0000 | 2 | 1.0000 | +0.0000 |
 | citations.locator_validity | ratio | 0.0000 | 2 | 1.0000 | -1.0000 |
-| diversity.sources | source | 3.0000 | 4 | 3.0000 | +0.0000 |
-| latency.passage_ms | ms | 15.5000 | 4 | 14.5000 | +1.0000 |
+| diversity.sources | source | 3.00 | 4 | 3.00 | +0.00 |
+| latency.passage_ms | ms | 15.5 | 4 | 14.5 | +1.0 |
 | passage.failure_rate | ratio | 0.0000 | 4 | 0.0000 | +0.0000 |
 
 ### Violations (2)
@@ -441,19 +443,14 @@ SNAPSHOT = (
 - [aggregate] recall.mrr: 0.583333 &lt; min 0.900000
 - [case `gamma-003`] recall.recall_at_k: 0.500000 &lt; min 1.000000
 
-### Worst cases (4, lowest mean of 7 ratio metric(s))
+### Worst cases by failure signature (4 of 4 case(s) fail a check or their lane, 3 signature(s))
 
+| fails | lane | cases | share | worst |
+|---|---|---:|---:|---|
+| mrr&lt;1, coverage&lt;1 | passage: searched | 2 | 50.0% | `beta-002`, `delta-004` |
+| mrr&lt;1, citations&lt;1, coverage&lt;1 | passage: searched | 1 | 25.0% | `alpha-001` |
+| recall@k&lt;1, citations&lt;1, coverage&lt;1 | passage: searched | 1 | 25.0% | `gamma-003` |
 """
-    "| case | recall.recall_at_k | recall.mrr | recall.ndcg | coverage.concepts | "
-    "coverage.associations | citations.recall | citations.locator_validity |\n"
-    """\
-|---|---:|---:|---:|---:|---:|---:|---:|
-| `beta-002` | 1.0000 | 0.3333 | 0.5000 | 1.0000 | 0.0000 | n/a | n/a |
-| `gamma-003` | 0.5000 | 1.0000 | 0.7000 | 1.0000 | 0.0000 | 1.0000 | 0.0000 |
-| `alpha-001` | 1.0000 | 0.5000 | 0.8000 | 1.0000 | 0.0000 | 1.0000 | 0.0000 |
-| `delta-004` | 1.0000 | 0.5000 | 0.9000 | 1.0000 | 0.0000 | n/a | n/a |
-"""
-)
 
 
 def test_markdown_summary_snapshot() -> None:
@@ -497,11 +494,66 @@ def test_markdown_and_junit_escape_hostile_case_ids() -> None:
     assert "x]]>y: recall.recall_at_k >= 1.0" in names
     markdown = summary_markdown(head, loaded.scores.metrics_frame, loaded.scores.cases, report)
     assert '| `a\\|bʼc<d>&"e` |' in markdown
-    assert "| `line\ufffdfeed` |" in markdown
+    assert "`line\ufffdfeed`" in markdown
     # Every worst-case row keeps its column count: no unescaped pipe inside a cell.
-    widths = {
-        line.replace("\\|", "").count("|")
-        for line in markdown.splitlines()
-        if line.startswith("| `")
-    }
-    assert len(widths) == 1
+    worst = markdown.split("### Worst cases by failure signature")[1].splitlines()[2:]
+    widths = {line.replace("\\|", "").count("|") for line in worst if line.startswith("|")}
+    assert widths == {6}
+
+
+def test_the_worst_cases_are_grouped_by_failure_signature_at_scale() -> None:
+    _base, head, loaded, _thresholds, report = synthetic()
+    cases = loaded.scores.cases
+    gamma = cases.filter(pl.col("case_id") == "gamma-003")
+    copies = pl.concat(
+        [
+            gamma.with_columns(
+                pl.lit(f"known-miss-012-r{index:04d}").alias("case_id"),
+                pl.lit(100 + index, dtype=cases.schema["case_index"]).alias("case_index"),
+            )
+            for index in range(1000)
+        ]
+    )
+    markdown = summary_markdown(
+        head, loaded.scores.metrics_frame, pl.concat([cases, copies]), report
+    )
+    worst = markdown.split("### Worst cases by failure signature")[1]
+    rows = [line for line in worst.splitlines() if line.startswith("| recall@k")]
+    # 1,001 cases failing alike are one row with three examples, not ten copies.
+    assert rows == [
+        "| recall@k&lt;1, citations&lt;1, coverage&lt;1 | passage: searched | 1001 | 99.7% | "
+        "`gamma-003`, `known-miss-012-r0000`, `known-miss-012-r0001` |"
+    ]
+    assert worst.startswith(" (1004 of 1004 case(s) fail a check or their lane, 3 signature(s))")
+
+
+def test_a_golden_csv_case_is_shown_with_its_question() -> None:
+    _base, head, loaded, thresholds, report = synthetic()
+    cases = loaded.scores.cases.with_columns(
+        pl.when(pl.col("case_id") == "gamma-003").then(1).alias(ANSWERS_BLOCK)
+    )
+    lanes = pl.DataFrame(
+        {"case_id": ["gamma-003", "beta-002"], "query": ["How many  days\na week?", "x" * 200]}
+    )
+    questions = golden_questions(cases, lanes)
+    # Only the case the answers file lists (a golden CSV's), on one line.
+    assert questions == {"gamma-003": "How many days a week?"}
+    assert golden_questions(loaded.scores.cases, lanes) == {}  # no --answers: nothing changes
+    markdown = summary_markdown(
+        head, loaded.scores.metrics_frame, cases, report, questions=questions
+    )
+    assert "| `gamma-003` (How many days a week?) |" in markdown
+    xml = junit_xml(
+        thresholds,
+        report,
+        loaded.scores.metrics_frame,
+        cases,
+        run_id="run-2",
+        context="demo",
+        generated_at="2026-07-28T11:00:00Z",
+        questions=questions,
+    )
+    SCHEMA.validate(io.StringIO(xml))
+    names = [case.get("name") for case in ET.fromstring(xml).iter("testcase")]
+    assert "gamma-003 (How many days a week?): recall.recall_at_k >= 1.0" in names
+    assert shorten("x" * 200) == "x" * 79 + "…"

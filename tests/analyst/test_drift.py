@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 from support.documents import history_documents, write_document
 
+from taguru_eval import __version__
 from taguru_eval.analyst import drift, ingest
 from taguru_eval.errors import InputError
 
@@ -145,8 +146,41 @@ def test_run_index_names_what_changed_between_consecutive_runs(tmp_path: Path) -
             "mode": ["baseline"] * 3,
             "budget": ["none"] * 3,
             "sha256": [None, None, None],
+            "server": ["127.0.0.1"] * 3,
+            "provider_model": [None, None, None],
+            "writer": ["taguru_eval 0.1.0"] * 3,
         },
-        schema_overrides={"sha256": pl.String},
+        schema_overrides={"sha256": pl.String, "provider_model": pl.String},
     )
     changed = frame.select(drift.setup_changes()).get_column("setup_changed").to_list()
     assert changed == [[], ["eval set"], []]
+
+
+def test_the_drift_marks_a_new_server_provider_or_evaluator(tmp_path: Path) -> None:
+    documents = history_documents(4)
+    # Another port on the same host is the same server (a CI job's `serve --port 0`).
+    documents[1]["inputs"]["url"] = "http://127.0.0.1:50001"
+    documents[2]["inputs"]["url"] = "http://taguru.internal:8248"
+    documents[3]["inputs"]["url"] = "http://taguru.internal:8248"
+    documents[3]["corpus"]["embeddings"] = {"provider_model": "bge-m3"}
+    runs = tmp_path / "runs"
+    for index, document in enumerate(documents):
+        ingest.ingest(write_document(tmp_path / f"e{index}.json", document), runs)
+    index = drift.run_index(runs, "demo")
+    assert index.get_column("setup_changed").to_list() == [
+        [],
+        [],
+        ["server"],
+        ["embedding provider"],
+    ]
+    assert index.get_column("server").to_list()[1:3] == ["127.0.0.1", "taguru.internal"]
+    # The evaluator that stored a run is run.json's writer.
+    assert set(index.get_column("writer").to_list()) == {f"taguru_eval {__version__}"}
+    frame = index.with_columns(
+        pl.when(pl.col("run") == index.get_column("run")[1])
+        .then(pl.lit("taguru_eval 9.9"))
+        .otherwise(pl.col("writer"))
+        .alias("writer")
+    )
+    changed = frame.select(drift.setup_changes()).get_column("setup_changed").to_list()
+    assert changed[1:3] == [["evaluator version"], ["server", "evaluator version"]]

@@ -28,6 +28,7 @@ from taguru_eval.analyst import drift, offline
 from taguru_eval.artifact.read import read_artifact
 from taguru_eval.compare import compare
 from taguru_eval.demo import history
+from taguru_eval.errors import InputError
 
 pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
@@ -125,3 +126,49 @@ def test_compare_notebook_matches_compare(demo_store: Path) -> None:
     )
     # The last step repaired an edit, so something did change between the last two runs.
     assert seen["changed"]
+
+
+@pytest.fixture(scope="module")
+def demo_command_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store the README's demo command leaves (``python -m taguru_eval demo``)."""
+    from taguru_eval.demo.run import run_demo
+
+    out = tmp_path_factory.mktemp("demo-out")
+    assert run_demo(out) == 0
+    return out / "runs"
+
+
+@pytest.mark.parametrize(
+    ("name", "probe"),
+    [
+        ("run_report", '{"run": RUN}'),
+        ("drift", '{"runs": drift_table.height}'),
+        ("compare", '{"base": BASE, "head": HEAD}'),
+    ],
+)
+def test_every_notebook_runs_after_the_demo_command(
+    demo_command_store: Path, name: str, probe: str
+) -> None:
+    seen = _execute(name, probe, _env(demo_command_store))
+    ids = drift.run_index(demo_command_store, "sake").get_column("run").to_list()
+    assert len(ids) == 3
+    expected = {
+        "run_report": {"run": ids[-1]},
+        "drift": {"runs": 3},
+        "compare": {"base": ids[-2], "head": ids[-1]},
+    }
+    assert seen == expected[name]
+
+
+def test_a_comparison_of_one_run_says_what_to_run(demo_store: Path) -> None:
+    runs = drift.run_index(demo_store, "sake").head(1)
+    with pytest.raises(InputError) as caught:
+        drift.pick_pair(runs, "sake", env={})
+    assert str(caught.value) == (
+        "a comparison needs two stored runs of context 'sake' and the store has 1: run "
+        "'python -m taguru_eval demo' (it stores three) or evaluate the context once more"
+    )
+    # A notebook shows that one line, not a traceback (IPython asks the error for it).
+    assert caught.value._render_traceback_() == [f"InputError: {caught.value}"]
+    pair = drift.pick_pair(runs, "sake", env={"TAGURU_EVAL_BASE": "a", "TAGURU_EVAL_HEAD": "b"})
+    assert pair == ("a", "b")

@@ -69,3 +69,29 @@ def test_comparison_repr_and_html_summarise_what_moved() -> None:
     assert f"aggregate metrics that moved ({moved.height})" in page
     assert moved.get_column("metric")[0] in cells
     assert len(page) < 10_000
+
+
+def test_the_comparison_display_carries_the_verdicts_of_compare_significance() -> None:
+    base, head = history_documents(2)
+    comparison = compare(base, head)
+    page = comparison._repr_html_()
+    cells = _cells(page)
+    # The command line's default tests: one Holm family of the whole run's metrics.
+    tested = taguru_eval.significance(comparison)
+    assert comparison.tests.frame.equals(tested.frame)
+    tally = cells[cells.index("significance") + 1]
+    assert tally.endswith(f"(paired, holm over {tested.family_size} test(s))")
+    assert "verdict" in cells
+    moved = comparison.moved_metrics()
+    verdicts = dict(
+        tested.frame.filter(tested.frame["tag"].is_null()).select("metric", "verdict").iter_rows()
+    )
+    for metric, verdict in moved.select("metric", "verdict").iter_rows():
+        assert verdict == verdicts.get(metric, "not tested"), metric
+    # A move no test covers (latency) is described, never called a regression.
+    latency = moved.filter(moved["metric"].str.starts_with("latency."))
+    assert latency.select("metric", "delta", "direction", "verdict").rows() == [
+        ("latency.passage_ms", 1.0, "worse", "not tested")
+    ]
+    assert moved.get_column("metric")[-1] == "latency.passage_ms"  # after every tested move
+    assert not set(moved.get_column("direction").to_list()) & {"regressed", "improved"}

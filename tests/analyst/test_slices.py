@@ -66,7 +66,7 @@ def test_tag_slice_changes_show_which_slice_regressed() -> None:
     assert changes.row(0)[0] == "law"
     law = rows[("law", "recall.recall_at_k")]
     assert law[3:6] == pytest.approx((1.0, 0.25, -0.75))
-    assert law[6] == "regressed"
+    assert law[6] == "worse"  # a description: the slices are not tested
     assert rows[("rice", "recall.recall_at_k")][1] == 2
     # The untagged case c did not move: its slice is not listed.
     assert ("(no tag)", "recall.recall_at_k") not in rows

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.hints import hints, without_hints
 from support.paths import PROJECT_ROOT
 
 from taguru_eval._base import extras
@@ -22,7 +23,10 @@ from taguru_eval.inputs.prepare import PreparedRun
 from taguru_eval.options import Budget, RunOptions
 
 PROJECT = PROJECT_ROOT
-SUFFIX = " — try 'taguru evaluate --help'"
+TAGURU_SUFFIX = " — try 'taguru evaluate --help'"
+SUFFIX = f"{TAGURU_SUFFIX}\n  hint: see python -m taguru_eval --help"
+"""taguru's usage suffix, then the hint line naming the help that exists here."""
+COMPARE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval compare --help"
 UNKNOWN = (
     "unknown subcommand '{}' — the default mode is selected by a leading flag, "
     "e.g. 'taguru evaluate --eval FILE --context NAME', or use the 'compare' subcommand"
@@ -380,11 +384,18 @@ def test_subcommands_are_plain_functions() -> None:
 def test_a_word_that_is_no_subcommand_is_a_usage_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for word in ("refusal_bands", "golden", "import_golden"):
+    for word, meant in (
+        ("refusal_bands", "'refusal-bands'"),
+        ("golden", "'import-golden'"),
+        ("import_golden", "'import-golden'"),
+    ):
         code, out, err = run_main([word, "a.csv"], capsys)
         assert (code, out) == (2, "")
         assert err.startswith(f"taguru: evaluate: unknown subcommand '{word}'")
-        assert err.endswith(f"{SUFFIX}\n") and err.count("\n") == 1
+        # taguru's one line, then the closest subcommand and the help that exists here.
+        assert without_hints(err).endswith(f"{TAGURU_SUFFIX}\n")
+        assert without_hints(err).count("\n") == 1
+        assert hints(err) == [f"did you mean {meant}? See python -m taguru_eval --help"]
 
 
 @pytest.mark.parametrize(
@@ -412,7 +423,7 @@ def test_compare_usage_errors_keep_taguru_s_help_pointer(
 ) -> None:
     code, _out, err = run_main(["compare", "--bogus"], capsys)
     assert code == 2
-    assert err == f"taguru: evaluate: unknown flag '--bogus' for evaluate compare{SUFFIX}\n"
+    assert err == f"taguru: evaluate: unknown flag '--bogus' for evaluate compare{COMPARE_SUFFIX}\n"
 
 
 def test_a_missing_extra_is_one_line_naming_it(
@@ -585,7 +596,9 @@ def test_subprocess_limit_and_url_errors_before_network(tmp_path: Path) -> None:
     )
     result = run_cli("--eval", "e.jsonl", "--context", "x", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr == "taguru: evaluate: case 'c1': options.limit must be 1..=1000, got 0\n"
+    assert result.stderr == (
+        "taguru: evaluate: e.jsonl: line 2: case 'c1': options.limit: must be 1..=1000, got 0\n"
+    )
     (tmp_path / "ok.jsonl").write_text('{"taguru_eval":1}\n{"case_id":"c1","query":"q"}\n', "utf-8")
     result = run_cli("--eval", "ok.jsonl", "--context", "x", "--url", "http://u:p@h", cwd=tmp_path)
     assert result.returncode == 2

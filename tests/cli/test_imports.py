@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.hints import hints, without_hints
 from support.paths import DATA
 
+from taguru_eval.cli.main import SUBCOMMANDS
 from taguru_eval.refserver.serve import running_server
 
 DATA_LIBRARIES = ("polars", "pyarrow", "numpy", "httpx", "altair")
@@ -123,7 +125,11 @@ def test_version_help_and_usage_errors_load_no_data_library(
     assert child.loaded(DATA_LIBRARIES) == []
     assert child.loaded(CHARTS_AND_JUPYTER) == []
     if code == 2:
-        assert child.stderr.count("\n") == 1
+        assert without_hints(child.stderr).count("\n") == 1
+        if args[:1] and args[0] in SUBCOMMANDS:  # a project subcommand's line names its own help
+            assert child.stderr.endswith(f" — try 'python -m taguru_eval {args[0]} --help'\n")
+        else:  # taguru's one line, then the hint naming the help that exists here
+            assert hints(child.stderr)[-1].endswith("python -m taguru_eval --help")
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +236,20 @@ def test_subcommand_help_loads_no_chart_nor_jupyter_outside_report_and_ingest(
     assert child.loaded(IR_TOOLS) == []
     if word not in ("report", "ingest"):
         assert child.loaded(CHARTS_AND_JUPYTER) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [(["report", "--help"], 0), (["report", "--ouy", "x"], 2), (["report", "missing.json"], 2)],
+)
+def test_report_loads_no_chart_library_before_it_draws_one(
+    args: list[str], code: int, tmp_path: Path
+) -> None:
+    # Start-up is the imports: its help, a usage error and a run it cannot read
+    # answer before Altair (and jsonschema under it) or the HTTP client load.
+    child = run_child(args, tmp_path)
+    assert child.code == code, child.stderr
+    assert child.loaded(CHARTS_AND_JUPYTER) == []
+    assert child.loaded(("httpx", "aiohttp")) == []
+    if args[1] == "--help":
+        assert child.loaded(DATA_LIBRARIES) == []

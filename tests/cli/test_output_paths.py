@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.hints import without_hints
 from support.layouts import stored_bytes
 from support.paths import DATA, TEST_DATA
 
@@ -90,7 +91,7 @@ def test_an_output_over_an_input_or_another_output_is_exit_2_and_writes_nothing(
     before = {path.name: path.read_bytes() for path in work.iterdir() if path.is_file()}
     code, err = run_cli(argv, capsys)
     assert code == 2, err
-    (line,) = err.splitlines()
+    (line,) = without_hints(err).splitlines()
     assert line.startswith(PREFIX) and message in line, line
     after = {path.name: path.read_bytes() for path in work.iterdir() if path.is_file()}
     assert after == before

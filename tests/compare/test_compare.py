@@ -28,7 +28,7 @@ from taguru_eval.errors import InputError
 NOW = "2026-07-29T00:00:00Z"
 DIGEST = "21913844c872603177f577ea2b9823dfb12bf84f0c579691447b47d6649d8beb"
 PREFIX = "taguru: evaluate: "
-USAGE_SUFFIX = " — try 'taguru evaluate --help'"
+USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval compare --help"
 
 
 # ------------------------------------------------------------------ builders
@@ -290,8 +290,9 @@ def test_identical_values_are_unchanged() -> None:
 
 
 def test_taguru_negative_zero_ndcg_equals_our_zero(tmp_path: Path) -> None:
-    """taguru writes a fully missed case's nDCG as -0.0 (docs/decisions.md: we write 0.0);
-    read from its evaluation.json, it compares as unchanged either way."""
+    """taguru writes a fully missed case's nDCG as -0.0 (so does this package since
+    ERRATA row 25; an older artifact has 0.0): read from an evaluation.json, it
+    compares as unchanged against 0.0 either way."""
     taguru_doc = run_doc([case("c1", recall=(0.0, 0.0, -0.0))])
     our_doc = run_doc([case("c1", recall=(0.0, 0.0, 0.0))])
     base = tmp_path / "taguru.json"
@@ -1224,7 +1225,8 @@ def test_a_stored_demo_run_compares_with_a_regressed_copy(in_tmp: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    [run_dir] = (in_tmp / "demo" / "runs").glob("context=*/run=*")
+    # The demo stores its three sake runs (the notebooks' history); the first is any of them.
+    run_dir = sorted((in_tmp / "demo" / "runs").glob("context=*/run=*"))[0]
     doc = json.loads(artifact_text(run_dir))
     assert "concurrency" in doc["inputs"]
     target = next(c for c in doc["cases"] if c.get("recall", {}).get("mrr", 0) > 0.5)

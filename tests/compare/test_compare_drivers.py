@@ -79,13 +79,19 @@ def test_moved_metrics_keep_only_what_moved_judged_by_direction() -> None:
             "delta": [0.1, 10.0, 1e-12, 0.1],
         }
     )
-    moved = moved_metrics(metrics)
-    # ndcg moved by less than 1e-9: not moved. Latency going up is a regression.
-    assert moved.select("metric", "direction").rows() == [
-        ("latency.passage_ms", "regressed"),
-        ("recall.mrr", "improved"),
-        ("structural.case_rate", "changed"),
+    tests = pl.DataFrame(
+        {"tag": [None], "metric": ["recall.mrr"], "n": [30], "verdict": ["improved"]},
+        schema_overrides={"tag": pl.String},
+    ).with_columns(pl.lit(0.01).alias("p_adjusted"))
+    moved = moved_metrics(metrics, tests=tests)
+    # ndcg moved by less than 1e-9: not moved. Latency going up is worse, and no test
+    # covers it: never called a regression, listed after the tested metrics.
+    assert moved.select("metric", "direction", "verdict").rows() == [
+        ("recall.mrr", "better", "improved"),
+        ("latency.passage_ms", "worse", "not tested"),
+        ("structural.case_rate", "changed", "not tested"),
     ]
+    assert moved_metrics(metrics).get_column("verdict").unique().to_list() == ["not tested"]
 
 
 def test_comparison_methods_match_the_frames() -> None:

@@ -32,7 +32,7 @@ from taguru_eval.compare.significance import (
 )
 
 PREFIX = "taguru: evaluate: "
-USAGE_SUFFIX = " — try 'taguru evaluate --help'"
+USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval compare --help"
 
 
 def run_doc(recall: list[float], *, citations: list[float] | None = None) -> dict[str, Any]:
@@ -280,8 +280,8 @@ def test_fail_on_regression_exits_3_on_a_significant_regression(
         "recall.recall_at_k, recall.mrr, recall.ndcg\n"
     )
     assert (
-        "significance (paired; 10000 resamples, seed 0, alpha 0.05; holm over 3 test(s); "
-        "MDE at 80% power, alpha 0.017):" in out
+        "significance (paired; 10000 resamples, seed 0, alpha 0.05; holm over 3 test(s) "
+        "of one family, the whole run's metrics; MDE at 80% power, alpha 0.017):" in out
     )
     assert changes.is_file()
 

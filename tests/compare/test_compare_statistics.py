@@ -49,7 +49,7 @@ from taguru_eval.compare.significance import (
 from taguru_eval.compare.tags import CASE_LANES_FILE, NO_TAG
 
 PREFIX = "taguru: evaluate: "
-USAGE_SUFFIX = " — try 'taguru evaluate --help'"
+USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval compare --help"
 
 
 def run_doc(recall: list[float]) -> dict[str, Any]:
@@ -249,12 +249,15 @@ def test_the_mde_is_the_normal_approximation_at_the_family_level() -> None:
         expected = (z(1 - level / 2) + z(0.8)) * sd / math.sqrt(100)
         mde = result.frame.filter(pl.col("metric") == "recall.mrr").item(0, "mde")
         assert mde == pytest.approx(expected)
-    # One pair has no spread: no MDE; no change at all: an MDE of 0.
+    # One pair has no spread: no MDE. No change at all has none either: an MDE of 0
+    # would promise to see any shift, so it says it cannot tell.
     one = significance(compare(run_doc([0.5]), run_doc([0.4])), resamples=50)
     assert one.frame.item(0, "mde") is None
     assert one.frame.item(0, "verdict") == INCONCLUSIVE
     same = significance(compare(run_doc([0.5, 0.6]), run_doc([0.5, 0.6])), resamples=50)
-    assert (same.frame.item(0, "mde"), same.frame.item(0, "verdict")) == (0.0, NOT_SIGNIFICANT)
+    assert (same.frame.item(0, "mde"), same.frame.item(0, "verdict")) == (None, NOT_SIGNIFICANT)
+    assert "MDE n/a (no variance: cannot tell) — no significant change" in same.lines()[1]
+    assert "MDE n/a —" in one.lines()[1]
 
 
 # ------------------------------------------------------------------ inconclusive
@@ -566,7 +569,13 @@ def test_the_report_s_compare_view_shows_the_verdicts(tmp_path: Path) -> None:
     assert "holm over" in page
     section = page.split("<h3>Is the move more than noise?</h3>")[1].split("</table>")[0]
     assert SIGNIFICANT_REGRESSION in section
-    assert "faq" in section
+    # One family, the command line's (no --by-tag there): the same adjusted p-values.
+    assert "faq" not in section
+    tested = compare(base, head).tests
+    family = f"holm over {tested.family_size} tests of one family, the whole run&#39;s metrics"
+    assert family in section
+    cli_tests = significance(compare(base, head))
+    assert tested.frame.equals(cli_tests.frame)
 
 
 # ------------------------------------------------------------------ calibration

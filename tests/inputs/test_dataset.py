@@ -16,6 +16,7 @@ from taguru_eval.inputs.dataset import (
     CaseOptions,
     EvalSet,
     load_eval,
+    load_eval_strict,
     load_eval_text,
     validate_limits,
 )
@@ -653,9 +654,51 @@ def test_validate_limits_out_of_range(limit: int) -> None:
     )
     with pytest.raises(InputError) as info:
         validate_limits(eval_set)
-    assert str(info.value) == f"case 'c1': options.limit must be 1..=1000, got {limit}"
+    assert str(info.value) == (
+        f"eval.jsonl: line 3: case 'c1': options.limit: must be 1..=1000, got {limit}"
+    )
     assert info.value.exit_code == 2
-    assert (info.value.line, info.value.field) == (3, "options.limit")
+    assert (info.value.path, info.value.line, info.value.field) == (
+        "eval.jsonl",
+        3,
+        "options.limit",
+    )
+
+
+@pytest.mark.parametrize("mode", ["interpret", "strict"])
+@pytest.mark.parametrize(
+    ("written", "floor"),
+    [("1.0000000596046449", 1.0), ("0.4", to_f32(0.4)), ("0.50000002980232238", 0.5)],
+)
+def test_a_floor_is_read_as_taguru_reads_it(mode: str, written: str, floor: float) -> None:
+    """ERRATA row 24: taguru reads ``1.0000000596046449`` with two roundings, just
+    below the binary32 midpoint above 1.0, so the floor is 1.0 and in range (the
+    nearest double would round up to 1.0000001 and be refused)."""
+    text = f'{HEADER}\n{{"case_id": "c1", "query": "q", "options": {{"floor": {written}}}}}\n'
+    loaded = (
+        load_eval_text(text, "e.jsonl")
+        if mode == "interpret"
+        else load_eval_strict(text, "e.jsonl")
+    )
+    assert loaded.cases[0].options.floor == floor
+
+
+@pytest.mark.parametrize("mode", ["interpret", "strict"])
+def test_validate_limits_names_the_physical_line(mode: str) -> None:
+    """Blank lines count (ERRATA row 19): the case on the file's fifth line is line 5,
+    whichever reader loaded the file."""
+    text = f"\n{HEADER}\n\n" + json.dumps({"case_id": "c1", "query": "q"}) + "\n"
+    text += json.dumps({"case_id": "c2", "query": "q", "options": {"limit": 1001}}) + "\n\n"
+    eval_set = (
+        load_eval_text(text, "sets/my eval.jsonl")
+        if mode == "interpret"
+        else load_eval_strict(text, "sets/my eval.jsonl")
+    )
+    with pytest.raises(InputError) as info:
+        validate_limits(eval_set)
+    assert str(info.value) == (
+        "sets/my eval.jsonl: line 5: case 'c2': options.limit: must be 1..=1000, got 1001"
+    )
 
 
 @pytest.mark.parametrize("limit", [1, 1000, None])

@@ -124,7 +124,7 @@ def test_a_good_file_loads_every_field(tmp_path: Path) -> None:
         ),
         (
             [HEADER, '{"case_id":"a","query":"q","options":{"limit":0}}'],
-            "case 'a': options.limit must be 1..=1000, got 0",
+            "case 'a': options.limit: must be 1..=1000, got 0",
             2,
             "options.limit",
         ),

@@ -258,6 +258,16 @@ def test_integer_bounds_are_accepted_as_floats(workdir: Path) -> None:
     assert isinstance(bound.min, float)
 
 
+def test_a_bound_is_read_as_taguru_reads_it(workdir: Path) -> None:
+    """ERRATA row 24: two roundings, so a bound one unit above its nearest double
+    (it reaches the gate's reasons and the violations' ``threshold``); a number only
+    the two roundings overflow is refused as taguru refuses it."""
+    loaded = load(workdir, with_aggregate('"recall.mrr":{"min":0.9134015924715543}'))
+    assert loaded.aggregate["recall.mrr"].min == 0.9134015924715544
+    err = error_of(workdir, with_aggregate('"recall.mrr":{"max":17976931348623158e292}'))
+    assert "number out of range: 17976931348623158e292" in str(err)
+
+
 def test_null_min_or_max_means_absent(workdir: Path) -> None:
     loaded = load(workdir, with_aggregate('"recall.mrr":{"min":null,"max":0.5}'))
     assert loaded.aggregate["recall.mrr"] == Bound(min=None, max=0.5)

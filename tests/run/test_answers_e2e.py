@@ -315,7 +315,8 @@ def test_bad_inputs_are_refused_before_any_network_call(
     )
     assert (code, err.strip()) == (
         2,
-        "taguru: evaluate: --answer-match requires --answers — try 'taguru evaluate --help'",
+        "taguru: evaluate: --answer-match requires --answers — try 'taguru evaluate --help'\n"
+        "  hint: see python -m taguru_eval --help",
     )
 
 
@@ -356,6 +357,54 @@ def test_a_failed_first_lane_is_no_sample(work: Path, server: str) -> None:
     }
     hit = doc["metrics"]["answers.hit_at_k"]
     assert hit["n"] == 3  # the failed case is left out of the denominator, as recall does
+
+
+def test_a_gated_run_whose_every_listed_case_failed_fails_with_the_cause(
+    work: Path, server: str, tmp_path: Path
+) -> None:
+    # Only the case whose first lane fails is listed: no listed case is judged, and
+    # a thresholds file that bounds no answers.* metric does not make that a pass.
+    forward = httpx.AsyncHTTPTransport()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/sources/search") and b"paid leave per year" in (
+            request.content
+        ):
+            return httpx.Response(500, json={"error": "injected"})
+        response = await forward.handle_async_request(request)
+        await response.aread()
+        return response
+
+    listed = _write_answers(tmp_path / "one.jsonl", [{"case_id": "leave-days", "answers": ["25"]}])
+    gate = tmp_path / "gate.json"
+    gate.write_text(
+        '{"taguru_evaluate_thresholds": 1, "aggregate": {"passage.failure_rate": {"max": 1.0}}}',
+        encoding="utf-8",
+    )
+    run = taguru_eval.run(
+        work / "eval.jsonl",
+        "ans",
+        url=server,
+        out=tmp_path / "gated.json",
+        no_store=True,
+        env={},
+        answers=listed,
+        thresholds=gate,
+        transport=httpx.MockTransport(handler),
+    )
+    assert run.exit_code == 3
+    (violation,) = run.doc["thresholds"]["violations"]
+    assert (violation["metric"], violation["actual"]) == ("answers.hit_at_k", None)
+    assert violation["reason"].startswith(
+        "no samples for this metric (n=0) — none of the 1 listed case(s) was judged: the "
+        "first lane of every one failed"
+    )
+    assert run.doc["thresholds"]["flag_gates"] == [
+        {"flag": "--answers", "bounds": "implied", "passed": False}
+    ]
+    assert any(
+        line.startswith("  answers gate: FAIL — at least one listed case") for line in run.output
+    )
 
 
 SEED_CSV = (

@@ -251,7 +251,7 @@ def test_skew_warning(body: str, expected: str | None) -> None:
     else:
         assert warning is not None
         assert warning.startswith(
-            f"taguru: evaluate: warning: this CLI is 0.9.3 but the server at {BASE} "
+            f"taguru: evaluate: warning: this CLI is 0.9.7 but the server at {BASE} "
         )
         assert expected in warning
         assert warning.endswith("continuing anyway")

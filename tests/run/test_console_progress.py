@@ -22,7 +22,14 @@ from support.paths import DATA, PROJECT_ROOT
 from support.run import run_args
 
 from taguru_eval.refserver.serve import running_server
-from taguru_eval.run.console import LOG_INTERVAL_S, CaseProgress, case_progress
+from taguru_eval.run.console import (
+    LOG_INTERVAL_S,
+    CaseProgress,
+    Console,
+    case_progress,
+    paint,
+    wants_color,
+)
 
 LOG_LINE = re.compile(
     r"  (\d+)/(\d+) case\(s\) \(\d+%\), [0-9.]+\?? case/s, elapsed [0-9:]+, left [0-9:?]+"
@@ -226,3 +233,38 @@ def test_the_command_line_s_stderr_in_a_pipe_has_no_progress_for_a_short_run(
     assert completed.returncode == 0, completed.stderr
     assert "case(s) (" not in completed.stderr
     assert "case/s" not in completed.stderr
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_resumed_bar_is_labelled_and_its_rate_leaves_the_replayed_cases_out() -> None:
+    stream = io.StringIO()
+    progress = CaseProgress(stream, terminal=True)
+    progress(5001, 10000)  # 5,000 replayed cases arrive with the first one run now
+    first = stream.getvalue()
+    # Its own label; the 5,000 replayed cases are where it starts, not a rate.
+    assert first.lstrip("\r").startswith("cases (resumed at 5000):  50%")
+    assert "5000/10000 [00:00<?, ?case/s]" in first
+    progress.close()
+    fresh = io.StringIO()
+    CaseProgress(fresh, terminal=True)(1, 4)
+    assert fresh.getvalue().lstrip("\r").startswith("cases:   0%")
+
+
+def test_the_verdict_is_coloured_on_a_terminal_only() -> None:
+    line = "  thresholds: FAIL — 1 violation(s) (sha256 abc…)"
+    assert paint(line) == "  thresholds: \x1b[1;31mFAIL\x1b[0m — 1 violation(s) (sha256 abc…)"
+    assert paint("  must-refuse gate: PASS — x") == "  must-refuse gate: \x1b[32mPASS\x1b[0m — x"
+    assert paint("    [aggregate] recall.mrr: FAIL") == "    [aggregate] recall.mrr: FAIL"
+    terminal = _Terminal()
+    assert wants_color(terminal, {"TERM": "xterm"})
+    assert not wants_color(terminal, {"NO_COLOR": "1", "TERM": "xterm"})
+    assert wants_color(terminal, {"NO_COLOR": "", "TERM": "xterm"})  # empty: not set
+    assert not wants_color(terminal, {"TERM": "dumb"})
+    assert not wants_color(io.StringIO(), {})
+    Console(stdout=terminal, color=True).out(line)
+    Console(stdout=terminal, color=False).out(line)
+    assert terminal.getvalue().splitlines() == [paint(line), line]

@@ -165,7 +165,7 @@ def test_a_run_report_and_ingest_never_carry_an_echoed_secret(tokens: None, tmp_
     doc = json.loads(out.read_text(encoding="utf-8"))
     text = out.read_text(encoding="utf-8")
     assert text.count(REDACTED) >= 8
-    assert "warning: this CLI is 0.9.3" in printed and REDACTED in printed
+    assert "warning: this CLI is 0.9.7" in printed and REDACTED in printed
     assert doc["cases"][3]["passage"]["hits"][0]["source"] == REDACTED
     (run_dir,) = (tmp_path / "runs").glob("context=*/run=*")
 

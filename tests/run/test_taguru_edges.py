@@ -104,7 +104,8 @@ ESCAPED = "a\\nb\\rc\\u{1b}[2J\\u{1b}]0;pwned\\u{7}d\\u{2028}e"
     [
         (
             json.dumps({"case_id": CONTROL, "query": "q", "options": {"limit": 0}}),
-            f"taguru: evaluate: case '{ESCAPED}': options.limit must be 1..=1000, got 0",
+            f"taguru: evaluate: eval.jsonl: line 2: case '{ESCAPED}': options.limit: "
+            "must be 1..=1000, got 0",
         ),
         (
             json.dumps({"case_id": "c", "query": "q", CONTROL: 1}),

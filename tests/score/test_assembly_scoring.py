@@ -175,5 +175,6 @@ def test_a_plain_run_without_samples_adds_no_line() -> None:
         calls=[],
     )
     lines, metrics = summary(failed, RunOptions("e.jsonl", "ctx"))
-    assert len(lines) == 2  # the target line and the case counts only
+    # The target line, the case counts and the failed case (ERRATA row 20) only.
+    assert lines[2:] == ["    passage failed — case 'c1': down"]
     assert metrics["diversity.sources"]["n"] == 0

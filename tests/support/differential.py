@@ -216,7 +216,7 @@ def _environment(token: str | None) -> dict[str, str]:
     return env
 
 
-def _outcome(argv: list[str], workdir: Path, token: str | None) -> Outcome:
+def _outcome(argv: list[str], workdir: Path, token: str | None, out: str = OUT) -> Outcome:
     workdir.mkdir(parents=True, exist_ok=True)
     completed = subprocess.run(
         argv,
@@ -227,8 +227,8 @@ def _outcome(argv: list[str], workdir: Path, token: str | None) -> Outcome:
         timeout=300,
         check=False,
     )
-    out = workdir / OUT
-    artifact = out.read_text(encoding="utf-8") if out.is_file() else None
+    written = workdir / out
+    artifact = written.read_text(encoding="utf-8") if written.is_file() else None
     return Outcome(completed.returncode, completed.stdout, completed.stderr, artifact)
 
 
@@ -243,6 +243,36 @@ def run_ours(args: Sequence[str], workdir: Path, *, token: str | None = None) ->
     """``python -m taguru_eval ARGS --out evaluation.json --no-store`` in ``workdir``."""
     argv = [sys.executable, "-m", "taguru_eval", *args, "--out", OUT, "--no-store"]
     return _outcome(argv, workdir, token)
+
+
+CHANGES = "changes.jsonl"
+
+
+def run_compare(binary: Path | None, base: Path, head: Path, workdir: Path) -> Outcome:
+    """``compare BASE HEAD --out changes.jsonl`` in ``workdir``: taguru's own with
+    ``binary``, ours without; the outcome's ``artifact`` is the changes' text."""
+    tool = [str(binary), "evaluate"] if binary else [sys.executable, "-m", "taguru_eval"]
+    argv = [*tool, "compare", str(base), str(head), "--out", CHANGES]
+    return _outcome(argv, workdir, None, out=CHANGES)
+
+
+def comparable_changes(text: str) -> str:
+    """changes.jsonl with the compare's own clock masked: the header's first
+    ``generated_at`` is when that compare ran (the sides' are their files')."""
+    header, _, records = text.partition("\n")
+    stamp = header.index('"generated_at":"') + len('"generated_at":"')
+    return header[:stamp] + MASKED + header[header.index('"', stamp) :] + "\n" + records
+
+
+def assert_same(theirs: Outcome, ours: Outcome) -> None:
+    """Both evaluators did the same: exit code, stdout, stderr (our hints aside)
+    and the artifact, as :func:`normalized_artifact` compares it."""
+    assert ours.exit_code == theirs.exit_code, (theirs.stderr, ours.stderr)
+    assert ours.stdout == theirs.stdout
+    assert without_hints(ours.stderr) == theirs.stderr
+    assert (ours.artifact is None) == (theirs.artifact is None)
+    if theirs.artifact is not None and ours.artifact is not None:
+        assert normalized_artifact(ours.artifact) == normalized_artifact(theirs.artifact)
 
 
 def without_hints(stderr: str) -> str:

@@ -10,9 +10,9 @@ from taguru_eval.run.http.bodies import parse_json
 from taguru_eval.run.http.client import CallFailure, TaguruClient
 
 PROBE_TIMEOUT_S: Final = 4.0
-# The taguru version this client claims to speak (EVALUATE.md §2.6 leaves the
-# choice to the port; the contract is 0.9.3's).
-CLAIMED_TAGURU_VERSION: Final = "0.9.3"
+# The taguru version this client claims to speak: the release it follows
+# (ERRATA row 26, taguru 0.9.7; EVALUATE.md §2.6 left the choice to the port).
+CLAIMED_TAGURU_VERSION: Final = "0.9.7"
 
 
 def skew_warning(body: str, base_url: str, cli_version: str = CLAIMED_TAGURU_VERSION) -> str | None:
