@@ -57,7 +57,6 @@ from support.taguru import RealTaguru, populate, require_taguru  # noqa: E402
 from synthetic import DEMO_EVAL, write_eval  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
-STORE_BATCH = 500  # sources per POST …/sources (taguru takes at most 1,000)
 
 
 @dataclass(frozen=True)
@@ -146,21 +145,9 @@ def measure(
 
 
 def store_folder(url: str, folder: Path) -> str:
-    """Put a context folder into the server. Interim: the ``load`` command replaces it."""
-    import httpx
-
-    from taguru_eval.refserver.corpus import read_markdown, store_request
-
-    files = sorted(folder.glob("*.md"))
-    if len(files) <= STORE_BATCH:
-        return populate(url, folder)
-    name = folder.name
-    with httpx.Client(base_url=url, timeout=300) as client:
-        client.put(f"/contexts/{name}", json={}).raise_for_status()
-        for start in range(0, len(files), STORE_BATCH):
-            sources = [read_markdown(file, folder) for file in files[start : start + STORE_BATCH]]
-            client.post(f"/contexts/{name}/sources", json=store_request(sources)).raise_for_status()
-    return name
+    """Put a context folder into the server with ``taguru_eval.load`` (batched under
+    taguru's caps); returns the context name."""
+    return populate(url, folder)
 
 
 @contextmanager
