@@ -43,8 +43,9 @@ from taguru_eval._base.text import encodable, trim
 from taguru_eval.contract import VERSION
 from taguru_eval.inputs.proxy import ProxyConfig
 from taguru_eval.run.http.bodies import LargeBodySlot, Ticket, compact_json, parse_json
-from taguru_eval.run.http.engines import URL_CACHE_SIZE, AiohttpEngine, Answer, Engine
+from taguru_eval.run.http.engines import URL_CACHE_SIZE, Answer, Engine
 from taguru_eval.run.http.urls import build_url
+from taguru_eval.run.http.wire import WireEngine
 
 if TYPE_CHECKING:
     import httpx
@@ -178,7 +179,7 @@ class TaguruClient:
         self._built: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], str] = {}
         self._engine: Engine
         if transport is None:
-            self._engine = AiohttpEngine(max_connections, proxies)
+            self._engine = WireEngine(max_connections, proxies)
         else:
             from taguru_eval.run.http.engines import HttpxEngine
 

@@ -14,12 +14,18 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import sys
 from collections.abc import Iterator
-
-import aiohttp
 
 PEER_DISCONNECTED = "io: Peer disconnected"
 """A connection closed before the whole response arrived (headers or body)."""
+
+
+class PeerDisconnected(Exception):
+    """The server closed the connection before the whole response arrived."""
+
+    def __init__(self) -> None:
+        super().__init__("the server closed the connection before the whole response arrived")
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
@@ -45,11 +51,17 @@ def _os_error_text(error: OSError) -> str | None:
 
 def ureq_text(exc: BaseException) -> str | None:
     """taguru's text for a transport failure of a known cause, else ``None``."""
+    # An aiohttp error exists only once aiohttp is imported: a run that never
+    # needed it (every call plain http://, :mod:`.wire`) does not import it here.
+    aiohttp = sys.modules.get("aiohttp")
     for cause in _causes(exc):
-        if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        if isinstance(cause, PeerDisconnected):
             return PEER_DISCONNECTED
-        if isinstance(cause, aiohttp.ClientConnectorError):
-            return _os_error_text(cause.os_error)
+        if aiohttp is not None:
+            if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+                return PEER_DISCONNECTED
+            if isinstance(cause, aiohttp.ClientConnectorError):
+                return _os_error_text(cause.os_error)
         if isinstance(cause, OSError) and not isinstance(cause, TimeoutError):
             text = _os_error_text(cause)
             if text is not None:
