@@ -151,3 +151,16 @@ async def test_a_dot_segment_is_left_to_aiohttp() -> None:
         async with TaguruClient(url) as client:
             await client.get(["contexts", "..", "x"])
     assert server.raw[0].split(b"\r\n", 1)[0] == b"GET /x HTTP/1.1"
+
+
+async def test_bytes_after_a_response_retire_its_connection() -> None:
+    # A response followed by bytes nobody asked for: the next call opens a new
+    # connection rather than read them as its own answer.
+    calls = iter([Scripted(answer(), then=b"HTTP/1.1 200 OK\r\n"), Scripted(answer())])
+    server = RawServer(lambda request: next(calls))
+    with server as url:
+        async with TaguruClient(url) as client:
+            assert (await client.get(["x"])).payload == {"hits": [1, 2]}
+            await asyncio.sleep(0.2)  # the stray bytes arrive while the connection is idle
+            assert (await client.get(["x"])).payload == {"hits": [1, 2]}
+    assert server.connections == 2

@@ -84,6 +84,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.idle_since = 0.0
         self.answer: _WireAnswer | None = None
+        self._reading: _WireAnswer | None = None  # the answer the parser's message fills
         self._parser = httptools.HttpResponseParser(self)
         self._header_name = b""
 
@@ -94,6 +95,11 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
+        if self.answer is None:
+            # Bytes no request asked for: the connection cannot carry a next
+            # response cleanly.
+            self.close()
+            return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -113,12 +119,22 @@ class _Connection(asyncio.Protocol):
 
     # httptools callbacks ------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        answer = self.answer
+        if answer is None or answer.complete:
+            # A response after the one asked for: read into nothing, and the
+            # connection is not used again (the answer already read stands).
+            self.closed = True
+            self._reading = None
+        else:
+            self._reading = answer
+
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self.answer is not None:
-            self.answer.headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
+        if self._reading is not None:
+            self._reading.headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
-        answer = self.answer
+        answer = self._reading
         if answer is None:
             return
         status = self._parser.get_status_code()
@@ -130,11 +146,11 @@ class _Connection(asyncio.Protocol):
         answer.head(self._framing(answer))
 
     def on_body(self, body: bytes) -> None:
-        if self.answer is not None:
-            self.answer.feed(body)
+        if self._reading is not None:
+            self._reading.feed(body)
 
     def on_message_complete(self) -> None:
-        answer = self.answer
+        answer = self._reading
         if answer is not None and answer.head_done:
             answer.finish(keep_alive=self._parser.should_keep_alive())
 
