@@ -190,8 +190,13 @@ def test_a_run_that_cannot_reach_its_server_fails_the_job(tmp_path: Path) -> Non
             {"eval": "sake/eval.jsonl", "context": "sake", "url": closed}, GITHUB_CONTEXT
         )
     assert job.outputs["verdict"] == ERROR and job.outputs["exit-code"] == "1"
-    assert [s.id for s in job.steps if not s.ran] == ["upload", "comment", "save"]
-    assert job.steps[-1].code == 1 and fake.requests == []
+    assert [s.id for s in job.steps if not s.ran] == ["upload", "save"]
+    assert job.steps[-1].code == 1
+    # The comment says the run did not finish (an earlier push's must not stand).
+    (posted,) = fake.mine()
+    assert str(posted["body"]).startswith(
+        f"{marker(KEY)}\n## taguru_eval: context `sake` — the run did not finish (exit 1)\n"
+    )
 
 
 def test_bad_inputs_stop_the_job_at_the_plan(tmp_path: Path) -> None:
@@ -202,8 +207,11 @@ def test_bad_inputs_stop_the_job_at_the_plan(tmp_path: Path) -> None:
     )
     plan = job.step("plan")
     assert plan.code == 2
-    assert "::error title=taguru_eval::input fail-on is 'noise'" in plan.stderr
-    assert "hint: fail-on: gate | regression | inconclusive" in plan.stderr
+    assert plan.stdout == "::error title=taguru_eval::input fail-on is 'noise'\n"
+    assert plan.stderr == (
+        "taguru: evaluate: input fail-on is 'noise'\n"
+        "  hint: fail-on: gate | regression | inconclusive\n"
+    )
     assert [s.id for s in job.steps if s.ran] == ["step-0", "install", "plan", "finish"]
 
 

@@ -138,6 +138,7 @@ def comment_markdown(
     if link_line:
         head += [f"Details: {link_line}", ""]
     sections = [
+        Section("compare warnings", _warnings(comparison)),
         Section("must-refuse and answers gates", flag_gate_lines(flag_gate_rows(doc))),
         Section(
             "aggregate table",
@@ -155,6 +156,23 @@ def comment_markdown(
         Section("answers", _answers(comparison)),
     ]
     return fit(head, sections, limit, has_links=link_line is not None)
+
+
+def unfinished_markdown(key: str, context: str, exit_code: str, links: Links = Links()) -> str:
+    """The comment of a run that did not finish (the server down, a bad input): it
+    replaces the last push's, whose results no longer stand."""
+    lines = [
+        marker(key),
+        f"## taguru_eval: context `{code_span(context)}` — the run did not finish"
+        + (f" (exit {cell(exit_code)})" if exit_code else ""),
+        "",
+        "No results for this push: the job log says why. The comment of an earlier push "
+        "was replaced so its results are not read as this one's.",
+    ]
+    link_line = links.line()
+    if link_line:
+        lines += ["", f"Details: {link_line}"]
+    return "\n".join(lines) + "\n"
 
 
 def fit(head: Sequence[str], sections: Sequence[Section], limit: int, *, has_links: bool) -> str:
@@ -203,7 +221,8 @@ def _significance(comparison: Comparison | None, tested: Significance | None) ->
         return []
     base = comparison.base.path or "base"
     head = comparison.head.path or "head"
-    return [*significance_markdown(tested, base=base, head=head, heading="###").splitlines(), ""]
+    text = significance_markdown(tested, base=base, head=head, heading="###", named=True)
+    return [*text.splitlines(), ""]
 
 
 def regressed_groups(
@@ -266,6 +285,25 @@ def _regressed(
             f"{int(hidden.get_column('cases').sum())} case(s) | | | | |"
         )
     return [*lines, ""]
+
+
+MAX_WARNINGS: Final = 10
+"""Compare warnings shown (a differing corpus revision, thresholds, budget…)."""
+
+
+def _warnings(comparison: Comparison | None) -> list[str]:
+    """What compare warned about: the two runs may not measure the same thing."""
+    if comparison is None:
+        return []
+    warnings = list(comparison.warnings)
+    if comparison.abstention is not None:
+        warnings += [f"abstention: {warning}" for warning in comparison.abstention.warnings]
+    if not warnings:
+        return []
+    lines = [f"> ⚠️ {cell(warning)}" for warning in warnings[:MAX_WARNINGS]]
+    if len(warnings) > MAX_WARNINGS:
+        lines.append(f"> … and {len(warnings) - MAX_WARNINGS} more warning(s)")
+    return [*"\n>\n".join(lines).split("\n"), ""]
 
 
 def _must_refuse(comparison: Comparison | None) -> list[str]:

@@ -284,12 +284,14 @@ def code_span(text: str) -> str:
 
 
 def significance_markdown(
-    tested: Significance, *, base: str, head: str, heading: str = "##"
+    tested: Significance, *, base: str, head: str, heading: str = "##", named: bool = False
 ) -> str:
     """``compare --summary``: the significance tests as a Markdown job summary — the
     verdict counts, then every test with its interval, adjusted p-value and MDE, the
     ones that need a look first (``\\n``-terminated). ``heading``: its title's level
-    (the pull-request comment nests it one level down)."""
+    (the pull-request comment nests it one level down); ``named``: each inconclusive
+    reason starts with its test's name (the comment's list; ``compare --summary``
+    keeps its bytes)."""
     frame = tested.frame
     counts = frame.get_column("verdict").value_counts(sort=True)
     tally = ", ".join(f"{count} {verdict}" for verdict, count in counts.iter_rows())
@@ -318,7 +320,7 @@ def significance_markdown(
             f"{_number(row['p_adjusted'])} | {_mde(row)} | {row['n']} |"
         )
     why = [
-        f"{test_label(row)} {verdict_text(row)}"
+        f"{test_label(row)} {verdict_text(row)}" if named else verdict_text(row)
         for row in frame.filter(pl.col("verdict") == INCONCLUSIVE).iter_rows(named=True)
     ]
     if why:

@@ -29,9 +29,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
 from taguru_eval.errors import EXIT_GATE, EXIT_INPUT, EXIT_OK, EXIT_RUN_FAILED, InputError
+
+if TYPE_CHECKING:
+    from taguru_eval.analyst.pr_comment import Links
 
 WORD: Final = "action-step"
 INPUT_PREFIX: Final = "TAGURU_EVAL_INPUT_"
@@ -224,7 +227,7 @@ def plan(env: Mapping[str, str], out: TextIO) -> int:
     return EXIT_OK
 
 
-def _baseline(inputs: Inputs, env: Mapping[str, str], err: TextIO) -> str | None:
+def _baseline(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> str | None:
     if inputs.baseline == "none":
         return None
     if inputs.baseline != "auto":
@@ -235,7 +238,7 @@ def _baseline(inputs: Inputs, env: Mapping[str, str], err: TextIO) -> str | None
     if restored.is_file():
         return str(restored)
     base = env.get("GITHUB_BASE_REF", "the base branch")
-    err.write(
+    out.write(
         f"::notice title=taguru_eval: no baseline::no run of {base} is in the Actions cache "
         f"yet (a push to {base} stores one); the run is not compared\n"
     )
@@ -284,7 +287,7 @@ def run(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
 
     inputs = read_inputs(env)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    base = _baseline(inputs, env, err)
+    base = _baseline(inputs, env, out)
     head = OUT_DIR / "evaluation.json"
     head.unlink(missing_ok=True)  # a file from an earlier step must not pass for this run's
     out.flush()
@@ -296,7 +299,7 @@ def run(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
         regressed, inconclusive, compared = _compare(base, str(head), env, out, err)
     report = ""
     if completed:
-        report = _report(str(head), base, err)
+        report = _report(str(head), base, out)
     save = completed and inputs.baseline == "auto" and on_default_branch(env)
     if save:
         BASELINE_DIR.mkdir(parents=True, exist_ok=True)
@@ -314,7 +317,7 @@ def run(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
             "baseline": base or "",
             "changes": compared,
             "upload": str(completed).lower(),
-            "comment": str(completed and inputs.comment and is_pull_request(env)).lower(),
+            "comment": str(inputs.comment and is_pull_request(env)).lower(),
             "save": str(save).lower(),
             "save-key": cache_key_prefix(inputs.key, branch) + env.get("GITHUB_SHA", "")
             if save
@@ -338,7 +341,7 @@ def _compare(
     args = CompareArgs(base, head, out=str(changes), significance=True, summary=str(summary))
     code, tested = compare_and_report(args, out, err)
     if code != EXIT_OK or tested is None:
-        err.write(f"::warning title=taguru_eval::compare with {base} failed (exit {code})\n")
+        out.write(f"::warning title=taguru_eval::compare with {base} failed (exit {code})\n")
         return False, False, ""
     step_summary = env.get("GITHUB_STEP_SUMMARY", "")
     if step_summary and summary.is_file():
@@ -347,7 +350,7 @@ def _compare(
     return tested.regressed().height > 0, tested.inconclusive().height > 0, str(changes)
 
 
-def _report(head: str, base: str | None, err: TextIO) -> str:
+def _report(head: str, base: str | None, out: TextIO) -> str:
     """The offline HTML report (with the base run's comparison), or ``""`` with a
     notice when the ``report`` extra is not installed or the report fails."""
     from taguru_eval.cli.main import subcommand
@@ -356,41 +359,63 @@ def _report(head: str, base: str | None, err: TextIO) -> str:
     argv = [head, "-o", str(target), *(["--base", base] if base is not None else [])]
     code = subcommand("report", argv)
     if code != EXIT_OK or not target.is_file():
-        err.write("::notice title=taguru_eval::no HTML report (see the line above)\n")
+        out.write("::notice title=taguru_eval::no HTML report (see the lines above)\n")
         return ""
     return str(target)
 
 
 def comment(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    """Post the comment; a failure to post is a warning (exit 0)."""
+    """Post the comment; a failure to post is a warning (exit 0). A run that did not
+    finish replaces the comment with one that says so, so an earlier push's
+    results do not stand for this one's."""
     from taguru_eval.cli import comment as comment_command
 
     inputs = read_inputs(env)
+    links = _links(env)
     evaluation = env.get("TAGURU_EVAL_EVALUATION", "")
-    if not evaluation:
-        err.write("::notice title=taguru_eval::no run to comment on\n")
-        return EXIT_OK
-    argv = [evaluation, "--key", inputs.key]
-    base = env.get("TAGURU_EVAL_BASELINE", "")
-    if base:
-        argv += ["--base", base]
-    server, repository, run_id = (
-        env.get(name, "") for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")
-    )
-    if server and repository and run_id:
-        attempt = env.get("GITHUB_RUN_ATTEMPT", "")
-        link = f"{server}/{repository}/actions/runs/{run_id}"
-        argv += ["--summary-url", f"{link}/attempts/{attempt}" if attempt else link]
-    report_url = env.get("TAGURU_EVAL_REPORT_URL", "")
-    if report_url:
-        argv += ["--report-url", report_url]
-    code = comment_command.main(argv, stdout=out, stderr=err, env=env)
+    if evaluation:
+        argv = [evaluation, "--key", inputs.key]
+        base = env.get("TAGURU_EVAL_BASELINE", "")
+        if base:
+            argv += ["--base", base]
+        if links.summary:
+            argv += ["--summary-url", links.summary]
+        if links.report:
+            argv += ["--report-url", links.report]
+        code = comment_command.main(argv, stdout=out, stderr=err, env=env)
+    else:
+        from taguru_eval.analyst.pr_comment import unfinished_markdown
+        from taguru_eval.errors import TaguruEvalError, error_lines
+
+        markdown = unfinished_markdown(
+            inputs.key, inputs.context, env.get("TAGURU_EVAL_EXIT_CODE", ""), links
+        )
+        try:
+            code = comment_command.post(markdown, inputs.key, env, out)
+        except TaguruEvalError as exc:
+            err.write(error_lines(exc))
+            code = exc.exit_code
     if code != EXIT_OK:
-        err.write(
+        out.write(
             "::warning title=taguru_eval::the pull-request comment was not posted (see the line "
             "above); the gate's verdict stands\n"
         )
     return EXIT_OK
+
+
+def _links(env: Mapping[str, str]) -> Links:
+    """The job summary (the run's page) and the uploaded report."""
+    from taguru_eval.analyst.pr_comment import Links
+
+    server, repository, run_id = (
+        env.get(name, "") for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")
+    )
+    summary = None
+    if server and repository and run_id:
+        attempt = env.get("GITHUB_RUN_ATTEMPT", "")
+        page = f"{server}/{repository}/actions/runs/{run_id}"
+        summary = f"{page}/attempts/{attempt}" if attempt else page
+    return Links(summary=summary, report=env.get("TAGURU_EVAL_REPORT_URL") or None)
 
 
 def finish(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
@@ -398,12 +423,12 @@ def finish(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
     text = env.get("TAGURU_EVAL_EXIT_CODE", "")
     verdict = env.get("TAGURU_EVAL_VERDICT", "")
     if not text.isdigit():
-        err.write("::error title=taguru_eval::the gate step did not finish (see its log)\n")
+        out.write("::error title=taguru_eval::the gate step did not finish (see its log)\n")
         return EXIT_RUN_FAILED
     code = int(text)
     fail_on = _input(env, "fail-on") or "gate"
     if code != EXIT_OK:
-        err.write(f"::error title=taguru_eval::verdict {verdict} (fail-on {fail_on})\n")
+        out.write(f"::error title=taguru_eval::verdict {verdict} (fail-on {fail_on})\n")
     else:
         out.write(f"taguru_eval: verdict {verdict} (fail-on {fail_on})\n")
     return code
@@ -432,6 +457,7 @@ def main(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
     except InputError as exc:
         from taguru_eval.errors import error_lines
 
-        err.write(f"::error title=taguru_eval::{exc.message}\n")
+        out.write(f"::error title=taguru_eval::{exc.message}\n")
+        out.flush()
         err.write(error_lines(exc))
         return exc.exit_code

@@ -171,9 +171,6 @@ def build(args: CommentArgs, env: Mapping[str, str]) -> tuple[str, str]:
 
 def act(args: CommentArgs, out: TextIO, err: TextIO, env: Mapping[str, str] | None = None) -> int:
     """Build, write, post; the exit code."""
-    from taguru_eval.analyst.github import CommentForbidden, post_comment, pull_request_from_env
-    from taguru_eval.analyst.pr_comment import marker
-
     environment = os.environ if env is None else env
     key, markdown = build(args, environment)
     if args.out is not None:
@@ -182,12 +179,24 @@ def act(args: CommentArgs, out: TextIO, err: TextIO, env: Mapping[str, str] | No
     if args.dry_run:
         out.write(markdown)
         return EXIT_OK
-    pull = pull_request_from_env(environment)
+    return post(markdown, key, environment, out)
+
+
+def post(markdown: str, key: str, env: Mapping[str, str], out: TextIO) -> int:
+    """Post ``markdown`` as the comment of ``key`` on the pull request ``env`` names.
+
+    A 403 prints one notice (GitHub Actions' annotation) and is exit 0; any other
+    failure raises (:class:`~taguru_eval.errors.RunError`, exit 1)."""
+    from taguru_eval.analyst.github import CommentForbidden, post_comment, pull_request_from_env
+    from taguru_eval.analyst.pr_comment import marker
+
+    pull = pull_request_from_env(env)
     try:
         posted = post_comment(pull, markdown, marker(key))
     except CommentForbidden as forbidden:
-        # GitHub Actions' notice annotation: one line in the log and on the run's page.
-        err.write(f"::notice title=taguru_eval comment skipped::{forbidden}\n")
+        # One line in the log and on the run's page; stdout, where a runner reads
+        # workflow commands as it does from stderr.
+        out.write(f"::notice title=taguru_eval comment skipped::{forbidden}\n")
         return EXIT_OK
     where = f": {posted.html_url}" if posted.html_url else ""
     target = f"{pull.repository}#{pull.number}"

@@ -115,8 +115,8 @@ def test_a_fork_403_is_one_notice_and_exit_0(tmp_path: Path, runs: dict[str, Pat
     fake = FakeGitHub(status=403)
     with fake.server:  # type: ignore[union-attr]
         code, out, err = run_comment([str(runs["head"])], actions_env(tmp_path, fake.url))
-    assert (code, out) == (0, "")
-    assert err == (
+    assert (code, err) == (0, "")
+    assert out == (
         f"::notice title=taguru_eval comment skipped::no permission to comment on "
         f"{REPOSITORY}#{PULL} (HTTP 403: a pull request from a fork gets a read-only token); "
         "the comment was skipped\n"
@@ -389,3 +389,16 @@ def test_must_refuse_and_answers_changes_are_shown(tmp_path: Path) -> None:
     assert changes.startswith("1 improved, 0 regressed, ")
     assert f"- improved: `{flipped['case_id']}` ({flipped['kind']}) surfaced → abstained" in changes
     assert "| must-refuse (`--must-refuse`) | not gated |" in printed
+
+
+def test_compare_warnings_head_the_comment(tmp_path: Path, runs: dict[str, Path]) -> None:
+    other = write_document(
+        tmp_path / "other.json",
+        evaluation_document(step=1, case_ids=CASE_IDS, context="handbook", revision=(11, 7, 0)),
+    )
+    code, printed, _err = run_comment([str(other), "--base", str(runs["base"]), "--dry-run"], {})
+    assert code == 0
+    warnings = [line for line in printed.splitlines() if line.startswith("> ⚠️ ")]
+    assert warnings[0] == "> ⚠️ context differs: BASE 'demo' vs HEAD 'handbook'"
+    assert any("revision" in line for line in warnings[1:])
+    assert printed.index("> ⚠️ ") < printed.index("### Aggregate metrics")
