@@ -22,6 +22,7 @@ maps each ``inputs.<name>`` there, never into a shell line), outputs go to
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -150,8 +151,8 @@ def cache_key_prefix(key: str, branch: str) -> str:
 
 
 def _event(env: Mapping[str, str]) -> dict[str, object]:
-    import json
-
+    """The event payload GitHub wrote (``{}`` when there is none or it is unreadable:
+    then nothing is stored or restored)."""
     path = env.get("GITHUB_EVENT_PATH", "")
     if not path:
         return {}

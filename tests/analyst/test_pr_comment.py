@@ -402,3 +402,11 @@ def test_compare_warnings_head_the_comment(tmp_path: Path, runs: dict[str, Path]
     assert warnings[0] == "> ⚠️ context differs: BASE 'demo' vs HEAD 'handbook'"
     assert any("revision" in line for line in warnings[1:])
     assert printed.index("> ⚠️ ") < printed.index("### Aggregate metrics")
+
+
+def test_the_pull_request_never_shows_its_token(tmp_path: Path) -> None:
+    from taguru_eval.analyst.github import pull_request_from_env
+
+    pull = pull_request_from_env(actions_env(tmp_path, "http://127.0.0.1:9/"))
+    assert (pull.api_url, pull.repository, pull.number) == ("http://127.0.0.1:9", REPOSITORY, PULL)
+    assert TOKEN not in repr(pull) and TOKEN not in str(pull)
