@@ -142,7 +142,8 @@ def test_the_pull_request_flow(tmp_path: Path) -> None:
         " · [HTML report](https://github.example/acme/handbook/actions/runs/1/artifacts/"
     ) in body
     # The uploaded folder holds the run, its comparison and the reports.
-    uploaded = sorted(p.name for p in runner.artifacts["taguru-eval-gate-sake-1"].iterdir())
+    artifact = runner.artifacts["taguru-eval-retrieval-gate-sake-1"]
+    uploaded = sorted(path.name for path in artifact.iterdir())
     assert uploaded == [
         "changes.jsonl",
         "compare.md",

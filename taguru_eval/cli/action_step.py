@@ -144,10 +144,15 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
     )
 
 
+def _slug(key: str) -> str:
+    """``key`` in the alphabet cache keys and artifact names accept."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", key)
+
+
 def cache_key_prefix(key: str, branch: str) -> str:
     """``taguru-eval-baseline-<key>-<branch>-``: the newest cache of a branch is the
     newest whose key starts with it."""
-    return f"{CACHE_PREFIX}-{re.sub(r'[^A-Za-z0-9._-]', '-', key)}-{branch}-"
+    return f"{CACHE_PREFIX}-{_slug(key)}-{branch}-"
 
 
 def _event(env: Mapping[str, str]) -> dict[str, object]:
@@ -318,6 +323,8 @@ def run(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
             "baseline": base or "",
             "changes": compared,
             "upload": str(completed).lower(),
+            # Unique per job and attempt (an artifact name is, within a workflow run).
+            "artifact": f"taguru-eval-{_slug(inputs.key)}-{env.get('GITHUB_RUN_ATTEMPT', '1')}",
             "comment": str(inputs.comment and is_pull_request(env)).lower(),
             "save": str(save).lower(),
             "save-key": cache_key_prefix(inputs.key, branch) + env.get("GITHUB_SHA", "")
