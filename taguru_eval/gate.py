@@ -156,6 +156,51 @@ class GateReport:
         """The stdout lines of §5.6 that follow the run summary."""
         return summary_lines(self)
 
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any]) -> GateReport:
+        """The verdict an artifact recorded, read back from its ``thresholds`` block
+        (the inverse of :attr:`block`; a report over a written run, not a new gate)."""
+
+        def number(value: object) -> float | None:
+            return float(value) if isinstance(value, int | float) else None
+
+        def text(value: object) -> str | None:
+            return value if isinstance(value, str) else None
+
+        violations = tuple(
+            Violation(
+                scope=str(entry.get("scope", "")),
+                metric=str(entry.get("metric", "")),
+                actual=number(entry.get("actual")),
+                reason=str(entry.get("reason", "")),
+                case_id=text(entry.get("case_id")),
+                bound=text(entry.get("bound")),
+                threshold=number(entry.get("threshold")),
+            )
+            for entry in block.get("violations") or ()
+            if isinstance(entry, Mapping)
+        )
+        flag_gates = tuple(
+            FlagGate(
+                flag=str(entry.get("flag", "")),
+                bounds=str(entry.get("bounds", "")),
+                passed=entry.get("passed") is True,
+            )
+            for entry in block.get("flag_gates") or ()
+            if isinstance(entry, Mapping)
+        )
+        if block.get("passed") is False and not violations:
+            # A block that says it failed but lists nothing (another writer's
+            # shape): keep the verdict rather than turn it into a pass.
+            violations = (Violation("aggregate", "thresholds", None, "recorded as failed"),)
+        return cls(
+            sha256=str(block.get("sha256", "")),
+            allow_unstable_corpus=block.get("allow_unstable_corpus") is True,
+            violations=violations,
+            skipped=tuple(str(item) for item in block.get("skipped") or ()),
+            flag_gates=flag_gates,
+        )
+
 
 def evaluate_gate(
     thresholds: Thresholds,

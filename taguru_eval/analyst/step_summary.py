@@ -65,20 +65,20 @@ def summary_markdown(
     corpus = doc.get("corpus") or {}
     context = str(inputs.get("context", ""))
     lines = [
-        f"## taguru_eval: context `{_code(context)}` — {_verdict(report)}",
+        f"## taguru_eval: context `{code_span(context)}` — {gate_verdict(report)}",
         "",
-        _facts(doc, cases.height, run_id, corpus.get("stable") is not False),
+        facts_line(doc, cases.height, run_id, corpus.get("stable") is not False),
         "",
-        *_flag_gates(flag_gate_rows(doc)),
-        *_metrics_table(metrics, comparison, catalog),
+        *flag_gate_lines(flag_gate_rows(doc)),
+        *metrics_table(metrics, comparison, catalog),
         "",
-        *_violations(report),
+        *violation_lines(report),
         *_worst_cases(cases, worst, catalog, questions or {}),
     ]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _verdict(report: GateReport | None) -> str:
+def gate_verdict(report: GateReport | None) -> str:
     if report is None:
         return "report-only (no thresholds)"
     if report.passed:
@@ -89,14 +89,14 @@ def _verdict(report: GateReport | None) -> str:
 _VERDICT_MARK: Final = {PASS: "✅ PASS", FAIL: "❌ FAIL", NOT_GATED: "not gated"}
 
 
-def _flag_gates(rows: list[FlagGateRow]) -> list[str]:
+def flag_gate_lines(rows: list[FlagGateRow]) -> list[str]:
     """The must-refuse and answers rows, gated or not (nothing without the flags)."""
     if not rows:
         return []
     lines = ["| gate | verdict | judged by | counts |", "|---|---|---|---|"]
     lines.extend(
         f"| {row.name} (`{row.flag}`) | {_VERDICT_MARK[row.verdict]} | "
-        f"{_cell(row.judged_by)} | {_cell(row.counts)} |"
+        f"{cell(row.judged_by)} | {cell(row.counts)} |"
         for row in rows
     )
     lines.append("")
@@ -106,7 +106,7 @@ def _flag_gates(rows: list[FlagGateRow]) -> list[str]:
         lines.append(f"Must-refuse cases that did not abstain ({len(row.offenders)}):")
         lines.append("")
         lines.extend(
-            f"- `{_code(case_id)}` {verdict}: {_cell(aggregate.shorten(question))}"
+            f"- `{code_span(case_id)}` {verdict}: {cell(aggregate.shorten(question))}"
             for case_id, verdict, question in row.offenders[:MAX_LISTED_OFFENDERS]
         )
         hidden = len(row.offenders) - MAX_LISTED_OFFENDERS
@@ -116,10 +116,10 @@ def _flag_gates(rows: list[FlagGateRow]) -> list[str]:
     return lines
 
 
-def _facts(doc: Mapping[str, Any], case_count: int, run_id: str | None, stable: bool) -> str:
-    facts = [f"{case_count} case(s)", f"generated {_cell(str(doc.get('generated_at', '')))}"]
+def facts_line(doc: Mapping[str, Any], case_count: int, run_id: str | None, stable: bool) -> str:
+    facts = [f"{case_count} case(s)", f"generated {cell(str(doc.get('generated_at', '')))}"]
     if run_id is not None:
-        facts.append(f"run `{_code(run_id)}`")
+        facts.append(f"run `{code_span(run_id)}`")
     facts.append("corpus stable" if stable else "**corpus changed during the run**")
     return " · ".join(facts)
 
@@ -143,7 +143,7 @@ def _number(value: float | None, *, signed: bool = False) -> str:
     return f"{value:+.4f}" if signed else f"{value:.4f}"
 
 
-def _metrics_table(
+def metrics_table(
     metrics: pl.DataFrame, comparison: Comparison | None, catalog: Catalog
 ) -> list[str]:
     names = [
@@ -186,17 +186,17 @@ def _metrics_table(
     return rows
 
 
-def _violations(report: GateReport | None) -> list[str]:
+def violation_lines(report: GateReport | None) -> list[str]:
     if report is None or report.passed:
         return []
     lines = [f"### Violations ({len(report.violations)})", ""]
     for violation in report.violations[:MAX_LISTED_VIOLATIONS]:
         scope = (
-            f"case `{_code(violation.case_id)}`"
+            f"case `{code_span(violation.case_id)}`"
             if violation.case_id is not None
             else violation.scope
         )
-        lines.append(f"- [{scope}] {violation.metric}: {_cell(violation.reason)}")
+        lines.append(f"- [{scope}] {violation.metric}: {cell(violation.reason)}")
     hidden = len(report.violations) - MAX_LISTED_VIOLATIONS
     if hidden > 0:
         lines.append(f"- … and {hidden} more")
@@ -238,7 +238,7 @@ def _worst_cases(
     for row in signatures.head(MAX_SIGNATURES).iter_rows(named=True):
         examples = ", ".join(_case_label(case_id, questions) for case_id in row["examples"])
         lines.append(
-            f"| {_cell(row['fails'])} | {_cell(row['lane'])} | {row['cases']} | "
+            f"| {cell(row['fails'])} | {cell(row['lane'])} | {row['cases']} | "
             f"{row['share']:.1%} | {examples} |"
         )
     hidden = signatures.height - MAX_SIGNATURES
@@ -256,8 +256,8 @@ def _mde(row: Mapping[str, Any]) -> str:
 def _case_label(case_id: str, questions: Mapping[str, str]) -> str:
     """`` `case` ``, or `` `golden-007` (the question) `` for a golden CSV's case."""
     question = questions.get(case_id)
-    label = f"`{_code(case_id)}`"
-    return f"{label} ({_cell(question)})" if question else label
+    label = f"`{code_span(case_id)}`"
+    return f"{label} ({cell(question)})" if question else label
 
 
 def _one_line(text: str) -> str:
@@ -270,7 +270,7 @@ def _one_line(text: str) -> str:
 _CONTROL: Final = re.compile(CONTROL_CHARACTERS)
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
     """Text safe inside a Markdown table cell or list item: one line, no pipe, no HTML."""
     one_line = _one_line(text)
     return (
@@ -278,15 +278,20 @@ def _cell(text: str) -> str:
     )
 
 
-def _code(text: str) -> str:
+def code_span(text: str) -> str:
     """Text for inside a backtick code span (a backtick becomes ʼ; a pipe is escaped)."""
     return _one_line(text).replace("`", "ʼ").replace("|", "\\|")
 
 
-def significance_markdown(tested: Significance, *, base: str, head: str) -> str:
+def significance_markdown(
+    tested: Significance, *, base: str, head: str, heading: str = "##", named: bool = False
+) -> str:
     """``compare --summary``: the significance tests as a Markdown job summary — the
     verdict counts, then every test with its interval, adjusted p-value and MDE, the
-    ones that need a look first (``\\n``-terminated)."""
+    ones that need a look first (``\\n``-terminated). ``heading``: its title's level
+    (the pull-request comment nests it one level down); ``named``: each inconclusive
+    reason starts with its test's name (the comment's list; ``compare --summary``
+    keeps its bytes)."""
     frame = tested.frame
     counts = frame.get_column("verdict").value_counts(sort=True)
     tally = ", ".join(f"{count} {verdict}" for verdict, count in counts.iter_rows())
@@ -294,10 +299,10 @@ def significance_markdown(tested: Significance, *, base: str, head: str) -> str:
         {SIGNIFICANT_REGRESSION: 0, INCONCLUSIVE: 1}, default=2, return_dtype=pl.Int8
     )
     lines = [
-        f"## taguru_eval compare: `{_code(base)}` → `{_code(head)}` — {_cell(tally)}",
+        f"{heading} taguru_eval compare: `{code_span(base)}` → `{code_span(head)}` — {cell(tally)}",
         "",
-        f"Paired tests, {_cell(tested.correction)} over {tested.family_size} test(s) of one "
-        f"family ({_cell(tested.family)}), "
+        f"Paired tests, {cell(tested.correction)} over {tested.family_size} test(s) of one "
+        f"family ({cell(tested.family)}), "
         f"alpha {tested.alpha:g}; MDE: the smallest shift these cases detect 80% of the time.",
         "",
         "| test | verdict | Δ | CI | adjusted p | MDE | n |",
@@ -310,15 +315,15 @@ def significance_markdown(tested: Significance, *, base: str, head: str) -> str:
             else f"[{_number(row['ci_low'], signed=True)}, {_number(row['ci_high'], signed=True)}]"
         )
         lines.append(
-            f"| {_cell(test_label(row))} | {_cell(row['verdict'])} | "
+            f"| {cell(test_label(row))} | {cell(row['verdict'])} | "
             f"{_number(row['mean_delta'], signed=True)} | {interval} | "
             f"{_number(row['p_adjusted'])} | {_mde(row)} | {row['n']} |"
         )
     why = [
-        verdict_text(row)
+        f"{test_label(row)} {verdict_text(row)}" if named else verdict_text(row)
         for row in frame.filter(pl.col("verdict") == INCONCLUSIVE).iter_rows(named=True)
     ]
     if why:
         lines += ["", "Inconclusive: add cases rather than loosen a bound.", ""]
-        lines += [f"- {_cell(text)}" for text in why]
+        lines += [f"- {cell(text)}" for text in why]
     return "\n".join(lines) + "\n"

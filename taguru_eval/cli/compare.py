@@ -247,13 +247,13 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
         values.get("--out", DEFAULT_OUT),
         significance="--significance" in switches,
         fail_on_regression="--fail-on-regression" in switches,
-        alpha=_alpha(values.get("--alpha")),
+        alpha=parse_alpha(values.get("--alpha")),
         resamples=_count(
             "--resamples", values.get("--resamples"), DEFAULT_RESAMPLES, 1, MAX_RESAMPLES
         ),
         seed=_count("--seed", values.get("--seed"), DEFAULT_SEED, 0, MAX_SEED),
         fail_on_inconclusive="--fail-on-inconclusive" in switches,
-        correction=_correction(values.get("--correction")),
+        correction=parse_correction(values.get("--correction")),
         by_tag="--by-tag" in switches,
         tolerances=_tolerances(found.repeated.get(_TOLERANCE_FLAG, [])),
         tolerances_file=values.get("--tolerances"),
@@ -262,7 +262,7 @@ def parse_args(argv: Sequence[str]) -> CompareArgs | None:
     )
 
 
-def _correction(text: str | None) -> Correction:
+def parse_correction(text: str | None) -> Correction:
     if text is None:
         return DEFAULT_CORRECTION
     for correction in CORRECTIONS:
@@ -296,7 +296,7 @@ def _tolerances(texts: Sequence[str]) -> dict[str, float]:
     return tolerances
 
 
-def _alpha(text: str | None) -> float:
+def parse_alpha(text: str | None) -> float:
     if text is None:
         return DEFAULT_ALPHA
     try:
@@ -333,13 +333,22 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     if args is None:
         out_stream.write(HELP)
         return EXIT_OK
+    return compare_and_report(args, out_stream, err_stream)[0]
+
+
+def compare_and_report(
+    args: CompareArgs, out_stream: TextIO, err_stream: TextIO
+) -> tuple[int, Significance | None]:
+    """Everything ``compare`` does once its command line is parsed: the exit code,
+    and the significance tests when they ran (the GitHub Action reads their
+    verdicts for its ``fail-on``)."""
     try:
         tolerances = _all_tolerances(args)
         comparison = compare(args.base, args.head)
         tags = stored_case_tags(args.head, "HEAD") if args.by_tag else None
     except InputError as exc:
         err_stream.write(error_lines(exc))
-        return EXIT_INPUT
+        return EXIT_INPUT, None
     # Warnings go out before the write, so they show even if writing fails.
     for warning in comparison.warnings:
         err_stream.write(f"{PREFIX}{one_line(warning)}\n")
@@ -365,22 +374,22 @@ def main(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         text = comparison.changes_jsonl(extra=extra)
     except (TypeError, ValueError) as exc:
         err_stream.write(f"{PREFIX}serializing changes.jsonl: {exc}\n")
-        return EXIT_RUN_FAILED
+        return EXIT_RUN_FAILED, None
     try:
         write_atomically(args.out, text)
     except OSError as exc:
         err_stream.write(f"{PREFIX}writing {args.out}: {os_error_text(exc)}\n")
-        return EXIT_RUN_FAILED
+        return EXIT_RUN_FAILED, None
     out_stream.write(comparison.summary(args.out))
     if tested is None:
-        return EXIT_OK
+        return EXIT_OK, None
     out_stream.write("".join(f"{one_line(line)}\n" for line in tested.lines()))
     try:
         _write_reports(args, tested, comparison)
     except RunError as exc:
         err_stream.write(error_lines(exc))
-        return EXIT_RUN_FAILED
-    return _gate(args, tested, err_stream)
+        return EXIT_RUN_FAILED, tested
+    return _gate(args, tested, err_stream), tested
 
 
 def _write_reports(args: CompareArgs, tested: Significance, comparison: Comparison) -> None:

@@ -56,6 +56,8 @@ from taguru_eval.errors import (
 
 SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "compare": lazy_main("taguru_eval.cli.compare"),
+    "comment": lazy_main("taguru_eval.cli.comment"),
+    "action-step": lazy_main("taguru_eval.cli.action_step"),
     "export": lazy_main("taguru_eval.cli.export"),
     "measures": lazy_main("taguru_eval.cli.measures"),
     "serve": lazy_main("taguru_eval.cli.serve"),

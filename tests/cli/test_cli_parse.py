@@ -367,6 +367,8 @@ def test_run_alias_is_run_mode(capsys: pytest.CaptureFixture[str]) -> None:
 def test_subcommands_are_plain_functions() -> None:
     assert set(SUBCOMMANDS) == {
         "compare",
+        "comment",
+        "action-step",
         "export",
         "measures",
         "serve",
