@@ -19,6 +19,7 @@ from taguru_eval._base.suggest import did_you_mean
 from taguru_eval._base.text import parse_decimal
 from taguru_eval.cli.flags import write_report
 from taguru_eval.errors import (
+    EXIT_INPUT,
     EXIT_OK,
     PREFIX,
     UsageError,
@@ -77,7 +78,29 @@ def run_prepared(prepared: PreparedRun) -> int:
         if progress is not None:
             progress.close()
     write_reports(prepared, result, os.environ, base, console)
+    export_run_outputs(prepared, result, console)
     return result.exit_code
+
+
+def export_run_outputs(prepared: PreparedRun, result: RunResult, console: Console) -> None:
+    """``--otlp`` and ``--mlflow``, after the artifact and the reports are written.
+
+    Neither changes the exit code: a collector or tracking server that cannot
+    take the run is one warning line on stderr (docs/otel.md, docs/mlflow.md).
+    Their modules (and OpenTelemetry's, MLflow's) are imported only when asked for.
+    """
+    options = prepared.options
+    if not (options.otlp or options.mlflow):
+        return
+    from taguru_eval.api import from_result
+
+    run = from_result(result)
+    if options.otlp:
+        from taguru_eval.integrations.otel import export_run
+
+        exported = export_run(run, prepared.thresholds, endpoint=options.otlp_endpoint)
+        if exported.failure is not None:
+            console.err(f"{PREFIX}warning: {exported.failure}")
 
 
 def write_reports(
@@ -162,7 +185,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--junit-cases failing|all]
                         [--summary FILE] [--summary-base RUN]
                         [--no-step-summary] [--quiet] [--resume]
-                        [--repeat N]
+                        [--repeat N] [--otlp [ENDPOINT]] [--mlflow]
        python -m taguru_eval run --eval FILE --context NAME [...]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
                         [--significance] [--fail-on-regression] [--alpha A]
@@ -235,6 +258,16 @@ run-mode flags:
                        stability block per case, stability.unstable_rate;
                        compare never calls such a case regressed). Not with
                        --resume
+  --otlp [ENDPOINT]    after the artifact is written, export the run to an
+                       OpenTelemetry collector over OTLP/HTTP: a span per run
+                       and per case, a gen_ai.evaluation.result event per
+                       per-case metric and aggregate bound ('otel' extra).
+                       ENDPOINT is the collector's base URL; without it the
+                       OTEL_EXPORTER_OTLP_* variables apply. A collector that
+                       cannot be reached is a warning, never another exit code
+  --mlflow             after the artifact is written, log the run to MLflow
+                       (MLFLOW_TRACKING_URI): params, metrics, tags and the
+                       artifact ('mlflow' extra); a failure is a warning
   -h, --help           print this help and exit
   --version            print the version and exit (first argument only)
 
@@ -266,6 +299,9 @@ environment:
                        file (GitHub Actions' job summary)
   HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY (or lower case)
                        proxies, as taguru's own client reads them
+  OTEL_EXPORTER_OTLP_* where --otlp exports without ENDPOINT (endpoint,
+                       headers, timeout, certificates), OTEL_SERVICE_NAME
+  MLFLOW_TRACKING_URI  where --mlflow logs (default ./mlruns)
 
 exit codes:
   0  run completed (and every threshold passed); also --help
@@ -303,9 +339,20 @@ _VALUE_FLAGS: Final = {
 
 _COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurrency", "--repeat")
 
-_SWITCHES: Final = ("--assembly", "--no-store", "--no-step-summary", "--quiet", "--resume")
+_SWITCHES: Final = (
+    "--assembly",
+    "--no-store",
+    "--no-step-summary",
+    "--quiet",
+    "--resume",
+    "--mlflow",
+)
 
-FLAGS: Final = (*_VALUE_FLAGS, *_COUNT_FLAGS, *_SWITCHES, "--help")
+_OPTIONAL_VALUE_FLAGS: Final = ("--otlp",)
+"""Flags whose value may be left out: the next word is theirs unless it is a flag
+(run mode takes no positional argument, so nothing else can be meant)."""
+
+FLAGS: Final = (*_VALUE_FLAGS, *_COUNT_FLAGS, *_SWITCHES, *_OPTIONAL_VALUE_FLAGS, "--help")
 """Every flag run mode takes (what a mistyped one is compared with)."""
 
 _POSITIVE: Final = re.compile(r"\+?[0-9]+")
@@ -334,6 +381,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
     junit_cases: JunitCases | None = None
     counts: dict[str, int] = {}
     switches: set[str] = set()
+    optional: dict[str, str | None] = {}
     index = 0
     while index < len(args):
         arg = args[index]
@@ -359,6 +407,13 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
                 raise not_a_count(arg)
             counts[arg] = number
             index += 2
+        elif arg in _OPTIONAL_VALUE_FLAGS:
+            if arg in optional:
+                raise UsageError(f"{arg} given twice")
+            following = args[index + 1] if index + 1 < len(args) else None
+            taken = following is not None and not following.startswith("-")
+            optional[arg] = following if taken else None
+            index += 2 if taken else 1
         elif arg in _SWITCHES:
             if arg in switches:
                 raise UsageError(f"{arg} given twice")
@@ -404,7 +459,28 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         quiet="--quiet" in switches,
         resume="--resume" in switches,
         repeat=counts.get("--repeat", DEFAULT_REPEAT),
+        otlp="--otlp" in optional,
+        otlp_endpoint=optional.get("--otlp"),
+        mlflow="--mlflow" in switches,
     )
+
+
+def missing_integration(options: RunOptions) -> str | None:
+    """The line for an ``--otlp``/``--mlflow`` whose extra is not installed (said
+    before any input is read or case runs); ``None`` when nothing is missing."""
+    asked = [(flag, extra) for flag, extra, on in (
+        ("--otlp", "otel", options.otlp), ("--mlflow", "mlflow", options.mlflow)
+    ) if on]  # fmt: skip
+    if not asked:
+        return None
+    from taguru_eval._base.extras import MissingExtra, load_extra
+
+    for flag, extra in asked:
+        try:
+            load_extra(extra)
+        except MissingExtra as missing:
+            return f"{flag} {missing}"
+    return None
 
 
 def run_mode(args: Sequence[str]) -> int:
@@ -413,6 +489,10 @@ def run_mode(args: Sequence[str]) -> int:
     if options is None:
         sys.stdout.write(HELP)
         return EXIT_OK
+    missing = missing_integration(options)
+    if missing is not None:
+        sys.stderr.write(f"{PREFIX}{missing}\n")
+        return EXIT_INPUT
     from taguru_eval.inputs.prepare import prepare_run
 
     return run_prepared(prepare_run(options, os.environ))
