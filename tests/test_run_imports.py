@@ -23,7 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "taguru_eval"
 DOC = ROOT / "docs" / "architecture.md"
 HEADING = "## What a run imports"
-NEVER = ("pandas", "httpx", "httpcore", "jinja2", "altair", "starlette", "uvicorn")
+NEVER = (
+    "pandas", "httpx", "httpcore", "jinja2", "altair", "starlette", "uvicorn",
+    "opentelemetry", "mlflow",  # the otel and mlflow extras: only with --otlp / --mlflow
+)  # fmt: skip
 
 
 def _documented() -> tuple[dict[str, set[str]], set[str]]:

@@ -551,9 +551,16 @@ def _captured_exporter_logs() -> Iterator[list[str]]:
         logger.propagate = propagate
 
 
+_REASON_CHARS: Final = 300
+
+
 def _failure_line(shown: str, signal: str, said: Sequence[str]) -> str:
-    reason = said[-1] if said else "the collector did not accept the batch"
+    """The warning: where, which signal, and the exporter's first word on why (its
+    later ones only say that it gave up), redacted, on one line."""
+    reason = said[0] if said else "the collector did not accept the batch"
     text = " ".join(Redactor().message(reason).split())
+    if len(text) > _REASON_CHARS:
+        text = text[: _REASON_CHARS - 1] + "…"
     return (
         f"OpenTelemetry export to {shown} stopped ({signal}): {text}; "
         "the run's exit code is unchanged"
