@@ -47,6 +47,10 @@ if TYPE_CHECKING:
     from taguru_eval.pipeline.finish import RunResult
     from taguru_eval.run.console import Console
 
+MLFLOW_TRACKING_ENV: Final = "MLFLOW_TRACKING_URI"
+"""Where ``--mlflow`` logs; required with it (the tracking client's own default, a
+local SQLite store, is not one the ``mlflow`` extra's client can write)."""
+
 STEP_SUMMARY_ENV: Final = "GITHUB_STEP_SUMMARY"
 """The file GitHub Actions renders as the job summary; run mode appends its summary there."""
 
@@ -78,11 +82,13 @@ def run_prepared(prepared: PreparedRun) -> int:
         if progress is not None:
             progress.close()
     write_reports(prepared, result, os.environ, base, console)
-    export_run_outputs(prepared, result, console)
+    export_run_outputs(prepared, result, base, console)
     return result.exit_code
 
 
-def export_run_outputs(prepared: PreparedRun, result: RunResult, console: Console) -> None:
+def export_run_outputs(
+    prepared: PreparedRun, result: RunResult, summary_base: RunView | None, console: Console
+) -> None:
     """``--otlp`` and ``--mlflow``, after the artifact and the reports are written.
 
     Neither changes the exit code: a collector or tracking server that cannot
@@ -101,6 +107,21 @@ def export_run_outputs(prepared: PreparedRun, result: RunResult, console: Consol
         exported = export_run(run, prepared.thresholds, endpoint=options.otlp_endpoint)
         if exported.failure is not None:
             console.err(f"{PREFIX}warning: {exported.failure}")
+    if options.mlflow:
+        from taguru_eval.integrations.mlflow import log_run, tracking_failure
+
+        comparison = None
+        if summary_base is not None:
+            from taguru_eval.compare import load_side
+            from taguru_eval.compare.classify import compare_views
+
+            comparison = compare_views(
+                summary_base, load_side(result.doc, "HEAD", label=options.out)
+            )
+        try:
+            log_run(run, summary=options.summary, comparison=comparison)
+        except Exception as exc:  # an output: a tracking server's failure never costs the exit code
+            console.err(f"{PREFIX}warning: {tracking_failure(exc)}")
 
 
 def write_reports(
@@ -493,6 +514,12 @@ def run_mode(args: Sequence[str]) -> int:
     if missing is not None:
         sys.stderr.write(f"{PREFIX}{missing}\n")
         return EXIT_INPUT
+    if options.mlflow and not os.environ.get(MLFLOW_TRACKING_ENV):
+        raise UsageError(
+            f"--mlflow needs {MLFLOW_TRACKING_ENV}",
+            hint=f"set {MLFLOW_TRACKING_ENV} to your MLflow server (http://host:5000) or a "
+            "file: store (file:./mlruns, with MLFLOW_ALLOW_FILE_STORE=true); docs/mlflow.md",
+        )
     from taguru_eval.inputs.prepare import prepare_run
 
     return run_prepared(prepare_run(options, os.environ))

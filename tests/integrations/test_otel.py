@@ -31,15 +31,15 @@ pytest.importorskip(
     reason="opentelemetry-proto (the receiver's decoder, the 'otel' extra) is not installed",
 )
 
-from support.otlp import OtlpReceiver, Received  # noqa: E402
-from support.paths import DATA  # noqa: E402
+from support.otlp import OtlpReceiver, Received
+from support.paths import DATA
 
-from taguru_eval.api import load_run  # noqa: E402
-from taguru_eval.catalog import CATALOG, catalog_for, scalar_of  # noqa: E402
-from taguru_eval.cli.main import main  # noqa: E402
-from taguru_eval.inputs.thresholds import parse_thresholds  # noqa: E402
-from taguru_eval.integrations.otel import export_run  # noqa: E402
-from taguru_eval.refserver.serve import running_server  # noqa: E402
+from taguru_eval.api import load_run
+from taguru_eval.catalog import CATALOG, catalog_for, scalar_of
+from taguru_eval.cli.main import main
+from taguru_eval.inputs.thresholds import parse_thresholds
+from taguru_eval.integrations.otel import export_run
+from taguru_eval.refserver.serve import running_server
 
 EVAL = DATA / "sake" / "eval.jsonl"
 TOKEN = "otlp-secret-token-91c2"
@@ -110,7 +110,9 @@ def follow(block: Any, path: tuple[str, ...]) -> float | None:
 
 def explanation(metric: str, bound: dict[str, float]) -> str:
     return " and ".join(
-        f"{metric} {OPERATOR[side]} {float(bound[side])!r}" for side in ("min", "max") if side in bound
+        f"{metric} {OPERATOR[side]} {float(bound[side])!r}"
+        for side in ("min", "max")
+        if side in bound
     )
 
 
@@ -119,7 +121,9 @@ def case_bounds(thresholds: dict[str, Any], case_id: str) -> dict[str, dict[str,
     return {**cases.get("default", {}), **cases.get("overrides", {}).get(case_id, {})}
 
 
-def check_export(received: Received, doc: dict[str, Any], thresholds: dict[str, Any] | None) -> None:
+def check_export(
+    received: Received, doc: dict[str, Any], thresholds: dict[str, Any] | None
+) -> None:
     """Every span and event of one exported run, against its evaluation.json."""
     block = doc.get("thresholds")
     violations = block.get("violations", []) if block else []
@@ -195,7 +199,9 @@ def check_export(received: Received, doc: dict[str, Any], thresholds: dict[str, 
             if side not in bound:
                 continue
             failed = any(
-                v["scope"] == "aggregate" and v["metric"] == metric and v.get("bound") in (side, None)
+                v["scope"] == "aggregate"
+                and v["metric"] == metric
+                and v.get("bound") in (side, None)
                 for v in violations
             )
             expected_aggregate.append(
@@ -258,7 +264,9 @@ def test_a_report_only_run_passes_every_case_and_labels_nothing(
     assert code == 0, err
     doc = json.loads((tmp_path / "evaluation.json").read_text(encoding="utf-8"))
     check_export(receiver.received, doc, None)
-    assert not [r for r in receiver.received.records if "gen_ai.evaluation.score.label" in r.attributes]
+    assert not [
+        r for r in receiver.received.records if "gen_ai.evaluation.score.label" in r.attributes
+    ]
 
 
 def test_the_export_is_sent_in_slices_and_each_slice_holds_its_cases(
@@ -274,9 +282,13 @@ def test_the_export_is_sent_in_slices_and_each_slice_holds_its_cases(
     with OtlpReceiver() as sliced_receiver:
         sliced = export_run(run, parsed, endpoint=sliced_receiver.url, slice_cases=5)
     assert whole.failure is None and sliced.failure is None
-    assert (sliced.spans, sliced.events) == (whole.spans, whole.events) == (
-        len(whole_receiver.received.spans),
-        len(whole_receiver.received.records),
+    assert (
+        (sliced.spans, sliced.events)
+        == (whole.spans, whole.events)
+        == (
+            len(whole_receiver.received.spans),
+            len(whole_receiver.received.records),
+        )
     )
     span_requests = [n for p, n, _h in sliced_receiver.received.requests if p == "/v1/traces"]
     # 16 cases, 5 at a time: 5, 5, 5, 1 case spans, then the suite span.
