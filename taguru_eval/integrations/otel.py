@@ -431,7 +431,13 @@ def _emit(
     for start in range(0, ordered.height, slice_cases):
         part = ordered.slice(start, slice_cases)
         events = _case_events(part, metrics, thresholds, head.violations)
-        by_case = events.partition_by("case_id", as_dict=True, maintain_order=True)
+        # One pass over the slice's events (a case's rows in catalog order), not a
+        # frame operation per case.
+        by_case: dict[str, list[tuple[Any, ...]]] = {}
+        for case_id, *row in events.select(
+            "case_id", "metric", "value", "label", "explanation"
+        ).iter_rows():
+            by_case.setdefault(case_id, []).append(tuple(row))
         indexes = (
             part.get_column("case_index").to_list()
             if "case_index" in part.columns
@@ -449,13 +455,9 @@ def _emit(
                 start_time=now,
             )
             in_case = trace.set_span_in_context(span)
-            case_rows = by_case.get((case_id,))
-            if case_rows is not None:
-                for metric, value, label, explanation in case_rows.select(
-                    "metric", "value", "label", "explanation"
-                ).iter_rows():
-                    _event(logger, in_case, now, metric, value, label, explanation,
-                           {SCOPE: SCOPE_CASE, CASE_NAME: case_id})  # fmt: skip
+            extra = {SCOPE: SCOPE_CASE, CASE_NAME: case_id}
+            for metric, value, label, explanation in by_case.get(case_id, ()):
+                _event(logger, in_case, now, metric, value, label, explanation, extra)
             span.end(end_time=now)
         flush()
     for metric, value, label, explanation in _aggregate_events(
