@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -230,4 +231,17 @@ def test_mlflow_without_a_tracking_uri_is_a_usage_error_before_the_run(
     code, _out, err = run_cli(demo_args(served, tmp_path, "--mlflow"))
     assert code == 2
     assert err.startswith(f"{PREFIX}--mlflow needs MLFLOW_TRACKING_URI")
+    assert not (tmp_path / "evaluation.json").exists()
+
+
+def test_without_the_extra_the_flag_is_one_line_naming_it(
+    served: str, tmp_path: Path, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    code, _out, err = run_cli(demo_args(served, tmp_path, "--mlflow"))
+    assert code == 2
+    assert err.splitlines() == [
+        f"{PREFIX}--mlflow needs the 'mlflow' extra, which is not installed (no module "
+        "'mlflow'): pip install 'taguru_eval[mlflow]'"
+    ]
     assert not (tmp_path / "evaluation.json").exists()

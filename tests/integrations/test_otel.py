@@ -359,3 +359,16 @@ def test_without_the_extra_the_flag_is_one_line_naming_it(
         "'opentelemetry.exporter.otlp.proto.http'): pip install 'taguru_eval[otel]'"
     ]
     assert not (tmp_path / "evaluation.json").exists()
+
+
+def test_a_collector_that_refuses_the_batch_is_one_warning_and_no_retry_storm(
+    served: str, tmp_path: Path
+) -> None:
+    with OtlpReceiver(status=400) as receiver:
+        code, _out, err = run_cli(demo_args(served, tmp_path, "--otlp", receiver.url))
+    assert code == 0
+    warnings = [line for line in err.splitlines() if "OpenTelemetry" in line]
+    assert len(warnings) == 1, err
+    assert "stopped (traces)" in warnings[0] and "400" in warnings[0]
+    # The first refused batch ends the export: nothing after it was sent.
+    assert [path for path, _n, _h in receiver.received.requests] == ["/v1/traces"]
