@@ -144,9 +144,10 @@ def export_run(
     spans = _SpanBuffer()
     records = _RecordBuffer()
     resource = _resource()
-    tracer = TracerProvider(resource=resource)
+    # Providers of this export only: never the global ones, nothing left at exit.
+    tracer = TracerProvider(resource=resource, shutdown_on_exit=False)
     tracer.add_span_processor(spans)
-    logs = LoggerProvider(resource=resource)
+    logs = LoggerProvider(resource=resource, shutdown_on_exit=False)
     logs.add_log_record_processor(records)
     span_exporter = OTLPSpanExporter(endpoint=_signal(endpoint, "traces"))
     log_exporter = OTLPLogExporter(endpoint=_signal(endpoint, "logs"))
@@ -164,6 +165,8 @@ def export_run(
         except Exception as exc:  # a misconfigured exporter must not cost the run its exit code
             failure = _failure_line(shown, "export", [f"{type(exc).__name__}: {exc}"])
         finally:
+            tracer.shutdown()
+            logs.shutdown()
             span_exporter.shutdown()  # type: ignore[no-untyped-call]
             log_exporter.shutdown()  # type: ignore[no-untyped-call]
     return OtlpExport(endpoint=shown, spans=sent.spans, events=sent.events, failure=failure)
@@ -176,9 +179,7 @@ def export_run(
 class _RunHead:
     """What the suite span and the events need from the artifact's head."""
 
-    suite: str
     attributes: dict[str, Any]
-    verdict: str
     violations: pl.DataFrame
     thresholds: Thresholds | None
 
@@ -208,7 +209,7 @@ class _RunHead:
         if gated and thresholds is None:
             raise ValueError("the run was gated: pass its Thresholds to export its bounds")
         violations = _violations(block.get("violations") if gated else None)
-        return cls(suite, attributes, verdict, violations, thresholds if gated else None)
+        return cls(attributes, violations, thresholds if gated else None)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
