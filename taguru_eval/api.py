@@ -208,10 +208,12 @@ def run(
     finally:
         if isinstance(display, CaseProgress):
             display.close()
-    return _from_result(result, captured.getvalue().splitlines())
+    return from_result(result, captured.getvalue().splitlines())
 
 
-def _from_result(result: RunResult, output: list[str]) -> Run:
+def from_result(result: RunResult, output: list[str] | None = None) -> Run:
+    """The :class:`Run` of a finished pipeline run (what the command line hands
+    to the integrations of :mod:`taguru_eval.integrations`)."""
     return Run(
         run_id=result.run_id,
         doc=result.doc,
@@ -220,7 +222,7 @@ def _from_result(result: RunResult, output: list[str]) -> Run:
         metrics=result.scores.metrics_frame,
         exit_code=result.exit_code,
         path=result.store_path,
-        output=output,
+        output=output or [],
         refusal_cases=result.scores.refusal_cases,
     )
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
+from taguru_eval._base.redact import Redactor
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import UsageError
 
@@ -55,6 +56,8 @@ MSG_STORE_AND_NO_STORE: Final = "--store and --no-store are exclusive"
 MSG_RESUME_WITHOUT_STORE: Final = "--resume needs the run store (not --no-store)"
 MSG_BAD_JUNIT_CASES: Final = "--junit-cases must be 'failing' or 'all'"
 MSG_JUNIT_CASES_WITHOUT_JUNIT: Final = "--junit-cases requires --junit"
+MSG_OTLP_ENDPOINT_WITHOUT_OTLP: Final = "an OTLP endpoint requires --otlp"
+MSG_OTLP_NOT_A_URL: Final = "--otlp ENDPOINT must be an http:// or https:// URL, got '{endpoint}'"
 
 DEFAULT_REPEAT: Final = 1
 REPEAT_MAX: Final = 100
@@ -153,7 +156,13 @@ class RunOptions:
     ``--repeat``: how many times every eval case is sent (1, the default, is a
     plain run). ``answers`` is
     the ``--answers`` file; ``answer_match`` its ``--answer-match`` (``None``
-    when not given; :attr:`resolved_answer_match` is the rule used).
+    when not given; :attr:`resolved_answer_match` is the rule used). ``otlp``
+    (``--otlp [ENDPOINT]``) exports the finished run to an OpenTelemetry
+    collector, at ``otlp_endpoint`` when one was given, else where the
+    ``OTEL_EXPORTER_OTLP_*`` variables say (docs/otel.md); ``mlflow``
+    (``--mlflow``) logs it to the MLflow tracking server of
+    ``MLFLOW_TRACKING_URI`` (docs/mlflow.md). Both are outputs, written after
+    the artifact, and neither changes the exit code.
 
     Made with a bad count, rule or combination of flags, it raises the
     :class:`UsageError` the command line reports for them, checked in the
@@ -186,6 +195,9 @@ class RunOptions:
     quiet: bool = False
     resume: bool = False
     repeat: int = DEFAULT_REPEAT
+    otlp: bool = False
+    otlp_endpoint: str | None = None
+    mlflow: bool = False
 
     def __post_init__(self) -> None:
         # The command line rejects a bad count or rule while it reads the flags,
@@ -221,6 +233,15 @@ class RunOptions:
             junit_cases_of(self.junit_cases)
             if self.junit is None:
                 raise UsageError(MSG_JUNIT_CASES_WITHOUT_JUNIT)
+        if self.otlp_endpoint is not None:
+            if not self.otlp:
+                raise UsageError(MSG_OTLP_ENDPOINT_WITHOUT_OTLP)
+            if not self.otlp_endpoint.startswith(("http://", "https://")):
+                raise UsageError(
+                    MSG_OTLP_NOT_A_URL.format(endpoint=Redactor().message(self.otlp_endpoint)),
+                    hint="give the collector's OTLP/HTTP base URL, e.g. "
+                    "--otlp http://127.0.0.1:4318 (/v1/traces and /v1/logs are added)",
+                )
 
     @property
     def resolved_refusal_rule(self) -> RefusalRule:

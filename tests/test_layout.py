@@ -32,6 +32,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("summary",),
     ("pipeline",),
     ("api",),
+    ("integrations",),
     ("refserver",),
     ("demo",),
     ("cli",),

@@ -2,7 +2,8 @@
 
 The core install (polars, pyarrow, httpx, altair) evaluates, gates, compares
 and stores runs. The reference server, the HTML report's inlined Vega bundle,
-the ``measures`` command (ir_measures) and the notebooks need extras; a
+the ``measures`` command (ir_measures), ``--otlp`` (OpenTelemetry), ``--mlflow``
+and the notebooks need extras; a
 command that needs a missing one fails with one line naming the extra to
 install, never with an import traceback.
 """
@@ -19,6 +20,10 @@ EXTRAS: Final[dict[str, tuple[str, ...]]] = {
     "report": ("vl_convert",),
     # The extra installs ranx too (to read an export back); no command imports it.
     "ir": ("ir_measures",),
+    # --otlp: the SDK and its OTLP/HTTP (protobuf) exporter.
+    "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
+    # --mlflow and taguru_eval.integrations.mlflow.
+    "mlflow": ("mlflow",),
 }
 """Extra name (``pip install 'taguru_eval[<extra>]'``) -> the modules it provides."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import re
 import stat
@@ -23,6 +24,16 @@ from pathlib import Path
 from typing import Final
 
 from taguru_eval._base.signals import checked
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The hex SHA-256 of a file's bytes, read a MiB at a time (an eval set's identity:
+    ``--resume``'s fingerprint, the MLflow ``eval.sha256`` param)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _process_start() -> float:

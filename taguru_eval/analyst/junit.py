@@ -179,8 +179,10 @@ def _violations(report: GateReport) -> pl.DataFrame:
     )
 
 
-def _bound_name(prefix: pl.Expr | None = None) -> pl.Expr:
-    """``recall.mrr >= 0.5`` (or ``<case_id>: recall.mrr >= 0.5``)."""
+def bound_name(prefix: pl.Expr | None = None) -> pl.Expr:
+    """``recall.mrr >= 0.5`` (or ``<case_id>: recall.mrr >= 0.5``), from a frame's
+    ``metric``, ``bound`` (``min``/``max``) and ``threshold`` columns; the OTLP
+    export's explanations say a bound the same way."""
     operator = pl.col("bound").replace_strict(_OPERATOR, return_dtype=pl.String)
     parts = [pl.col("metric"), pl.lit(" "), operator, pl.lit(" "), pl.col("threshold").cast(str)]
     return pl.concat_str([prefix, pl.lit(": "), *parts] if prefix is not None else parts)
@@ -224,7 +226,7 @@ def _aggregate_rows(
     return checked.sort("order").select(
         pl.lit("aggregate").alias("suite"),
         pl.lit(f"{REPORT_NAME}.aggregate").alias("classname"),
-        _bound_name().alias("name"),
+        bound_name().alias("name"),
         *_outcome(violated, pl.lit(False)),
         detail.alias("detail"),
     )
@@ -261,7 +263,7 @@ def _case_rows(
     rows = checked.select(
         pl.lit("cases").alias("suite"),
         pl.lit(f"{REPORT_NAME}.cases").alias("classname"),
-        _bound_name(_case_label(questions)).alias("name"),
+        bound_name(_case_label(questions)).alias("name"),
         *_outcome(pl.col("reason").is_not_null(), pl.col("value").is_null()),
         detail.alias("detail"),
         "case_id",

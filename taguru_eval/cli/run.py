@@ -19,6 +19,7 @@ from taguru_eval._base.suggest import did_you_mean
 from taguru_eval._base.text import parse_decimal
 from taguru_eval.cli.flags import write_report
 from taguru_eval.errors import (
+    EXIT_INPUT,
     EXIT_OK,
     PREFIX,
     UsageError,
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
     from taguru_eval.inputs.prepare import PreparedRun
     from taguru_eval.pipeline.finish import RunResult
     from taguru_eval.run.console import Console
+
+MLFLOW_TRACKING_ENV: Final = "MLFLOW_TRACKING_URI"
+"""Where ``--mlflow`` logs; required with it (the tracking client's own default, a
+local SQLite store, is not one the ``mlflow`` extra's client can write)."""
 
 STEP_SUMMARY_ENV: Final = "GITHUB_STEP_SUMMARY"
 """The file GitHub Actions renders as the job summary; run mode appends its summary there."""
@@ -77,7 +82,46 @@ def run_prepared(prepared: PreparedRun) -> int:
         if progress is not None:
             progress.close()
     write_reports(prepared, result, os.environ, base, console)
+    export_run_outputs(prepared, result, base, console)
     return result.exit_code
+
+
+def export_run_outputs(
+    prepared: PreparedRun, result: RunResult, summary_base: RunView | None, console: Console
+) -> None:
+    """``--otlp`` and ``--mlflow``, after the artifact and the reports are written.
+
+    Neither changes the exit code: a collector or tracking server that cannot
+    take the run is one warning line on stderr (docs/otel.md, docs/mlflow.md).
+    Their modules (and OpenTelemetry's, MLflow's) are imported only when asked for.
+    """
+    options = prepared.options
+    if not (options.otlp or options.mlflow):
+        return
+    from taguru_eval.api import from_result
+
+    run = from_result(result)
+    if options.otlp:
+        from taguru_eval.integrations.otel import export_run
+
+        exported = export_run(run, prepared.thresholds, endpoint=options.otlp_endpoint)
+        if exported.failure is not None:
+            console.err(f"{PREFIX}warning: {exported.failure}")
+    if options.mlflow:
+        from taguru_eval.integrations.mlflow import log_run, tracking_failure
+
+        comparison = None
+        if summary_base is not None:
+            from taguru_eval.compare import load_side
+            from taguru_eval.compare.classify import compare_views
+
+            comparison = compare_views(
+                summary_base, load_side(result.doc, "HEAD", label=options.out)
+            )
+        try:
+            log_run(run, summary=options.summary, comparison=comparison)
+        except Exception as exc:  # an output: a tracking server's failure never costs the exit code
+            console.err(f"{PREFIX}warning: {tracking_failure(exc)}")
 
 
 def write_reports(
@@ -162,7 +206,7 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--junit-cases failing|all]
                         [--summary FILE] [--summary-base RUN]
                         [--no-step-summary] [--quiet] [--resume]
-                        [--repeat N]
+                        [--repeat N] [--otlp [ENDPOINT]] [--mlflow]
        python -m taguru_eval run --eval FILE --context NAME [...]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
                         [--significance] [--fail-on-regression] [--alpha A]
@@ -235,6 +279,16 @@ run-mode flags:
                        stability block per case, stability.unstable_rate;
                        compare never calls such a case regressed). Not with
                        --resume
+  --otlp [ENDPOINT]    after the artifact is written, export the run to an
+                       OpenTelemetry collector over OTLP/HTTP: a span per run
+                       and per case, a gen_ai.evaluation.result event per
+                       per-case metric and aggregate bound ('otel' extra).
+                       ENDPOINT is the collector's base URL; without it the
+                       OTEL_EXPORTER_OTLP_* variables apply. A collector that
+                       cannot be reached is a warning, never another exit code
+  --mlflow             after the artifact is written, log the run to MLflow
+                       (MLFLOW_TRACKING_URI): params, metrics, tags and the
+                       artifact ('mlflow' extra); a failure is a warning
   -h, --help           print this help and exit
   --version            print the version and exit (first argument only)
 
@@ -266,6 +320,9 @@ environment:
                        file (GitHub Actions' job summary)
   HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY (or lower case)
                        proxies, as taguru's own client reads them
+  OTEL_EXPORTER_OTLP_* where --otlp exports without ENDPOINT (endpoint,
+                       headers, timeout, certificates), OTEL_SERVICE_NAME
+  MLFLOW_TRACKING_URI  where --mlflow logs (default ./mlruns)
 
 exit codes:
   0  run completed (and every threshold passed); also --help
@@ -303,9 +360,20 @@ _VALUE_FLAGS: Final = {
 
 _COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurrency", "--repeat")
 
-_SWITCHES: Final = ("--assembly", "--no-store", "--no-step-summary", "--quiet", "--resume")
+_SWITCHES: Final = (
+    "--assembly",
+    "--no-store",
+    "--no-step-summary",
+    "--quiet",
+    "--resume",
+    "--mlflow",
+)
 
-FLAGS: Final = (*_VALUE_FLAGS, *_COUNT_FLAGS, *_SWITCHES, "--help")
+_OPTIONAL_VALUE_FLAGS: Final = ("--otlp",)
+"""Flags whose value may be left out: the next word is theirs unless it is a flag
+(run mode takes no positional argument, so nothing else can be meant)."""
+
+FLAGS: Final = (*_VALUE_FLAGS, *_COUNT_FLAGS, *_SWITCHES, *_OPTIONAL_VALUE_FLAGS, "--help")
 """Every flag run mode takes (what a mistyped one is compared with)."""
 
 _POSITIVE: Final = re.compile(r"\+?[0-9]+")
@@ -334,6 +402,7 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
     junit_cases: JunitCases | None = None
     counts: dict[str, int] = {}
     switches: set[str] = set()
+    optional: dict[str, str | None] = {}
     index = 0
     while index < len(args):
         arg = args[index]
@@ -359,6 +428,13 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
                 raise not_a_count(arg)
             counts[arg] = number
             index += 2
+        elif arg in _OPTIONAL_VALUE_FLAGS:
+            if arg in optional:
+                raise UsageError(f"{arg} given twice")
+            following = args[index + 1] if index + 1 < len(args) else None
+            taken = following is not None and not following.startswith("-")
+            optional[arg] = following if taken else None
+            index += 2 if taken else 1
         elif arg in _SWITCHES:
             if arg in switches:
                 raise UsageError(f"{arg} given twice")
@@ -404,7 +480,28 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         quiet="--quiet" in switches,
         resume="--resume" in switches,
         repeat=counts.get("--repeat", DEFAULT_REPEAT),
+        otlp="--otlp" in optional,
+        otlp_endpoint=optional.get("--otlp"),
+        mlflow="--mlflow" in switches,
     )
+
+
+def missing_integration(options: RunOptions) -> str | None:
+    """The line for an ``--otlp``/``--mlflow`` whose extra is not installed (said
+    before any input is read or case runs); ``None`` when nothing is missing."""
+    asked = [(flag, extra) for flag, extra, on in (
+        ("--otlp", "otel", options.otlp), ("--mlflow", "mlflow", options.mlflow)
+    ) if on]  # fmt: skip
+    if not asked:
+        return None
+    from taguru_eval._base.extras import MissingExtra, load_extra
+
+    for flag, extra in asked:
+        try:
+            load_extra(extra)
+        except MissingExtra as missing:
+            return f"{flag} {missing}"
+    return None
 
 
 def run_mode(args: Sequence[str]) -> int:
@@ -413,6 +510,16 @@ def run_mode(args: Sequence[str]) -> int:
     if options is None:
         sys.stdout.write(HELP)
         return EXIT_OK
+    missing = missing_integration(options)
+    if missing is not None:
+        sys.stderr.write(f"{PREFIX}{missing}\n")
+        return EXIT_INPUT
+    if options.mlflow and not os.environ.get(MLFLOW_TRACKING_ENV):
+        raise UsageError(
+            f"--mlflow needs {MLFLOW_TRACKING_ENV}",
+            hint=f"set {MLFLOW_TRACKING_ENV} to your MLflow server (http://host:5000) or a "
+            "file: store (file:./mlruns, with MLFLOW_ALLOW_FILE_STORE=true); docs/mlflow.md",
+        )
     from taguru_eval.inputs.prepare import prepare_run
 
     return run_prepared(prepare_run(options, os.environ))

@@ -31,7 +31,6 @@ warning, and the run goes on without.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shutil
@@ -46,7 +45,7 @@ from urllib.parse import quote
 import msgspec
 
 from taguru_eval._base.filebytes import ReadCap, file_bytes
-from taguru_eval._base.files import write_bytes_atomic
+from taguru_eval._base.files import file_sha256, write_bytes_atomic
 from taguru_eval._base.ids import new_run_id
 from taguru_eval.contract import VERSION
 from taguru_eval.errors import (
@@ -151,14 +150,6 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     cases: int
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _regular(path: str) -> bool:
     try:
         return stat.S_ISREG(os.stat(path).st_mode)
@@ -173,7 +164,7 @@ def fingerprint(prepared: PreparedRun) -> Fingerprint | None:
     if not _regular(options.eval_path):
         return None
     try:
-        eval_sha256 = _sha256(options.eval_path)
+        eval_sha256 = file_sha256(options.eval_path)
     except OSError:
         return None
     must_refuse = prepared.must_refuse

@@ -44,6 +44,9 @@ CHARTS_AND_JUPYTER = (
 IR_TOOLS = ("ir_measures", "ranx", "pytrec_eval", "numba")
 """What only the measures command imports (ir_measures; the others never)."""
 
+INTEGRATIONS = ("opentelemetry", "mlflow")
+"""The ``otel`` and ``mlflow`` extras: imported by a run only with ``--otlp`` / ``--mlflow``."""
+
 _CHILD = """
 import json, sys
 out = sys.argv[1]
@@ -124,6 +127,7 @@ def test_version_help_and_usage_errors_load_no_data_library(
     assert child.code == code, child.stderr
     assert child.loaded(DATA_LIBRARIES) == []
     assert child.loaded(CHARTS_AND_JUPYTER) == []
+    assert child.loaded(INTEGRATIONS) == []
     if code == 2:
         assert without_hints(child.stderr).count("\n") == 1
         if args[:1] and args[0] in SUBCOMMANDS:  # a project subcommand's line names its own help
@@ -163,6 +167,23 @@ def test_a_run_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> N
     assert (work / "evaluation.json").is_file()
     assert child.loaded(CHARTS_AND_JUPYTER) == []
     assert child.loaded(IR_TOOLS) == []
+    assert child.loaded(INTEGRATIONS) == []
+
+
+def test_the_library_imports_no_integration(tmp_path: Path) -> None:
+    """The base install's library surface (``import taguru_eval``, its API, the run
+    module) imports neither OpenTelemetry nor MLflow, installed or not."""
+    code = (
+        "import json, sys\n"
+        "import taguru_eval, taguru_eval.api, taguru_eval.cli.run, taguru_eval.integrations\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    child = Child(0, json.loads(completed.stdout), completed.stderr)
+    assert "taguru_eval.api" in child.modules  # the check below can fail
+    assert child.loaded(INTEGRATIONS) == []
 
 
 def test_compare_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> None:
