@@ -284,6 +284,15 @@ def _narrow(
     return kept
 
 
+def _glob_hint(pattern: str) -> str:
+    """How to write a glob, in the words of the user's own pattern."""
+    word = pattern.strip("*") or "word"
+    return (
+        f"a pattern is a glob over the whole case_id: '{word}*' matches the ids starting "
+        f"with {word}, '*{word}*' the ids holding it"
+    )
+
+
 def _tag_hint(frame: pl.DataFrame) -> str:
     counts = (
         frame.select(pl.col("tags").explode().drop_nulls().alias("tag"))
@@ -372,8 +381,7 @@ def select_cases(eval_set: EvalSet, options: RunOptions) -> Selected:
             f"--filter {_quoted(patterns)}",
             label,
             total,
-            "a pattern is a glob over the whole case_id (write 'word*' for ids starting "
-            f"with word, '*word*' for ids holding it); the first case ids there: {first}",
+            f"{_glob_hint(patterns[0])}; the first case ids there: {first}",
         )
     if options.tags:
         tags = list(dict.fromkeys(options.tags))
