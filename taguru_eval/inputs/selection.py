@@ -256,13 +256,26 @@ def _quoted(values: Iterable[str]) -> str:
 
 
 def _frame(eval_set: EvalSet) -> pl.DataFrame:
-    return pl.DataFrame(
+    """``case_index``, ``case_id``, ``tags`` (a list, empty when untagged) of every case.
+
+    The tags are built from one flat pair of columns: a list column made from
+    Python lists costs a Series per case."""
+    cases = eval_set.cases
+    tagged = pl.DataFrame(
         {
-            "case_index": range(len(eval_set.cases)),
-            "case_id": eval_set.case_ids,
-            "tags": [list(case.options.tags) for case in eval_set.cases],
+            "case_index": [i for i, case in enumerate(cases) for _ in case.options.tags],
+            "tag": [tag for case in cases for tag in case.options.tags],
         },
-        schema={"case_index": pl.Int32, "case_id": pl.String, "tags": pl.List(pl.String)},
+        schema={"case_index": pl.Int32, "tag": pl.String},
+    )
+    tags = tagged.group_by("case_index").agg(pl.col("tag").alias("tags"))
+    return (
+        pl.DataFrame(
+            {"case_index": range(len(cases)), "case_id": eval_set.case_ids},
+            schema={"case_index": pl.Int32, "case_id": pl.String},
+        )
+        .join(tags, on="case_index", how="left", maintain_order="left")
+        .with_columns(pl.col("tags").fill_null(pl.lit([], dtype=pl.List(pl.String))))
     )
 
 
