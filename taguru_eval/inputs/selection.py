@@ -65,7 +65,8 @@ LISTED: Final = 5
 FAILED: Final = "failed"
 REGRESSED: Final = "regressed"
 
-_UNTAGGED: Final = ""
+_HEADER_PEEK: Final = 4096
+"""How far into RUN the changes.jsonl header's stamp is looked for."""
 _STRATUM_SEPARATOR: Final = "\x1f"
 
 
@@ -177,8 +178,10 @@ def read_failing(given: str) -> FailingCases:
         raise InputError(
             f"--failing {shown}: {os_error_text(exc)}", path=shown, hint=not_a_run_hint(given)
         ) from None
-    first_line = data.split(b"\n", 1)[0]
-    if b"taguru_evaluation_changes" in first_line:
+    # A changes.jsonl names its stamp near the start of its header line; looking
+    # there only keeps a multi-gigabyte artifact from being copied to be searched.
+    end = data.find(b"\n", 0, _HEADER_PEEK)
+    if b"taguru_evaluation_changes" in data[: _HEADER_PEEK if end < 0 else end]:
         return FailingCases(given, REGRESSED, _regressed(data, shown))
     return FailingCases(given, FAILED, _failed(data, shown))
 
