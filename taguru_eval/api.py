@@ -20,7 +20,7 @@ import concurrent.futures
 import io
 import os
 import sys
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -147,6 +147,11 @@ def run(
     answers: str | os.PathLike[str] | None = None,
     answer_match: str | None = None,
     repeat: int = DEFAULT_REPEAT,
+    sample: int | None = None,
+    seed: int | None = None,
+    filters: str | Sequence[str] = (),
+    tags: str | Sequence[str] = (),
+    failing: str | os.PathLike[str] | None = None,
 ) -> Run:
     """Evaluate ``context`` with ``eval_path`` exactly as the CLI run mode does.
 
@@ -173,7 +178,10 @@ def run(
     metrics are its first repetition's, and ``Run.cases`` gains the
     ``stability_*`` columns (a case whose compared metrics differ across its
     repetitions is ``stability_unstable``); ``Run.tables.calls`` holds every
-    repetition's calls (its ``repeat`` column).
+    repetition's calls (its ``repeat`` column). ``sample``, ``seed``,
+    ``filters``, ``tags`` and ``failing`` are ``--sample``, ``--seed``, each
+    ``--filter``, each ``--tag`` and ``--failing`` (docs/subsets.md): only the
+    selected eval cases run, and ``Run.doc["inputs"]["selection"]`` says which.
     """
     options = RunOptions(
         eval_path=os.fspath(eval_path),
@@ -196,6 +204,11 @@ def run(
         no_store=no_store,
         resume=resume,
         repeat=repeat,
+        sample=sample,
+        seed=seed,
+        filters=_strings(filters),
+        tags=_strings(tags),
+        failing=None if failing is None else os.fspath(failing),
     )
     captured = io.StringIO()
     console = Console() if verbose else Console(stdout=captured, stderr=captured)
@@ -209,6 +222,11 @@ def run(
         if isinstance(display, CaseProgress):
             display.close()
     return from_result(result, captured.getvalue().splitlines())
+
+
+def _strings(given: str | Sequence[str]) -> tuple[str, ...]:
+    """One pattern or tag, or several: a lone string is one, not its characters."""
+    return (given,) if isinstance(given, str) else tuple(given)
 
 
 def from_result(result: RunResult, output: list[str] | None = None) -> Run:

@@ -71,6 +71,23 @@ MSG_RESUME_WITH_REPEAT: Final = (
 )
 
 
+DEFAULT_SAMPLE_SEED: Final = 0
+"""``--seed`` when ``--sample`` is given without it: a fixed seed, so the same
+command draws the same cases every time and two sampled runs compare on the same
+cases (docs/subsets.md)."""
+SEED_MAX: Final = COUNT_MAX
+MSG_BAD_SAMPLE: Final = "--sample needs a positive integer"
+MSG_BAD_SEED: Final = f"--seed needs a non-negative integer of at most {SEED_MAX}"
+MSG_SEED_WITHOUT_SAMPLE: Final = "--seed requires --sample"
+MSG_EMPTY_FILTER: Final = "--filter needs a non-empty pattern"
+MSG_EMPTY_TAG: Final = "--tag needs a non-empty tag"
+MSG_EMPTY_FAILING: Final = "--failing needs a file or directory path"
+MSG_RESUME_WITH_SELECTION: Final = (
+    "--resume cannot continue a run of a selection (--sample, --filter, --tag, --failing): "
+    "a selected run keeps no checkpoint, run it again without --resume"
+)
+
+
 def answer_match_of(value: object) -> AnswerMatch:
     """``value`` as an answer match rule; a :class:`UsageError` names the two."""
     for rule in ANSWER_MATCHES:
@@ -101,6 +118,10 @@ def junit_cases_of(value: object) -> JunitCases:
         if value == choice:
             return choice
     raise UsageError(MSG_BAD_JUNIT_CASES)
+
+
+def _is_seed(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= SEED_MAX
 
 
 def _is_count(value: object) -> bool:
@@ -154,7 +175,10 @@ class RunOptions:
     silences the progress display; ``resume`` continues the newest unfinished
     run of the context in the store (:mod:`taguru_eval.resume`). ``repeat`` is
     ``--repeat``: how many times every eval case is sent (1, the default, is a
-    plain run). ``answers`` is
+    plain run). ``sample`` / ``seed`` / ``filters`` / ``tags`` / ``failing`` are
+    the selection flags (``--sample N``, ``--seed S``, each ``--filter PATTERN``,
+    each ``--tag T``, ``--failing RUN``; :mod:`taguru_eval.inputs.selection`):
+    only the eval cases they select are run. ``answers`` is
     the ``--answers`` file; ``answer_match`` its ``--answer-match`` (``None``
     when not given; :attr:`resolved_answer_match` is the rule used). ``otlp``
     (``--otlp [ENDPOINT]``) exports the finished run to an OpenTelemetry
@@ -198,6 +222,11 @@ class RunOptions:
     otlp: bool = False
     otlp_endpoint: str | None = None
     mlflow: bool = False
+    sample: int | None = None
+    seed: int | None = None
+    filters: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    failing: str | None = None
 
     def __post_init__(self) -> None:
         # The command line rejects a bad count or rule while it reads the flags,
@@ -213,6 +242,16 @@ class RunOptions:
             raise not_a_count("--concurrency")
         if not _is_count(self.repeat) or self.repeat > REPEAT_MAX:
             raise UsageError(MSG_BAD_REPEAT)
+        if self.sample is not None and not _is_count(self.sample):
+            raise UsageError(MSG_BAD_SAMPLE)
+        if self.seed is not None and not _is_seed(self.seed):
+            raise UsageError(MSG_BAD_SEED)
+        if any(not isinstance(p, str) or not p for p in self.filters):
+            raise UsageError(MSG_EMPTY_FILTER)
+        if any(not isinstance(t, str) or not t for t in self.tags):
+            raise UsageError(MSG_EMPTY_TAG)
+        if self.failing is not None and not self.failing:
+            raise UsageError(MSG_EMPTY_FAILING)
         if self.refusal_rule is not None:
             refusal_rule_of(self.refusal_rule)
         if self.answer_match is not None:
@@ -229,6 +268,10 @@ class RunOptions:
             raise UsageError(MSG_RESUME_WITHOUT_STORE)
         if self.resume and self.repeat > 1:
             raise UsageError(MSG_RESUME_WITH_REPEAT)
+        if self.seed is not None and self.sample is None:
+            raise UsageError(MSG_SEED_WITHOUT_SAMPLE)
+        if self.resume and self.selects:
+            raise UsageError(MSG_RESUME_WITH_SELECTION)
         if self.junit_cases is not None:
             junit_cases_of(self.junit_cases)
             if self.junit is None:
@@ -242,6 +285,21 @@ class RunOptions:
                     hint="give the collector's OTLP/HTTP base URL, e.g. "
                     "--otlp http://127.0.0.1:4318 (/v1/traces and /v1/logs are added)",
                 )
+
+    @property
+    def selects(self) -> bool:
+        """A selection flag was given: only some of the eval cases run."""
+        return (
+            self.sample is not None
+            or bool(self.filters)
+            or bool(self.tags)
+            or self.failing is not None
+        )
+
+    @property
+    def resolved_seed(self) -> int:
+        """The seed ``--sample`` draws with: ``--seed``, else :data:`DEFAULT_SAMPLE_SEED`."""
+        return DEFAULT_SAMPLE_SEED if self.seed is None else self.seed
 
     @property
     def resolved_refusal_rule(self) -> RefusalRule:

@@ -46,6 +46,8 @@ def summary_lines(
         f"ran on {structural} case(s) ({ambiguous} ambiguous, {not_found} not-found position(s))",
         *failed_case_lines(tables),
     ]
+    if prepared.selection is not None:
+        lines.append(selection_line(prepared.selection))
     recall = metrics["recall.recall_at_k"]
     if recall["n"]:
         lines.append(
@@ -79,6 +81,27 @@ def summary_lines(
     if not doc["corpus"]["stable"]:
         lines.append(UNSTABLE_CORPUS_WARNING_LINE)
     return lines
+
+
+def selection_line(selection: Mapping[str, Any]) -> str:
+    """With a selection flag: how many of the file's cases ran, and which flags chose them."""
+    chosen = [
+        f"{flag} {', '.join(selection[key])}"
+        for key, flag in (("filter", "--filter"), ("tag", "--tag"))
+        if key in selection
+    ]
+    if "failing" in selection:
+        failing = selection["failing"]
+        chosen.append(f"--failing {failing['path']} ({failing['cases']} {failing['kind']})")
+    if "sample" in selection:
+        sample = selection["sample"]
+        chosen.append(
+            f"--sample {sample['size']} (seed {sample['seed']}, {sample['strata']} tag strata)"
+        )
+    return one_line(
+        f"  selection: {selection['cases']} of {selection['eval_cases']} case(s) ran "
+        f"({'; '.join(chosen)}); the metrics and the gate are over these cases only"
+    )
 
 
 FAILED_CASES_LISTED: Final = 3

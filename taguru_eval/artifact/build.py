@@ -90,6 +90,7 @@ class RunContext:
     warnings: Sequence[str] = field(default_factory=tuple)
     resumed: int | None = None  # sessions of a resumed run (None: one session)
     repeat: int = 1  # run --repeat N
+    selection: Mapping[str, Any] | None = None  # inputs.selection (--sample, --filter, …)
 
 
 def _revision(revision: Mapping[str, int]) -> dict[str, int]:
@@ -120,6 +121,9 @@ def inputs_block(context: RunContext, case_count: int) -> dict[str, Any]:
     # Additive, and only with --repeat N > 1: --repeat 1 is a plain run, byte for byte.
     if context.repeat > 1:
         inputs["repeat"] = context.repeat
+    # Additive, and only with a selection flag: a run of the whole file keeps every byte.
+    if context.selection is not None:
+        inputs["selection"] = dict(context.selection)
     # Additive and last, so a run in one session keeps every byte it had.
     if context.resumed is not None:
         inputs["resumed"] = context.resumed

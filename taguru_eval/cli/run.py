@@ -31,6 +31,11 @@ from taguru_eval.options import (
     DEFAULT_CONCURRENCY,
     DEFAULT_OUT,
     DEFAULT_REPEAT,
+    MSG_BAD_SEED,
+    MSG_EMPTY_FAILING,
+    MSG_EMPTY_FILTER,
+    MSG_EMPTY_TAG,
+    SEED_MAX,
     AnswerMatch,
     JunitCases,
     RefusalRule,
@@ -206,7 +211,9 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--junit-cases failing|all]
                         [--summary FILE] [--summary-base RUN]
                         [--no-step-summary] [--quiet] [--resume]
-                        [--repeat N] [--otlp [ENDPOINT]] [--mlflow]
+                        [--repeat N] [--sample N [--seed S]]
+                        [--filter PATTERN]... [--tag T]... [--failing RUN]
+                        [--otlp [ENDPOINT]] [--mlflow]
        python -m taguru_eval run --eval FILE --context NAME [...]
        python -m taguru_eval compare BASE.json HEAD.json [--out FILE]
                         [--significance] [--fail-on-regression] [--alpha A]
@@ -289,6 +296,25 @@ run-mode flags:
   --mlflow             after the artifact is written, log the run to MLflow
                        (MLFLOW_TRACKING_URI): params, metrics, tags and the
                        artifact ('mlflow' extra); a failure is a warning
+
+selection flags (quick feedback on part of the set; the run records them as
+inputs.selection, and compare calls the cases it did not run not_comparable):
+  --filter PATTERN     run the cases whose case_id matches PATTERN, a glob
+                       (* any characters, ? one character, the rest literal,
+                       case-sensitive); repeatable: any of the patterns
+  --tag T              run the cases whose options.tags hold T exactly;
+                       repeatable: any of the tags
+  --failing RUN        run the cases that failed in RUN (an evaluation.json or
+                       a stored run directory: a per-case bound violated or a
+                       lane failed) or regressed in it (a compare changes.jsonl)
+  --sample N           run N cases drawn at random from those selected (all of
+                       them when there are no more), stratified over the
+                       cases' options.tags; applied after the flags above
+  --seed S             the sample's seed (0..2^64-1, default 0): the same seed
+                       and file draw the same cases; only with --sample
+  (the selection flags combine: a case runs when it passes every flag given;
+  nothing selected is exit 2. Not with --resume)
+
   -h, --help           print this help and exit
   --version            print the version and exit (first argument only)
 
@@ -356,9 +382,21 @@ _VALUE_FLAGS: Final = {
     "--junit-cases": "--junit-cases needs a value",
     "--summary": "--summary needs a file path",
     "--summary-base": "--summary-base needs a file or directory path",
+    "--seed": MSG_BAD_SEED,
+    "--failing": MSG_EMPTY_FAILING,
 }
 
-_COUNT_FLAGS: Final = ("--max-items", "--max-bytes", "--max-tokens", "--concurrency", "--repeat")
+# Value flags that may be given more than once: flag -> message when no value follows.
+_REPEATABLE_FLAGS: Final = {"--filter": MSG_EMPTY_FILTER, "--tag": MSG_EMPTY_TAG}
+
+_COUNT_FLAGS: Final = (
+    "--max-items",
+    "--max-bytes",
+    "--max-tokens",
+    "--concurrency",
+    "--repeat",
+    "--sample",
+)
 
 _SWITCHES: Final = (
     "--assembly",
@@ -373,7 +411,14 @@ _OPTIONAL_VALUE_FLAGS: Final = ("--otlp",)
 """Flags whose value may be left out: the next word is theirs unless it is a flag
 (run mode takes no positional argument, so nothing else can be meant)."""
 
-FLAGS: Final = (*_VALUE_FLAGS, *_COUNT_FLAGS, *_SWITCHES, *_OPTIONAL_VALUE_FLAGS, "--help")
+FLAGS: Final = (
+    *_VALUE_FLAGS,
+    *_REPEATABLE_FLAGS,
+    *_COUNT_FLAGS,
+    *_SWITCHES,
+    *_OPTIONAL_VALUE_FLAGS,
+    "--help",
+)
 """Every flag run mode takes (what a mistyped one is compared with)."""
 
 _POSITIVE: Final = re.compile(r"\+?[0-9]+")
@@ -403,10 +448,17 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
     counts: dict[str, int] = {}
     switches: set[str] = set()
     optional: dict[str, str | None] = {}
+    repeated: dict[str, list[str]] = {flag: [] for flag in _REPEATABLE_FLAGS}
+    seed: int | None = None
     index = 0
     while index < len(args):
         arg = args[index]
-        if arg in _VALUE_FLAGS:
+        if arg in _REPEATABLE_FLAGS:
+            if index + 1 >= len(args):
+                raise UsageError(_REPEATABLE_FLAGS[arg])
+            repeated[arg].append(args[index + 1])
+            index += 2
+        elif arg in _VALUE_FLAGS:
             if index + 1 >= len(args):
                 raise UsageError(_VALUE_FLAGS[arg])
             if arg in values:
@@ -418,6 +470,10 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
                 match = answer_match_of(value)
             elif arg == "--junit-cases":
                 junit_cases = junit_cases_of(value)
+            elif arg == "--seed":
+                seed = parse_decimal(value, SEED_MAX)
+                if seed is None:
+                    raise UsageError(MSG_BAD_SEED)
             values[arg] = value
             index += 2
         elif arg in _COUNT_FLAGS:
@@ -483,6 +539,11 @@ def parse_run_args(args: Sequence[str]) -> RunOptions | None:
         otlp="--otlp" in optional,
         otlp_endpoint=optional.get("--otlp"),
         mlflow="--mlflow" in switches,
+        sample=counts.get("--sample"),
+        seed=seed,
+        filters=tuple(repeated["--filter"]),
+        tags=tuple(repeated["--tag"]),
+        failing=values.get("--failing"),
     )
 
 

@@ -39,6 +39,7 @@ def compare_views(base: RunView, head: RunView) -> Comparison:
     cases, stability = classify_unstable(
         classify_cases(base.cases, head.cases), base.stability, head.stability
     )
+    cases = classify_unselected(cases, base.selection is not None, head.selection is not None)
     metrics_compared = compared_metrics(base.cases)
     metrics, aggregate_warnings = aggregate_diffs(base, head)
     warnings = [
@@ -52,6 +53,7 @@ def compare_views(base: RunView, head: RunView) -> Comparison:
     for kind, count in cases.group_by("kind").len().iter_rows():
         tally[kind] = count
     unstable = tally.pop(UNSTABLE, 0)
+    not_run = tally.pop(NOT_COMPARABLE, 0)
     counts = {
         **tally,
         "cases_base": base.case_count,
@@ -60,6 +62,11 @@ def compare_views(base: RunView, head: RunView) -> Comparison:
     if stability is not None:
         # Not among §6.9's header counts: the header carries it in its own block.
         counts[UNSTABLE] = unstable
+    selection = None
+    if base.selection is not None or head.selection is not None:
+        # Not among §6.9's header counts either: the header's selection block has it.
+        counts[NOT_COMPARABLE] = not_run
+        selection = {"not_comparable": not_run, "base": base.selection, "head": head.selection}
     return Comparison(
         base,
         head,
@@ -70,6 +77,24 @@ def compare_views(base: RunView, head: RunView) -> Comparison:
         metrics_compared,
         abstention=compare_abstention(base.abstention, head.abstention),
         stability=stability,
+        selection=selection,
+    )
+
+
+def classify_unselected(
+    cases: pl.DataFrame, base_selected: bool, head_selected: bool
+) -> pl.DataFrame:
+    """``cases`` with every case missing from a side that ran a selection given the
+    kind ``not_comparable``: that side did not run it, so it was neither removed
+    from the set nor added to it, and nothing can be said of its metrics. A case
+    missing from a side that ran its whole file stays ``added`` or ``removed``."""
+    if not (base_selected or head_selected):
+        return cases
+    unrun = (~pl.col("in_head") & pl.lit(head_selected)) | (
+        ~pl.col("in_base") & pl.lit(base_selected)
+    )
+    return cases.with_columns(
+        pl.when(unrun).then(pl.lit(NOT_COMPARABLE)).otherwise(pl.col("kind")).alias("kind")
     )
 
 

@@ -17,7 +17,7 @@ import polars as pl
 
 from taguru_eval._base.html import pairs_data, render, table_data
 from taguru_eval.compare.load import RunView
-from taguru_eval.compare.model import UNSTABLE
+from taguru_eval.compare.model import NOT_COMPARABLE, UNSTABLE
 
 if TYPE_CHECKING:
     from taguru_eval.compare.significance import Significance
@@ -37,7 +37,8 @@ def outcome_text(counts: Mapping[str, int]) -> str:
     """``3 improved, 7 regressed, 0 added, 0 removed, 6 unchanged``."""
     kinds = ("improved", "regressed", "added", "removed", "unchanged")
     # ``unstable`` only when a side was run with --repeat (it is counted apart).
-    shown = (*kinds, UNSTABLE) if UNSTABLE in counts else kinds
+    # ``not_comparable`` only when a side ran a selection (--sample, --filter, …).
+    shown = (*kinds, *(kind for kind in (UNSTABLE, NOT_COMPARABLE) if kind in counts))
     return ", ".join(f"{counts.get(kind, 0)} {kind}" for kind in shown)
 
 

@@ -86,6 +86,10 @@ class _Inputs(msgspec.Struct):
     # ``inputs.repeat`` of a run given --repeat: any JSON, so a foreign value
     # cannot make a file compare refuses (read through ``repetitions_of``).
     repeat: Any = None
+    # ``inputs.selection`` of a run given --sample/--filter/--tag/--failing: any
+    # JSON (a foreign value cannot make a file compare refuses); a side with an
+    # object there ran only some cases.
+    selection: Any = None
 
 
 class _Corpus(msgspec.Struct):
@@ -351,6 +355,8 @@ class RunView:
     """``inputs.repeat`` when an integer above 1 (a run given --repeat); else None."""
     stability: StabilitySide | None = None
     """The per-case stability verdicts of a run given --repeat N > 1; else None."""
+    selection: Mapping[str, object] | None = None
+    """``inputs.selection`` of a run that ran only some cases of its file; else None."""
 
     @property
     def case_count(self) -> int:
@@ -608,6 +614,7 @@ def _run_view(
             else {"match": view.inputs.answers.match, "cases": view.inputs.answers.cases}
         ),
         repeat=repetitions_of(view.inputs.repeat),
+        selection=view.inputs.selection if isinstance(view.inputs.selection, dict) else None,
     )
 
 

@@ -77,10 +77,16 @@ class Comparison:
     stability: StabilityComparison | None = None
     """The header's ``stability`` block and the verdicts of the cases classified
     ``unstable`` (:mod:`.stability`); None when neither side was run with --repeat."""
+    selection: Mapping[str, object] | None = None
+    """The header's ``selection`` block — how many cases are ``not_comparable``
+    (one side did not run them) and each side's ``inputs.selection`` — when a side
+    ran a selection (``--sample``, ``--filter``, ``--tag``, ``--failing``); else None."""
 
     def changed(self) -> pl.DataFrame:
-        """The cases that get a changes.jsonl line (every kind but unchanged)."""
-        return self.cases.filter(pl.col("kind") != "unchanged")
+        """The cases that get a changes.jsonl line: every kind but unchanged and
+        not_comparable (a case one side did not run is counted in the header only:
+        a 100-case sample against a 20,000-case run is not 19,900 lines of nothing)."""
+        return self.cases.filter(~pl.col("kind").is_in(["unchanged", NOT_COMPARABLE]))
 
     def regressed(self) -> pl.DataFrame:
         """The regressed cases only."""
@@ -229,6 +235,8 @@ def header(
         doc["answers"] = dict(comparison.answers)
     if comparison.stability is not None:
         doc["stability"] = comparison.stability.header_block()
+    if comparison.selection is not None:
+        doc["selection"] = dict(comparison.selection)
     if comparison.warnings:
         doc["warnings"] = list(comparison.warnings)
     clash = sorted(set(extra or {}).intersection(doc))
@@ -412,6 +420,8 @@ def summary(comparison: Comparison, out: str) -> str:
         )
     if comparison.stability is not None:
         lines.extend(stability_summary(comparison.stability))
+    if comparison.selection is not None:
+        lines.append(selection_summary(comparison.selection))
     if comparison.abstention is not None:
         lines.extend(abstention_summary(comparison.abstention))
     if comparison.answers is not None:
@@ -421,6 +431,19 @@ def summary(comparison: Comparison, out: str) -> str:
     # command line: a control character in one is escaped rather than sent to
     # the terminal; a line without one keeps §6.10's bytes.
     return "".join(f"{one_line(line)}\n" for line in lines)
+
+
+def selection_summary(block: Mapping[str, object]) -> str:
+    """The line saying how many cases were not compared, and which side selected."""
+    sides = [
+        f"{name.upper()} ran {selected.get('cases')} of {selected.get('eval_cases')} case(s)"
+        for name in ("base", "head")
+        if isinstance(selected := block.get(name), Mapping)
+    ]
+    return (
+        f"  selection: {block.get('not_comparable')} case(s) not comparable, run on one side "
+        f"only ({'; '.join(sides)}); the counts and significance are over the cases both ran"
+    )
 
 
 def _side_stability(name: str, side: StabilitySide | None) -> str:

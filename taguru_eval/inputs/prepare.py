@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from taguru_eval._base.text import one_line
 from taguru_eval.errors import PREFIX, UsageError
@@ -67,6 +68,9 @@ class PreparedRun:
     token_source: str | None = None
     """The variable the sent token came from (never the token): a 401 names it."""
     proxies: ProxyConfig = field(default_factory=ProxyConfig)
+    selection: Mapping[str, Any] | None = None
+    """``inputs.selection`` when a selection flag was given (``eval_set`` then holds
+    only the selected cases); None for a run of the whole file."""
 
 
 def _stderr(line: str) -> None:
@@ -121,24 +125,36 @@ def prepare_run(
     eval_set = load_eval(options.eval_path)
     _say(eval_set.warnings, stderr)
     validate_limits(eval_set)
+    # The other files are checked against every case of the file, as a full run
+    # checks them; only the selected cases run (dataset -> lanes, one way).
+    case_ids = eval_set.case_ids
+    selection: dict[str, Any] | None = None
+    if options.selects:
+        # Loaded only for a selection: a plain run imports what it always did.
+        from taguru_eval.inputs.selection import select_cases
+
+        selected = select_cases(eval_set, options)
+        eval_set, selection = selected.eval_set, selected.block
     warnings = _say(assembly_warnings(eval_set), stderr) if options.assembly else []
     must_refuse = (
-        None
-        if options.must_refuse is None
-        else load_must_refuse(options.must_refuse, eval_set.case_ids)
+        None if options.must_refuse is None else load_must_refuse(options.must_refuse, case_ids)
     )
     must_refuse_warnings = (
         _say(assembly_warnings(must_refuse), stderr)
         if must_refuse is not None and options.assembly
         else []
     )
-    answers = None if options.answers is None else load_answers(options.answers, eval_set.case_ids)
+    answers = None if options.answers is None else load_answers(options.answers, case_ids)
+    if selection is not None:
+        from taguru_eval.inputs.selection import selected_answers
+
+        answers = selected_answers(answers, eval_set)
     thresholds = (
         None
         if options.thresholds is None
         else load_run_thresholds(
             options.thresholds,
-            eval_set.case_ids,
+            case_ids,
             must_refuse=must_refuse is not None,
             answers=answers is not None,
             repeat=options.repeat > 1,
@@ -161,6 +177,7 @@ def prepare_run(
         secrets=resolve_secrets(resolved_env),
         token_source=token_source(resolved_env, environment, options.config),
         proxies=proxy_config(resolved_env),
+        selection=selection,
     )
 
 

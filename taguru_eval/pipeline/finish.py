@@ -113,6 +113,7 @@ def run_context(
         warnings=prepared.warnings,
         resumed=phase.sessions if phase.sessions > 1 else None,
         repeat=phase.repeat,
+        selection=prepared.selection,
     )
 
 

@@ -563,8 +563,9 @@ def open_session(prepared: PreparedRun, store_dir: Path | None) -> Session | Non
     one, made at the first batch. None without a store, and for a run with
     ``--repeat``: a checkpoint holds each case's first repetition only, and a
     plain run continuing it would take the case for stable (RunOptions refuses
-    ``--resume --repeat`` before this is reached)."""
-    if store_dir is None or prepared.options.repeat > 1:
+    ``--resume --repeat`` before this is reached); nor for a selection, whose
+    cases are indexed within the selection, not the file."""
+    if store_dir is None or prepared.options.repeat > 1 or prepared.options.selects:
         return None
     if prepared.options.resume:
         found = find_resumable(prepared, store_dir)
