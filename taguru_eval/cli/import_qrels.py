@@ -22,9 +22,11 @@ from taguru_eval.errors import EXIT_OK, PREFIX, InputError, RunError, UsageError
 from taguru_eval.inputs.outputs import refuse_overlaps
 from taguru_eval.inputs.qrels import (
     BEIR_SPLIT,
+    IRDS_PREFIX,
     QrelsImport,
     QrelsOptions,
     import_beir,
+    import_irds,
     import_trec,
     report_text,
 )
@@ -34,6 +36,9 @@ usage: python -m taguru_eval import-qrels QRELS --topics FILE [--topic-field F]
            [--source-template T] [--eval-out FILE] [--report-out FILE] [--name N]
        python -m taguru_eval import-qrels BEIR_DIR [--split S] [--corpus-out DIR]
            [--eval-out FILE] [--report-out FILE] [--name N]
+       python -m taguru_eval import-qrels irds:ID [--topic-field F]
+           [--source-template T] [--corpus-out DIR] [--eval-out FILE]
+           [--report-out FILE] [--name N]
 
 Import relevance judgments as an eval set: each judged query becomes a case
 (case_id = the query id, query = its text), its judged documents the case's
@@ -51,29 +56,36 @@ documents are also written as a context folder (one source per document,
 docs/<id>.md, its title the first paragraph), for 'serve' to host and 'load'
 to put into a taguru; judgments of documents the corpus lacks are dropped.
 
+irds:ID: a dataset of ir_datasets (the 'ir' extra), read as ir_datasets reads
+it: its queries (default_text(), or --topic-field) and qrels, and, when it has
+documents, those written as a BEIR folder's are (else --source-template).
+
 The report (JSON) lists every query not imported and every judgment not
 carried, with why.
 
 options:
   --topics FILE           TREC topics file (required with QRELS)
-  --topic-field F         the <top>/<topic> field holding the query (default:
-                          title, else query)
-  --source-template T     TREC: source id of a docno, '{}' is the docno
-                          (default: {})
+  --topic-field F         the <top>/<topic> field (or irds query field) holding
+                          the query (default: title, else query; irds: its
+                          default_text())
+  --source-template T     TREC, irds without documents: source id of a docno,
+                          '{}' is the docno (default: {})
   --split S               BEIR: the qrels split to read (default: test)
-  --corpus-out DIR        BEIR: the context folder to write; it must not exist
-                          or be empty, and is named after its last part
-                          (default: <BEIR_DIR>.contexts/<name of BEIR_DIR>)
-  --eval-out FILE         eval.jsonl to write (default: <QRELS stem or
-                          BEIR_DIR>.eval.jsonl)
-  --report-out FILE       import report (default: <QRELS stem or
-                          BEIR_DIR>.import-report.json)
-  --name N                the eval set's header name (default: the QRELS stem
-                          or BEIR_DIR's name)
+  --corpus-out DIR        BEIR, irds: the context folder to write; it must not
+                          exist or be empty, and is named after its last part
+                          (default: <BEIR_DIR>.contexts/<name of BEIR_DIR>;
+                          irds: <ID, '/' as '-'>.contexts/<same>)
+  --eval-out FILE         eval.jsonl to write (default: <QRELS stem, BEIR_DIR
+                          or ID>.eval.jsonl)
+  --report-out FILE       import report (default: <QRELS stem, BEIR_DIR or
+                          ID>.import-report.json)
+  --name N                the eval set's header name (default: the QRELS stem,
+                          BEIR_DIR's name or the ID, '/' as '-')
   -h, --help              print this help and exit
 
-exit codes: 0 imported; 1 a file could not be written; 2 usage error,
-unreadable or malformed input, or no query left to import
+exit codes: 0 imported; 1 a file could not be written, or ir_datasets failed;
+2 usage error, unreadable or malformed input, a missing 'ir' extra, or no
+query left to import
 """
 
 _VALUE_FLAGS: Final = {
@@ -89,15 +101,20 @@ _VALUE_FLAGS: Final = {
         "--name",
     )
 }
-_TREC_ONLY: Final = ("--topics", "--topic-field", "--source-template")
-_BEIR_ONLY: Final = ("--split", "--corpus-out")
+_NOT_FOR: Final = {
+    "a BEIR folder": ("--topics", "--topic-field", "--source-template"),
+    "a TREC qrels file": ("--split", "--corpus-out"),
+    "an irds: id": ("--topics", "--split"),
+}
 
 
 @dataclass(frozen=True)
 class QrelsArgs:
     source: str
-    """QRELS (TREC) or BEIR_DIR."""
+    """QRELS (TREC), BEIR_DIR, or irds:ID."""
     beir: bool
+    irds: str | None
+    """The ir_datasets id of an ``irds:`` source."""
     topics: str | None
     eval_out: str
     report_out: str
@@ -116,22 +133,27 @@ def parse_args(argv: Sequence[str]) -> QrelsArgs | None:
             f"import-qrels takes one QRELS file or BEIR folder (got {len(positionals)})"
         )
     source = positionals[0]
-    beir = Path(source).is_dir()
-    wrong = _TREC_ONLY if beir else _BEIR_ONLY
-    for flag in wrong:
+    irds = source.removeprefix(IRDS_PREFIX) if source.startswith(IRDS_PREFIX) else None
+    beir = irds is None and Path(source).is_dir()
+    kind = "an irds: id" if irds is not None else "a BEIR folder" if beir else "a TREC qrels file"
+    for flag in _NOT_FOR[kind]:
         if flag in values:
-            kind = "a BEIR folder" if beir else "a TREC qrels file"
             raise UsageError(f"{flag} does not apply to {kind} ('{source}')")
-    if not beir and "--topics" not in values:
+    if irds == "":
+        raise UsageError("irds: needs a dataset id, e.g. irds:beir/scifact/test")
+    if kind == "a TREC qrels file" and "--topics" not in values:
         raise UsageError(
             f"'{source}' is a qrels file: --topics FILE is required (or give a BEIR folder)",
         )
     path = Path(source)
-    name = path.name or path.resolve().name
-    stem = str(path.parent / name) if beir else str(path.with_suffix(""))
+    name = irds.replace("/", "-") if irds is not None else path.name or path.resolve().name
+    stem = (
+        name if irds is not None else str(path.parent / name) if beir else str(path.with_suffix(""))
+    )
     corpus_out = None
-    if beir:
-        corpus_out = values.get("--corpus-out", str(path.parent / f"{name}.contexts" / name))
+    if beir or irds is not None:
+        parent = Path() if irds is not None else path.parent
+        corpus_out = values.get("--corpus-out", str(parent / f"{name}.contexts" / name))
         target = Path(corpus_out)
         if not target.name:
             raise UsageError("--corpus-out needs a folder path, not an empty one")
@@ -144,17 +166,20 @@ def parse_args(argv: Sequence[str]) -> QrelsArgs | None:
         "--eval-out": values.get("--eval-out", f"{stem}.eval.jsonl"),
         "--report-out": values.get("--report-out", f"{stem}.import-report.json"),
     }
-    inputs = {} if beir else {"QRELS": source, "--topics": values["--topics"]}
+    inputs = (
+        {"QRELS": source, "--topics": values["--topics"]} if kind == "a TREC qrels file" else {}
+    )
     refuse_overlaps(inputs, outputs)
     return QrelsArgs(
         source=source,
         beir=beir,
+        irds=irds,
         topics=values.get("--topics"),
         eval_out=outputs["--eval-out"],
         report_out=outputs["--report-out"],
         corpus_out=corpus_out,
         options=QrelsOptions(
-            name=values.get("--name", name if beir else None),
+            name=values.get("--name", None if kind == "a TREC qrels file" else name),
             source_template=values.get("--source-template", "{}"),
             topic_field=values.get("--topic-field"),
             split=values.get("--split", BEIR_SPLIT),
@@ -163,6 +188,8 @@ def parse_args(argv: Sequence[str]) -> QrelsArgs | None:
 
 
 def _import(args: QrelsArgs) -> QrelsImport:
+    if args.irds is not None:
+        return import_irds(args.irds, args.options)
     if args.beir:
         return import_beir(args.source, args.options)
     assert args.topics is not None  # parse_args requires it
@@ -175,6 +202,8 @@ def _summary(args: QrelsArgs, imported: QrelsImport) -> list[str]:
     shown = (
         f"{args.source} (BEIR, split {args.options.split})"
         if args.beir
+        else args.source
+        if args.irds is not None
         else f"{args.source} and {args.topics}"
     )
     lines = [
@@ -186,7 +215,7 @@ def _summary(args: QrelsArgs, imported: QrelsImport) -> list[str]:
         lines.append(f"  {count} query(ies) not imported: {why}")
     for dropped in report["judgments_dropped"]:
         lines.append(f"  {dropped['count']} judgment(s) not carried: {dropped['why']}")
-    if args.beir:
+    if imported.documents is not None:
         skipped = report["documents_not_written"]
         if skipped:
             lines.append(f"  {len(skipped)} document(s) not written: see the report")
@@ -206,11 +235,15 @@ def run_import(args: QrelsArgs, out: TextIO, err: TextIO) -> int:
             hint="check that the qrels and the queries name the same ids"
             + (" and that --split names the right qrels file" if args.beir else ""),
         )
-    report["written"] = {"eval": args.eval_out, "corpus": args.corpus_out}
+    corpus = Path(args.corpus_out) if imported.documents is not None and args.corpus_out else None
+    report["written"] = {"eval": args.eval_out, "corpus": None if corpus is None else str(corpus)}
     lines = _summary(args, imported)
-    corpus = Path(args.corpus_out) if args.corpus_out is not None else None
     if corpus is not None and imported.documents is not None:
-        description = f"imported from the BEIR folder {Path(args.source).name}"
+        description = (
+            f"imported from the ir_datasets dataset {args.irds}"
+            if args.irds is not None
+            else f"imported from the BEIR folder {Path(args.source).name}"
+        )
         try:
             corpus.parent.mkdir(parents=True, exist_ok=True)
             if corpus.is_dir():

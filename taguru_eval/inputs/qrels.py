@@ -627,3 +627,116 @@ def import_beir(folder: str | Path, options: QrelsOptions | None = None) -> Qrel
         sources,
         {document_source(doc_id): markdown for doc_id, markdown in documents.items()},
     )
+
+
+IRDS_PREFIX: Final = "irds:"
+"""An ``import-qrels`` source naming an ``ir_datasets`` id (``irds:beir/scifact/test``)."""
+IRDS_NO_DOCUMENT: Final = "the document is not in the dataset's documents"
+
+
+def import_irds(dataset_id: str, options: QrelsOptions | None = None) -> QrelsImport:
+    """An ``ir_datasets`` dataset (the ``ir`` extra) as an eval set: its queries
+    (``default_text()``, or the field ``topic_field`` names) and qrels, and, when
+    it has documents, those documents as a context folder's sources, as a BEIR
+    folder's are (``docs/<id>.md``, judgments of absent documents dropped).
+    Without documents each doc id is a source through ``source_template``.
+
+    Whatever ``ir_datasets`` itself does for the id happens (a registered
+    public dataset may be downloaded to its cache by ir_datasets); an unknown id
+    is an :class:`InputError`, and a failure inside ir_datasets a
+    :class:`~taguru_eval.errors.RunError` naming the id.
+    """
+    from taguru_eval._base.extras import load_extra
+    from taguru_eval.errors import RunError
+
+    opts = options or QrelsOptions()
+    ir_datasets = load_extra("ir", "ir_datasets")
+    shown = f"{IRDS_PREFIX}{dataset_id}"
+    try:
+        dataset = ir_datasets.load(dataset_id)
+    except KeyError:
+        raise InputError(
+            f"{shown}: ir_datasets knows no dataset '{dataset_id}'",
+            path=shown,
+            hint="list the ids with 'ir_datasets list', or register a local dataset first",
+        ) from None
+    for part in ("queries", "qrels"):
+        if not getattr(dataset, f"has_{part}")():
+            raise InputError(f"{shown}: the dataset has no {part}", path=shown)
+    try:
+        topics: dict[str, tuple[str, int]] = {}
+        for number, query in enumerate(dataset.queries_iter(), start=1):
+            if opts.topic_field is not None and not hasattr(query, opts.topic_field):
+                raise InputError(
+                    f"{shown}: query {number}: no field '{opts.topic_field}' "
+                    f"(it has: {', '.join(query._fields)})",
+                    path=shown,
+                    field=opts.topic_field,
+                    hint="pick one of the query's fields with --topic-field",
+                )
+            text = (
+                getattr(query, opts.topic_field)
+                if opts.topic_field is not None
+                else query.default_text()
+            )
+            _add_topic(topics, str(query.query_id), trim(str(text)), number, shown)
+        judgments = [
+            Judgment(str(qrel.query_id), str(qrel.doc_id), int(qrel.relevance), number)
+            for number, qrel in enumerate(dataset.qrels_iter(), start=1)
+        ]
+        for judgment in judgments:
+            if judgment.grade > MAX_GRADE:
+                _grade(str(judgment.grade), shown, judgment.line, "relevance")
+        documents: dict[str, str] | None = None
+        unwritten: dict[str, str] = {}
+        if dataset.has_docs():
+            documents = {}
+            for doc in dataset.docs_iter():
+                doc_id = str(doc.doc_id)
+                title = str(getattr(doc, "title", "") or "")
+                text = str(getattr(doc, "text", None) or doc.default_text())
+                if not source_fits(document_source(doc_id)):
+                    raise InputError(
+                        f"{shown}: document '{doc_id}': too long for a file name once "
+                        "percent-encoded",
+                        path=shown,
+                        field="doc_id",
+                    )
+                if not trim(title) and not trim(text):
+                    unwritten[doc_id] = EMPTY_DOCUMENT
+                else:
+                    documents[doc_id] = document_markdown(title, text)
+    except (InputError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # ir_datasets' own failures: a download, a bad file
+        raise RunError(
+            f"{shown}: ir_datasets could not read it: {type(exc).__name__}: {exc}"
+        ) from None
+    if documents is None:
+        entry, held = _trec_entry(opts.source_template), {}
+    else:
+        entry = _beir_entry
+        held = {j.docno: IRDS_NO_DOCUMENT for j in judgments if j.docno not in documents}
+        held.update(unwritten)
+    name = opts.name or dataset_id.replace("/", "-")
+    eval_text, body, sources = _assemble(judgments, topics, name, entry=entry, held=held)
+    report: dict[str, Any] = {
+        REPORT_STAMP: 1,
+        "format": "ir_datasets",
+        "dataset": dataset_id,
+        **body,
+    }
+    if documents is not None:
+        report["documents"] = {"read": len(documents) + len(unwritten), "written": len(documents)}
+        report["documents_not_written"] = [
+            {"id": doc_id, "why": why} for doc_id, why in unwritten.items()
+        ]
+    report["fields_not_carried"] = {
+        "iteration": "the qrels' iteration; trec_eval ignores it too",
+    }
+    documents_out = (
+        None
+        if documents is None
+        else {document_source(doc_id): markdown for doc_id, markdown in documents.items()}
+    )
+    return QrelsImport(eval_text, report, sources, documents_out)

@@ -222,7 +222,8 @@ XML = """<?xml version="1.0" encoding="UTF-8"?>
             SGML,
             "desc",
             {
-                "301": "Identify organizations that participate in international criminal activity.",
+                "301": "Identify organizations that participate in international criminal "
+                "activity.",
                 "302": "Is the disease under control?",
             },
         ),
@@ -242,7 +243,7 @@ def test_trec_topic_files(
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("".join(f"{qid} 0 doc-{qid} 1\n" for qid in expected), "utf-8")
     args = [str(qrels), "--topics", str(topics)] + (["--topic-field", field] if field else [])
-    code, out, err = run(args)
+    code, _out, err = run(args)
     assert (code, err) == (0, "")
     cases = lines_of(tmp_path / "qrels.eval.jsonl")
     assert cases[0] == {"taguru_eval": 1, "name": "qrels"}
@@ -562,3 +563,132 @@ def test_a_document_that_reads_as_front_matter_keeps_its_text(tmp_path: Path) ->
     (source,) = read.sources
     assert (source.source, source.text) == ("docs/%2Ehidden.md", "---\n\nafter\n---\nend\n")
     assert len(load_eval(tmp_path / "minibeir.eval.jsonl").cases) == 1
+
+
+# ---------------------------------------------------------------- irds: ids
+
+
+def local_irds(root: Path, *, docs: bool = True) -> str:
+    """An ir_datasets dataset registered from files written here: nothing is downloaded."""
+    import ir_datasets
+
+    files = root / "irds"
+    files.mkdir()
+    (files / "docs.tsv").write_text(
+        "".join(
+            f"{d['_id']}\t{d['title']} {d['text']}".replace("\n", " ") + "\n" for d in CORPUS[:4]
+        ),
+        "utf-8",
+    )
+    (files / "queries.tsv").write_text(
+        "".join(f"{q['_id']}\t{q['text']}\n" for q in QUERIES), "utf-8"
+    )
+    (files / "qrels.txt").write_text(
+        "q-koji 0 koji 2\nq-koji 0 yeast 0\nq-water 0 water/hard 1\nq-water 0 gone 1\n", "utf-8"
+    )
+    name = f"taguru-eval-test/{root.name}/{'docs' if docs else 'nodocs'}"
+    ir_datasets.registry.register(
+        name,
+        ir_datasets.create_dataset(
+            docs_tsv=str(files / "docs.tsv") if docs else None,
+            queries_tsv=str(files / "queries.tsv"),
+            qrels_trec=str(files / "qrels.txt"),
+        ),
+    )
+    return name
+
+
+def test_an_irds_dataset_is_imported_served_and_evaluated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds-home"))
+    monkeypatch.chdir(tmp_path)
+    name = local_irds(tmp_path)
+    code, out, err = run([f"irds:{name}"])
+    assert (code, err) == (0, ""), err
+    flat = name.replace("/", "-")
+    eval_path = tmp_path / f"{flat}.eval.jsonl"
+    corpus = tmp_path / f"{flat}.contexts" / flat
+    assert lines_of(eval_path)[1:] == [
+        {
+            "case_id": "q-koji",
+            "query": "koji mold",
+            "expected_sources": [{"source": "docs/koji.md", "relevance": 2}],
+        },
+        {
+            "case_id": "q-water",
+            "query": "mineral water fermentation",
+            "expected_sources": [{"source": "docs/water%2Fhard.md", "relevance": 1}],
+        },
+    ]
+    assert "  1 judgment(s) not carried: the document is not in the dataset's documents" in out
+    assert "  3 query(ies) not imported: no judgment in the qrels" in out
+    assert json.loads((corpus / "context.json").read_text("utf-8")) == {
+        "description": f"imported from the ir_datasets dataset {name}"
+    }
+    report = json.loads((tmp_path / f"{flat}.import-report.json").read_text("utf-8"))
+    assert (report["format"], report["dataset"], report["documents"]) == (
+        "ir_datasets",
+        name,
+        {"read": 4, "written": 4},
+    )
+    with running_server(corpus.parent) as url:
+        served = taguru_eval.run(
+            eval_path, flat, url=url, out=tmp_path / "e.json", no_store=True, env={}
+        )
+    assert per_case(served).row(0)[1:] == (1.0, 1.0, 1.0)
+
+
+def test_an_irds_dataset_without_documents_uses_the_source_template(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds-home"))
+    name = local_irds(tmp_path, docs=False)
+    out_path = tmp_path / "x.eval.jsonl"
+    args = [f"irds:{name}", "--source-template", "corpus/{}.md", "--eval-out", str(out_path)]
+    code, out, err = run([*args, "--report-out", str(tmp_path / "r.json"), "--topic-field", "text"])
+    assert (code, err) == (0, "")
+    cases = lines_of(out_path)[1:]
+    assert [e["source"] for c in cases for e in c["expected_sources"]] == [
+        "corpus/koji.md",
+        "corpus/water/hard.md",
+        "corpus/gone.md",
+    ]
+    assert "wrote" in out and ".contexts" not in out
+
+
+def test_irds_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds-home"))
+    code, _out, err = run(["irds:taguru-eval-test/no-such-dataset"])
+    assert code == 2
+    assert err.startswith(
+        f"{PREFIX}irds:taguru-eval-test/no-such-dataset: ir_datasets knows no dataset"
+    )
+    name = local_irds(tmp_path)
+    code, _out, err = run([f"irds:{name}", "--topic-field", "title"])
+    assert code == 2 and "query 1: no field 'title' (it has: query_id, text)" in err
+    code, _out, err = run([f"irds:{name}", "--split", "dev"])
+    assert code == 2 and "--split does not apply to an irds: id" in err
+    code, _out, err = run(["irds:"])
+    assert code == 2 and "irds: needs a dataset id" in err
+
+
+def test_a_missing_ir_extra_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from taguru_eval._base import extras
+    from taguru_eval.cli.main import main as cli_main
+
+    real_import = extras.import_module
+
+    def without_ir_datasets(name: str) -> Any:
+        if name == "ir_datasets":
+            raise ModuleNotFoundError("No module named 'ir_datasets'", name="ir_datasets")
+        return real_import(name)
+
+    monkeypatch.setattr(extras, "import_module", without_ir_datasets)
+    assert cli_main(["import-qrels", "irds:beir/scifact/test"]) == 2
+    assert capsys.readouterr().err == (
+        "taguru: import-qrels: needs the 'ir' extra, which is not installed (no module "
+        "'ir_datasets'): pip install 'taguru_eval[ir]'\n"
+    )
