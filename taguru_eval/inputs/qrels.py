@@ -153,7 +153,8 @@ class _Drops:
 
 
 def _read_text(path: Path) -> str:
-    return read_utf8(path, str(path), IMPORT_CAP)[1]
+    # A byte order mark would become part of the first id; no format here gives it meaning.
+    return read_utf8(path, str(path), IMPORT_CAP)[1].removeprefix("\ufeff")
 
 
 def _error(shown: str, line: int, name: str, detail: str, fix: str) -> InputError:

@@ -692,3 +692,10 @@ def test_a_missing_ir_extra_is_one_line(
         "taguru: import-qrels: needs the 'ir' extra, which is not installed (no module "
         "'ir_datasets'): pip install 'taguru_eval[ir]'\n"
     )
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_id(tmp_path: Path) -> None:
+    (tmp_path / "q.trec").write_text("\ufeff1 0 d 1\n", "utf-8")
+    (tmp_path / "t.tsv").write_text("\ufeff1\tone\n", "utf-8")
+    imported = import_trec(tmp_path / "q.trec", tmp_path / "t.tsv")
+    assert [case["case_id"] for case in lines_of_text(imported.eval_text)[1:]] == ["1"]
