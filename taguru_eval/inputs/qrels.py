@@ -24,6 +24,8 @@ for a context folder (:mod:`taguru_eval.corpus.documents`).
   (header ``query-id corpus-id score``, then tab-separated lines). Each judged
   document is the source ``docs/<id>.md`` of the context folder written
   beside the eval set.
+* **ir_datasets** (:func:`import_irds`, the ``ir`` extra): an ``irds:`` id's
+  queries and qrels, and its documents as a BEIR folder's when it has some.
 
 What is not carried, each counted and named in the report: a judgment graded
 0 or below (eval.jsonl scores ``relevance >= 1`` only, EVALUATE.md §4.2; a
@@ -55,10 +57,13 @@ from taguru_eval.inputs.reading import jsonl_values, read_utf8
 
 __all__ = [
     "BEIR_SPLIT",
+    "IRDS_PREFIX",
     "MAX_GRADE",
+    "Judgment",
     "QrelsImport",
     "QrelsOptions",
     "import_beir",
+    "import_irds",
     "import_trec",
     "report_text",
 ]
