@@ -9,8 +9,9 @@ document's paragraph with that document as its relevant source and
 
 :func:`converted` turns a public collection in the BEIR layout
 (``corpus.jsonl`` with ``_id``/``title``/``text``, ``queries.jsonl`` with
-``_id``/``text``, ``qrels/test.tsv``) into the same two things: one source per
-document, one case per judged query (repeated up to ``cases``).
+``_id``/``text``, ``qrels/test.tsv``) into the same two things with
+``import-qrels``'s reader: one source per document (``docs/<id>.md``), one case
+per judged query (repeated up to ``cases``).
 
 Both write a context folder in ``serve``'s layout (``context.json`` and the
 ``.md`` files) and an ``eval.jsonl`` beside it.
@@ -18,11 +19,13 @@ Both write a context folder in ``serve``'s layout (``context.json`` and the
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 import re
 from pathlib import Path
+
+from taguru_eval.corpus.documents import write_context_folder
+from taguru_eval.inputs.qrels import import_beir
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 WORD = re.compile(r"[A-Za-z]{5,}")
@@ -79,37 +82,19 @@ def generated(folder: Path, documents: int, cases: int, seed: int = 42) -> tuple
 
 
 def converted(collection: Path, folder: Path, cases: int) -> tuple[Path, Path]:
-    """(context folder, eval.jsonl) of a BEIR-layout collection; queries repeat up to ``cases``."""
+    """(context folder, eval.jsonl) of a BEIR-layout collection, as ``import-qrels`` reads
+    it; its judged queries repeat up to ``cases``."""
+    imported = import_beir(collection)
+    if imported.eval_text is None or imported.documents is None:
+        raise SystemExit(f"{collection}: no judged query to run")
     corpus = folder / "search"
-    corpus.mkdir(parents=True)
-    (corpus / "context.json").write_text("{}\n", encoding="utf-8")
-    names: dict[str, str] = {}
-    with (collection / "corpus.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            document = json.loads(line)
-            name = f"{len(names):06d}.md"
-            names[str(document["_id"])] = name
-            title, text = document.get("title") or "", document.get("text") or ""
-            (corpus / name).write_text(f"{title}\n\n{text}\n".lstrip(), encoding="utf-8")
-    queries: dict[str, str] = {}
-    with (collection / "queries.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            query = json.loads(line)
-            queries[str(query["_id"])] = str(query["text"])
-    judged: dict[str, list[dict[str, object]]] = {}
-    with (collection / "qrels" / "test.tsv").open(encoding="utf-8") as table:
-        for row in csv.DictReader(table, delimiter="\t"):
-            grade = int(row["score"])
-            if grade > 0 and row["corpus-id"] in names and row["query-id"] in queries:
-                judged.setdefault(row["query-id"], []).append(
-                    {"source": names[row["corpus-id"]], "relevance": min(grade, 3)}
-                )
-    base = [(query_id, queries[query_id], sources) for query_id, sources in judged.items()]
+    write_context_folder(corpus, {}, imported.documents)
+    base = [json.loads(line) for line in imported.eval_text.splitlines()[1:]]
     rows = [
         {
-            "case_id": f"{base[index % len(base)][0]}-{index:06d}",
-            "query": base[index % len(base)][1],
-            "expected_sources": base[index % len(base)][2],
+            "case_id": f"{base[index % len(base)]['case_id']}-{index:06d}",
+            "query": base[index % len(base)]["query"],
+            "expected_sources": base[index % len(base)]["expected_sources"],
             "options": {"limit": 10},
         }
         for index in range(cases)

@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 corpus, path = generated(work, args.documents, args.search_cases)
             context = store_folder(server.url, corpus)
-            title = f"search-only ({len(list(corpus.glob('*.md'))):,} documents, limit 10)"
+            title = f"search-only ({len(list(corpus.rglob('*.md'))):,} documents, limit 10)"
             return Shape(title, path, context, args.search_cases, args.runs, server.url)
 
         def demo16() -> Shape:

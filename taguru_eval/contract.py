@@ -64,6 +64,7 @@ MUST_REFUSE_CAP: Final = ReadCap(256 * _MiB, "a must-refuse file")
 ANSWERS_CAP: Final = ReadCap(256 * _MiB, "an answers file")
 TOLERANCES_CAP: Final = ReadCap(256 * _MiB, "a tolerances file")
 GOLDEN_CAP: Final = ReadCap(256 * _MiB, "a golden CSV")
+IMPORT_CAP: Final = ReadCap(4 * _GiB, "a collection file (qrels, topics, BEIR jsonl)")
 CONFIG_CAP: Final = ReadCap(256 * _MiB, "a config file")
 """The most each input may hold (:func:`taguru_eval._base.filebytes.file_bytes`): far
 past any real file (a 100,000-case eval set is ~50 MB, its evaluation.json ~470 MB),

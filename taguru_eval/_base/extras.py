@@ -19,7 +19,8 @@ EXTRAS: Final[dict[str, tuple[str, ...]]] = {
     "server": ("starlette", "uvicorn"),
     "report": ("vl_convert",),
     # The extra installs ranx too (to read an export back); no command imports it.
-    "ir": ("ir_measures",),
+    # ir_datasets serves import-qrels' `irds:` ids.
+    "ir": ("ir_measures", "ir_datasets"),
     # --otlp: the SDK and its OTLP/HTTP (protobuf) exporter.
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
     # --mlflow and taguru_eval.integrations.mlflow.
@@ -47,10 +48,15 @@ class MissingExtra(ImportError):
 
 
 def load_extra(extra: str, module: str | None = None) -> ModuleType:
-    """Import every module of ``extra`` (raising :class:`MissingExtra` for the
-    first one missing) and return ``module`` (default: the extra's first)."""
+    """Import ``module`` of ``extra``, or without one every module of it (raising
+    :class:`MissingExtra` for the first one missing), and return ``module``
+    (default: the extra's first). A command imports only the module it uses:
+    ``measures`` does not pay for ir_datasets' import, nor import-qrels for
+    ir_measures'."""
+    if module is not None and module not in EXTRAS[extra]:
+        raise ValueError(f"{module!r} is not a module of the {extra!r} extra")
     loaded: dict[str, ModuleType] = {}
-    for name in EXTRAS[extra]:
+    for name in EXTRAS[extra] if module is None else (module,):
         try:
             loaded[name] = import_module(name)
         except ModuleNotFoundError as exc:

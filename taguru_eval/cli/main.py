@@ -67,6 +67,7 @@ SUBCOMMANDS: Final[Mapping[str, Callable[[list[str]], int]]] = {
     "report": lazy_main("taguru_eval.cli.report"),
     "ingest": lazy_main("taguru_eval.cli.ingest"),
     "import-golden": lazy_main("taguru_eval.cli.import_golden"),
+    "import-qrels": lazy_main("taguru_eval.cli.import_qrels"),
     "refusal-bands": lazy_main("taguru_eval.cli.refusal_bands"),
 }
 """Subcommand word -> its ``main``, which takes the remaining arguments and

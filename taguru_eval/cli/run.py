@@ -221,7 +221,8 @@ usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--wildcards drop|taguru]
        python -m taguru_eval measures RUN MEASURE... [--eval FILE]
                         [--wildcards taguru|drop] [--per-case FILE]
-       python -m taguru_eval serve|wait|load|demo|report|ingest|import-golden|refusal-bands ...
+       python -m taguru_eval serve|wait|load|demo|report|ingest ...
+       python -m taguru_eval import-golden|import-qrels|refusal-bands ...
        python -m taguru_eval --version
 
 Evaluate one taguru context against a labeled question set (eval.jsonl) and
@@ -334,6 +335,8 @@ subcommands:
   ingest               import an existing evaluation.json into the run store
   import-golden        turn a citenexus golden CSV into eval.jsonl, answers and
                        must-refuse files, reporting what it cannot carry
+  import-qrels         turn TREC qrels and topics, or a BEIR folder, into
+                       eval.jsonl (and a BEIR corpus into a context folder)
   refusal-bands        report where the passage vector floor could separate
                        answerable from must-refuse questions (never gates)
 

@@ -378,6 +378,7 @@ def test_subcommands_are_plain_functions() -> None:
         "report",
         "ingest",
         "import-golden",
+        "import-qrels",
         "refusal-bands",
     }
     assert all(callable(entry) for entry in SUBCOMMANDS.values())

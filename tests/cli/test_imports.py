@@ -41,8 +41,9 @@ CHARTS_AND_JUPYTER = (
 )
 """What run, compare, export and import-golden must not import."""
 
-IR_TOOLS = ("ir_measures", "ranx", "pytrec_eval", "numba")
-"""What only the measures command imports (ir_measures; the others never)."""
+IR_TOOLS = ("ir_measures", "ranx", "pytrec_eval", "numba", "ir_datasets")
+"""What only the measures command imports (ir_measures; the others never), and
+import-qrels for an ``irds:`` id (ir_datasets)."""
 
 INTEGRATIONS = ("opentelemetry", "mlflow")
 """The ``otel`` and ``mlflow`` extras: imported by a run only with ``--otlp`` / ``--mlflow``."""
@@ -219,7 +220,7 @@ def test_measures_loads_ir_measures_and_no_chart_nor_jupyter(
     # ir_measures computes nDCG through pytrec_eval; ranx (and numba) stay out.
     loaded = {name.split(".")[0] for name in child.loaded(IR_TOOLS)}
     assert "ir_measures" in loaded
-    assert child.loaded(("ranx", "numba")) == []
+    assert child.loaded(("ranx", "numba", "ir_datasets")) == []
     assert child.loaded(CHARTS_AND_JUPYTER) == []
 
 
@@ -230,6 +231,17 @@ def test_import_golden_loads_no_chart_nor_jupyter(tmp_path: Path) -> None:
     child = run_child(["import-golden", "golden.csv"], tmp_path)
     assert child.code == 0, child.stderr
     assert child.loaded(CHARTS_AND_JUPYTER) == []
+
+
+def test_import_qrels_loads_no_chart_nor_ir_tool(tmp_path: Path) -> None:
+    (tmp_path / "qrels.txt").write_text("q1 0 doc-1 1\n", encoding="utf-8")
+    (tmp_path / "topics.tsv").write_text("q1\tlease notice\n", encoding="utf-8")
+    child = run_child(["import-qrels", "qrels.txt", "--topics", "topics.tsv"], tmp_path)
+    assert child.code == 0, child.stderr
+    assert (tmp_path / "qrels.eval.jsonl").is_file()
+    assert child.loaded(CHARTS_AND_JUPYTER) == []
+    assert child.loaded(IR_TOOLS) == []
+    assert child.loaded(("httpx", "aiohttp")) == []
 
 
 def test_load_needs_no_server_extra_and_no_chart(tmp_path: Path) -> None:
@@ -247,7 +259,8 @@ def test_load_needs_no_server_extra_and_no_chart(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "word", ["compare", "export", "measures", "import-golden", "report", "ingest", "load"]
+    "word",
+    ["compare", "export", "measures", "import-golden", "import-qrels", "report", "ingest", "load"],
 )
 def test_subcommand_help_loads_no_chart_nor_jupyter_outside_report_and_ingest(
     word: str, tmp_path: Path
