@@ -86,7 +86,6 @@ class _Connection(asyncio.Protocol):
         self.answer: _WireAnswer | None = None
         self._reading: _WireAnswer | None = None  # the answer the parser's message fills
         self._parser = httptools.HttpResponseParser(self)
-        self._header_name = b""
 
     # asyncio.Protocol ------------------------------------------------------
 
