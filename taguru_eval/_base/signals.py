@@ -218,8 +218,11 @@ def _install(loop: asyncio.AbstractEventLoop, arrived: Callable[[int], None]) ->
     for signum in STOP_SIGNALS:
         try:
             loop.add_signal_handler(signum, arrived, signum)
-        except (NotImplementedError, RuntimeError, ValueError):
-            continue  # a loop without signal support: the recording handler stays
+        except (RuntimeError, ValueError):
+            # A loop without signal support raises a RuntimeError subclass (asyncio's
+            # Windows loops), a thread other than the main one ValueError: the
+            # recording handler stays.
+            continue
         installed.append(signum)
     return installed
 

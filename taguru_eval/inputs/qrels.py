@@ -640,6 +640,24 @@ IRDS_PREFIX: Final = "irds:"
 IRDS_NO_DOCUMENT: Final = "the document is not in the dataset's documents"
 
 
+def _utf8(value: str, shown: str, where: str, field_name: str) -> str:
+    """``value`` when UTF-8 can hold it; a lone surrogate (a dataset's text decoded
+    with ``surrogateescape``) is refused: no file can be written with it."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{shown}: {where}: {field_name} holds a lone surrogate at character "
+            f"{exc.start}, which UTF-8 cannot write",
+            path=shown,
+            field=field_name,
+            hint="fix the dataset's text (it was decoded from bytes that are not UTF-8)",
+        ) from None
+    return value
+
+
 def import_irds(dataset_id: str, options: QrelsOptions | None = None) -> QrelsImport:
     """An ``ir_datasets`` dataset (the ``ir`` extra) as an eval set: its queries
     (``default_text()``, or the field ``topic_field`` names) and qrels, and, when
@@ -685,7 +703,8 @@ def import_irds(dataset_id: str, options: QrelsOptions | None = None) -> QrelsIm
                 if opts.topic_field is not None
                 else query.default_text()
             )
-            _add_topic(topics, str(query.query_id), trim(str(text)), number, shown)
+            text = _utf8(str(text), shown, f"query {number}", opts.topic_field or "text")
+            _add_topic(topics, str(query.query_id), trim(text), number, shown)
         judgments = [
             Judgment(str(qrel.query_id), str(qrel.doc_id), int(qrel.relevance), number)
             for number, qrel in enumerate(dataset.qrels_iter(), start=1)
@@ -700,7 +719,9 @@ def import_irds(dataset_id: str, options: QrelsOptions | None = None) -> QrelsIm
             for doc in dataset.docs_iter():
                 doc_id = str(doc.doc_id)
                 title = str(getattr(doc, "title", "") or "")
+                title = _utf8(title, shown, f"document '{doc_id}'", "title")
                 text = str(getattr(doc, "text", None) or doc.default_text())
+                text = _utf8(text, shown, f"document '{doc_id}'", "text")
                 if not source_fits(document_source(doc_id)):
                     raise InputError(
                         f"{shown}: document '{doc_id}': too long for a file name once "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -699,3 +700,61 @@ def test_a_byte_order_mark_is_not_part_of_the_first_id(tmp_path: Path) -> None:
     (tmp_path / "t.tsv").write_text("\ufeff1\tone\n", "utf-8")
     imported = import_trec(tmp_path / "q.trec", tmp_path / "t.tsv")
     assert [case["case_id"] for case in lines_of_text(imported.eval_text)[1:]] == ["1"]
+
+
+class _Record:
+    """One query or document as ir_datasets yields it (a namedtuple's fields)."""
+
+    _fields = ("query_id", "text")
+
+    def __init__(self, **fields: str) -> None:
+        self.__dict__.update(fields)
+
+    def default_text(self) -> str:
+        return str(self.__dict__["text"])
+
+
+class _SurrogateDataset:
+    """A dataset whose text was decoded with surrogateescape: a local file cannot
+    hold a lone surrogate, so ir_datasets' own loader cannot stand in here."""
+
+    def __init__(self, in_query: bool) -> None:
+        self.in_query = in_query
+
+    def has_queries(self) -> bool:
+        return True
+
+    def has_qrels(self) -> bool:
+        return True
+
+    def has_docs(self) -> bool:
+        return True
+
+    def queries_iter(self) -> Iterator[_Record]:
+        yield _Record(query_id="q1", text="koji\udcff" if self.in_query else "koji")
+
+    def qrels_iter(self) -> Iterator[Any]:
+        yield type("Qrel", (), {"query_id": "q1", "doc_id": "d1", "relevance": 1})()
+
+    def docs_iter(self) -> Iterator[_Record]:
+        yield _Record(doc_id="d1", title="Koji", text="mold \udcff" if not self.in_query else "m")
+
+
+@pytest.mark.parametrize(
+    ("in_query", "where"),
+    [(True, "query 1: text"), (False, "document 'd1': text")],
+)
+def test_a_lone_surrogate_in_an_irds_text_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_query: bool, where: str
+) -> None:
+    import ir_datasets
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ir_datasets, "load", lambda dataset_id: _SurrogateDataset(in_query))
+    code, _out, err = run(["irds:fake/set"])
+    assert code == 2
+    assert err.splitlines()[0] == (
+        f"{PREFIX}irds:fake/set: {where} holds a lone surrogate at character "
+        f"{4 if in_query else 5}, which UTF-8 cannot write"
+    )
+    assert not list(tmp_path.iterdir())  # nothing written

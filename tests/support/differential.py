@@ -281,7 +281,7 @@ def without_hints(stderr: str) -> str:
 
 
 class Number:
-    """A JSON number kept as it was spelled (``-0.0`` and ``0.0`` are not equal)."""
+    """A JSON number kept as it was spelled: ``1.0`` is not ``1``, ``-0.0`` not ``0.0``."""
 
     def __init__(self, spelling: str) -> None:
         self.spelling = spelling

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from support.differential import run_ours
+from support.differential import Number, run_ours
 from support.loopback import Exchange, RecordingProxy
 
 
@@ -100,22 +100,6 @@ def replay(url: str, requests: Iterable[Sent]) -> list[Answer]:
             )
             answers.append(Answer(response.status_code, response.content))
     return answers
-
-
-class Number:
-    """A JSON number kept as it was spelled: ``1.0`` is not ``1``, ``-0.0`` not ``0.0``."""
-
-    def __init__(self, spelling: str) -> None:
-        self.spelling = spelling
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Number) and other.spelling == self.spelling
-
-    def __hash__(self) -> int:
-        return hash(self.spelling)
-
-    def __repr__(self) -> str:
-        return self.spelling
 
 
 class Pairs(list[tuple[str, Any]]):
