@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import importlib.util
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,3 +94,23 @@ def test_a_library_run_changes_no_process_wide_setting(
     assert settings() == callers_settings
     expected_loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
     assert set(loops) == {expected_loop}
+
+
+def test_the_command_line_process_sets_its_own_collector_thresholds() -> None:
+    """``python -m taguru_eval`` owns its interpreter: it collects the young
+    generation every 200,000 allocations (docs/decisions.md), where the library
+    (above) leaves a caller's settings alone."""
+    probe = (
+        "import gc, sys\n"
+        "import taguru_eval.__main__ as command\n"
+        "sys.argv = ['taguru_eval', '--version']\n"
+        "try:\n"
+        "    command.entry()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(gc.get_threshold(), gc.isenabled(), file=sys.stderr)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert completed.stderr.strip() == "(200000, 30, 30) True"
