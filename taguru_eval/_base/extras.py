@@ -10,7 +10,7 @@ install, never with an import traceback.
 
 from __future__ import annotations
 
-from importlib import import_module, metadata
+from importlib import import_module
 from pathlib import Path
 from types import ModuleType
 from typing import Final
@@ -70,6 +70,10 @@ def extra_file(extra: str, distribution: str, path: str) -> Path:
     Raises :class:`MissingExtra` when the distribution or the file is not there."""
     if distribution not in EXTRA_FILES[extra]:
         raise ValueError(f"{distribution!r} is not a file distribution of the {extra!r} extra")
+    # Imported here: importlib.metadata costs every command 20 ms, and only the
+    # HTML report's inlined files need it.
+    from importlib import metadata
+
     try:
         files = metadata.distribution(distribution).files or []
     except metadata.PackageNotFoundError:

@@ -248,8 +248,9 @@ def case_blocks(
     no_lane_output: dict[str, Any] = {}  # every lane value is in lane_blocks
     for batch in scores.cases.sort("case_index").iter_slices(CASES_PER_BATCH):
         blocks = []
-        for row in batch.to_dicts():
-            values = lane_blocks.values(row["case_index"])
+        rows = batch.to_dicts()
+        read = lane_blocks.values_of([row["case_index"] for row in rows])
+        for row, values in zip(rows, read, strict=True):
             if values is None:
                 raise ValueError(f"case {row['case_index']} has no lane values")
             block = build_case_block(steps, no_lane_output, row, values)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
@@ -312,20 +312,45 @@ class LaneBlocks:
     def values(self, case_index: int) -> Rendered | None:
         """The encoded lane values of case ``case_index`` by path (``None`` where the
         case has none), if it was added."""
+        return self.values_of([case_index])[0]
+
+    def values_of(self, case_indexes: Sequence[int]) -> list[Rendered | None]:
+        """:meth:`values` of each case, read from the file together.
+
+        The cases were encoded in the order they finished, near enough case
+        order that a batch of cases in order lies in one stretch of the file:
+        that stretch is read with one call (20,000 reads of a case each cost a
+        search-only run 0.2 s), unless it is mostly other cases' values."""
         self.flush()
-        row = self._row.get(case_index)
-        if row is None or self._file is None:
-            return None
-        lengths = self._spans[row + 1 : row + 1 + len(_LANE_RENDERS)]
-        data = os.pread(self._file.fileno(), sum(max(0, n) for n in lengths), self._spans[row])
-        rendered: dict[tuple[str, ...], Any] = {}
-        offset = 0
-        for (path, _), length in zip(_LANE_RENDERS, lengths, strict=True):
-            if length < 0:
-                rendered[path] = None
+        width = len(_LANE_RENDERS)
+        spans: list[tuple[int, array[int]] | None] = []
+        for case_index in case_indexes:
+            row = self._row.get(case_index)
+            if row is None or self._file is None:
+                spans.append(None)
                 continue
-            rendered[path] = msgspec.Raw(data[offset : offset + length])
-            offset += length
+            spans.append((self._spans[row], self._spans[row + 1 : row + 1 + width]))
+        present = [span for span in spans if span is not None]
+        if not present:
+            return [None] * len(spans)
+        needed = sum(max(0, n) for _, lengths in present for n in lengths)
+        first = min(start for start, _ in present)
+        end = max(start + sum(max(0, n) for n in lengths) for start, lengths in present)
+        assert self._file is not None
+        fd = self._file.fileno()
+        stretch = os.pread(fd, end - first, first) if end - first <= 2 * needed else None
+        rendered: list[Rendered | None] = []
+        for span in spans:
+            if span is None:
+                rendered.append(None)
+                continue
+            start, lengths = span
+            size = sum(max(0, n) for n in lengths)
+            if stretch is None:
+                data = os.pread(fd, size, start)
+            else:
+                data = stretch[start - first : start - first + size]
+            rendered.append(_by_path(data, lengths))
         return rendered
 
     def close(self) -> None:
@@ -333,6 +358,19 @@ class LaneBlocks:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _by_path(data: bytes, lengths: Sequence[int]) -> Rendered:
+    """One case's encoded values (``data``, ``lengths`` of each; -1: none) by path."""
+    rendered: dict[tuple[str, ...], Any] = {}
+    offset = 0
+    for (path, _), length in zip(_LANE_RENDERS, lengths, strict=True):
+        if length < 0:
+            rendered[path] = None
+            continue
+        rendered[path] = msgspec.Raw(data[offset : offset + length])
+        offset += length
+    return rendered
 
 
 def case_block(

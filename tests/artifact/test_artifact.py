@@ -669,4 +669,12 @@ def test_lane_blocks_keep_each_case_s_lane_values_encoded_and_read_them_back() -
             else:
                 assert isinstance(got, msgspec.Raw) and bytes(got) == encode_json(expected)
     assert blocks.values(len(order)) is None
+    # Read together (as the artifact reads a batch of cases): each case's values are
+    # what reading it alone gives, whether the cases lie in one stretch of the file
+    # (neighbours) or far apart among other cases' values (every 40th), and a case
+    # never added is None among them.
+    for indexes in ([*range(10, 30)], [*range(0, len(order), 40)], [3, len(order), 4]):
+        together = blocks.values_of(indexes)
+        assert together == [blocks.values(index) for index in indexes]
+        assert (len(order) in indexes) == (None in together)
     blocks.close()
