@@ -51,7 +51,7 @@ def _old_layout_run(directory: Path, written: Path, frames: dict[str, object]) -
     directory.mkdir(parents=True)
     for name, frame in frames.items():
         spec = TABLE[name]
-        table = frame.to_arrow().select(spec.schema.names).cast(spec.schema)  # type: ignore[attr-defined]
+        table = frame.to_arrow().select(spec.arrow.names).cast(spec.arrow)  # type: ignore[attr-defined]
         pq.write_table(table, directory / spec.file_name)
     shutil.copyfile(written, directory / ARTIFACT_NAME)
     import json
