@@ -259,7 +259,7 @@ def _write_table(path: Path, frame: pl.DataFrame, schema: pl.Schema) -> None:
     The Parquet types are the ones pyarrow's writer gave (strings, lists,
     int32, float); the Arrow hint stored beside them names Polars' large
     strings and lists, which :func:`dataset` reads back as the declared ones."""
-    table = frame.select(schema.names()).cast(dict(schema))
+    table = frame.select(schema.names()).cast(schema)
     # zstd: a fraction of the default snappy's bytes, read as fast (benchmarks/store_size.py).
     table.write_parquet(path, compression="zstd")
 

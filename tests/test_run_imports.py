@@ -30,6 +30,7 @@ NEVER = (
     "opentelemetry", "mlflow",  # the otel and mlflow extras: only with --otlp / --mlflow
 )  # fmt: skip
 
+
 def _documented() -> tuple[dict[str, set[str]], set[str]]:
     """(package -> module names, distributions) from the section's two text blocks."""
     section = DOC.read_text(encoding="utf-8").split(HEADING, 1)[1]

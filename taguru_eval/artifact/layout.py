@@ -110,7 +110,9 @@ def _stability(catalog: Catalog) -> tuple[Slot, ...]:
         return ()
     return (
         _count(STABILITY_BLOCK, ("stability", "repeats"), STABILITY_BLOCK),
-        CaseField(STABILITY_UNSTABLE, ("stability", "unstable"), pl.Boolean(), block=STABILITY_BLOCK),
+        CaseField(
+            STABILITY_UNSTABLE, ("stability", "unstable"), pl.Boolean(), block=STABILITY_BLOCK
+        ),
         CaseField(
             STABILITY_DIFFERS,
             ("stability", "differs"),

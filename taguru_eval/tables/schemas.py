@@ -10,9 +10,9 @@ three tables under ``population`` ``must_refuse``, ``refusal_lanes`` holds what
 each probe got and the scorer adds ``refusal_cases`` (the verdicts).
 The Arrow schemas (derived on demand: :func:`arrow_schema`), the Parquet file
 names, empty frames and the run-tables type all derive from :data:`TABLES`, so
-Parquet files and frames can never drift apart. A per-case metric's column (name and type) comes from the
-catalog. The eval set's ``expected`` frame is declared here too, with the
-key types the scorer joins on."""
+Parquet files and frames can never drift apart. A per-case metric's column
+(name and type) comes from the catalog. The eval set's ``expected`` frame is
+declared here too, with the key types the scorer joins on."""
 
 from __future__ import annotations
 
@@ -232,9 +232,7 @@ EVIDENCE_ITEMS_SCHEMA = pl.Schema(
         ),
         (
             "citation_refs",
-            pl.List(
-                pl.Struct({"source": pl.String, "paragraph": pl.Int64})
-            ),
+            pl.List(pl.Struct({"source": pl.String, "paragraph": pl.Int64})),
         ),
         ("omitted_reason", pl.String),  # null when admitted
         ("duplicate_of", pl.String),
@@ -364,9 +362,7 @@ REFUSAL_CASES_SCHEMA = pl.Schema(
         ("kind", pl.String),
         ("verdict", pl.String),  # abstained | surfaced | undetermined | failed
         ("reason", pl.String),  # null only when abstained
-        (
-            "surfaced_by", pl.String
-        ),  # passage | evidence | structural; null unless surfaced
+        ("surfaced_by", pl.String),  # passage | evidence | structural; null unless surfaced
         # The passage probe's verdict, or under --assembly the evidence probe's.
         ("passage_verdict", pl.String),
         ("passage_reason", pl.String),

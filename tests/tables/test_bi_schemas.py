@@ -295,9 +295,7 @@ OPTIONAL = ("answer_checks",)  # stored only by a run given --answers
 
 
 def test_the_schema_catalogue_is_pinned() -> None:
-    actual = {
-        spec.name: [(field.name, str(field.type)) for field in spec.arrow] for spec in TABLES
-    }
+    actual = {spec.name: [(field.name, str(field.type)) for field in spec.arrow] for spec in TABLES}
     assert list(actual) == list(PINNED)
     for name, columns in PINNED.items():
         assert actual[name] == columns, name
