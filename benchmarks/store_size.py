@@ -10,7 +10,7 @@ stores that one run twice, side by side:
 * old: the layout before this change — the written evaluation.json copied as
   it is, the Parquet tables with pyarrow's default codec (snappy);
 * new: ``store.write_run`` given the written file's path — evaluation.json.zst
-  streamed through pyarrow's zstd codec, zstd Parquet tables.
+  streamed through python-zstandard, zstd Parquet tables (Polars' writer).
 
 Prints the bytes of every part of each run directory and the ratio new/old
 (target, issue 30: at most 0.25), checks that the new layout's document reads
@@ -51,7 +51,7 @@ def _old_layout_run(directory: Path, written: Path, frames: dict[str, object]) -
     directory.mkdir(parents=True)
     for name, frame in frames.items():
         spec = TABLE[name]
-        table = frame.to_arrow().select(spec.schema.names).cast(spec.schema)  # type: ignore[attr-defined]
+        table = frame.to_arrow().select(spec.arrow.names).cast(spec.arrow)  # type: ignore[attr-defined]
         pq.write_table(table, directory / spec.file_name)
     shutil.copyfile(written, directory / ARTIFACT_NAME)
     import json

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 import polars as pl
-import pyarrow as pa
 
 from taguru_eval import contract
 
@@ -67,7 +66,7 @@ class CaseField:
 
     column: str
     path: tuple[str, ...]
-    dtype: pa.DataType = field(default_factory=pa.float64)
+    dtype: pl.DataType = field(default_factory=pl.Float64)
     block: str | None = None
     lane: bool = False
 
@@ -156,7 +155,7 @@ def _coverage(name: str) -> CaseField:
 
 
 def _budget(name: str) -> CaseField:
-    return CaseField(f"budget_{name}", ("budget", name), pa.int64(), lane=True)
+    return CaseField(f"budget_{name}", ("budget", name), pl.Int64(), lane=True)
 
 
 _SAME_AS_RECALL = (
@@ -171,7 +170,7 @@ _METRICS: Final[Mapping[str, MetricDefinition]] = {
         _SEARCH,
         "Round-trip time of each case's passage-lane call, in milliseconds.",
         None,
-        per_case=CaseField("passage_latency_ms", ("passage", "latency_ms"), pa.int64(), lane=True),
+        per_case=CaseField("passage_latency_ms", ("passage", "latency_ms"), pl.Int64(), lane=True),
         bounded=True,
         higher_is_better=False,
     ),
@@ -364,7 +363,7 @@ _METRICS: Final[Mapping[str, MetricDefinition]] = {
         f"{_SEARCH}, {_EVIDENCE}",
         "Number of distinct sources among a case's scored hits.",
         "No sample for a case whose passage or evidence lane failed.",
-        per_case=CaseField("diversity_sources", ("diversity_sources",), pa.int64()),
+        per_case=CaseField("diversity_sources", ("diversity_sources",), pl.Int64()),
         bounded=True,
         compared=True,
         higher_is_better=True,
@@ -375,7 +374,7 @@ _METRICS: Final[Mapping[str, MetricDefinition]] = {
         "Round-trip time of each case's evidence call, in milliseconds.",
         "Empty in baseline mode, which makes no evidence call.",
         per_case=CaseField(
-            "evidence_latency_ms", ("evidence", "latency_ms"), pa.int64(), lane=True
+            "evidence_latency_ms", ("evidence", "latency_ms"), pl.Int64(), lane=True
         ),
         higher_is_better=False,
     ),

@@ -51,8 +51,6 @@ from typing import TYPE_CHECKING, Final, Literal
 from urllib.parse import quote, unquote
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from taguru_eval._base.filebytes import ReadCap, file_bytes
 from taguru_eval._base.files import fsync_directory, is_abandoned
@@ -67,16 +65,16 @@ from taguru_eval.errors import (
     warn,
 )
 from taguru_eval.store_artifact import COMPRESSED_NAME, stored_runs, write_stored
-from taguru_eval.tables.schemas import TABLE, TABLES, TableSpec, table_specs
+from taguru_eval.tables.schemas import TABLE, TABLES, TableSpec, plain_arrow, table_specs
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import pyarrow.dataset as pads
 
 STAGING_DIR: Final = ".staging"
 ORIGIN_NAME: Final = "run.json"
 ORIGIN_CAP: Final = ReadCap(1 << 20, "a run.json")
 HIVE_SCHEMA: Final = {"context": pl.String, "run": pl.String}
-HIVE_ARROW_SCHEMA: Final = pa.schema([pa.field(name, pa.string()) for name in HIVE_SCHEMA])
 """The partition columns, always strings (a context named ``2024`` stays text)."""
 
 
@@ -156,7 +154,7 @@ class StagedRun:
             self._staging.mkdir(parents=True)
             for spec in table_specs(catalog):
                 if spec.name in frames:
-                    _write_table(self._staging / spec.file_name, frames[spec.name], spec.schema)
+                    _write_table(self._staging / spec.file_name, frames[spec.name], spec.polars)
         except BaseException as exc:  # handed to whoever finishes the run
             self._failure = exc
 
@@ -254,10 +252,16 @@ def _write_text(path: Path, text: str) -> None:
         os.fsync(handle.fileno())
 
 
-def _write_table(path: Path, frame: pl.DataFrame, schema: pa.Schema) -> None:
-    table = frame.to_arrow().select(schema.names).cast(schema)
+def _write_table(path: Path, frame: pl.DataFrame, schema: pl.Schema) -> None:
+    """``frame``'s declared columns, in order and of their declared types, as
+    one zstd Parquet file (Polars' own writer: a run never imports pyarrow).
+
+    The Parquet types are the ones pyarrow's writer gave (strings, lists,
+    int32, float); the Arrow hint stored beside them names Polars' large
+    strings and lists, which :func:`dataset` reads back as the declared ones."""
+    table = frame.select(schema.names()).cast(schema)
     # zstd: a fraction of the default snappy's bytes, read as fast (benchmarks/store_size.py).
-    pq.write_table(table, path, compression="zstd")
+    table.write_parquet(path, compression="zstd")
 
 
 def _remove_if_empty(path: Path) -> None:
@@ -542,23 +546,37 @@ def dataset(store_dir: str | Path, table: str) -> pads.Dataset:
     schema; an unknown table or a missing store is an :class:`InputError`.
     """
     # Imported here: pyarrow.dataset pulls pandas in, and the package promises
-    # a pandas-free import.
+    # a pandas-free import; a run never imports pyarrow at all.
+    import pyarrow as pa
     import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
 
     paths = table_files(store_dir, table).paths
     if paths:
-        schema = pa.unify_schemas([pq.read_schema(path) for path in paths])
+        # Files pyarrow wrote declare plain strings and lists, files Polars wrote
+        # large ones (the same Parquet types): both read as the declared ones.
+        schema = pa.unify_schemas([_declared(pq.read_schema(path)) for path in paths])
     else:
-        schema = TABLE[table].schema
-    for field in HIVE_ARROW_SCHEMA:
+        schema = TABLE[table].arrow
+    hive = pa.schema([pa.field(name, pa.string()) for name in HIVE_SCHEMA])
+    for field in hive:
         if field.name not in schema.names:
             schema = schema.append(field)
     return pads.dataset(
         [str(path) for path in paths],
         schema=schema,
         format="parquet",
-        partitioning=pads.partitioning(HIVE_ARROW_SCHEMA, flavor="hive"),
+        partitioning=pads.partitioning(hive, flavor="hive"),
         partition_base_dir=str(Path(store_dir)),
+    )
+
+
+def _declared(schema: pa.Schema) -> pa.Schema:
+    """A stored file's Arrow schema with plain strings and lists (:func:`plain_arrow`)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [field.with_type(plain_arrow(field.type)) for field in schema], metadata=schema.metadata
     )
 
 

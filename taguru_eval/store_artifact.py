@@ -9,7 +9,7 @@ store")::
 The uncompressed copy was 98% of a stored run's bytes; zstd keeps a
 100,000-case run's copy at a fraction of it (benchmarks/store_size.py). The
 compressed file is one standard zstd frame (``zstd -d`` reads it), written by
-pyarrow's codec as a stream, so storing a 300 MB document never holds it twice
+python-zstandard as a stream, so storing a 300 MB document never holds it twice
 in memory.
 
 It is read back as untrusted input (a store may be downloaded): by python-zstandard,
@@ -50,7 +50,9 @@ COMPRESSED_NAME: Final = f"{ARTIFACT_NAME}.zst"
 STORED_NAMES: Final = (COMPRESSED_NAME, ARTIFACT_NAME)
 """Every name a stored run's artifact has had, the current one first."""
 
-_CODEC: Final = "zstd"
+_LEVEL: Final = 1
+"""zstd's level for the stored copy: the fastest, as pyarrow's codec wrote it
+before (its default level); a JSON document compresses well at any level."""
 _CHUNK: Final = 1 << 20
 """Bytes moved per read while streaming (small enough to stay out of the peak)."""
 
@@ -222,23 +224,22 @@ def same_bytes(path: str | Path, data: bytes) -> bool:
 def write_stored(path: Path, artifact: str | Path) -> None:
     """Write ``artifact`` — the evaluation.json text, or the ``Path`` of one
     already written, streamed from the file — compressed to ``path`` (one zstd
-    frame, by pyarrow's codec) and flushed to disk. ``path`` sits in a staging
-    directory that is renamed into place whole, which is what makes the write
-    atomic."""
-    # Imported here: a plain evaluation.json (and ``--version``) needs no pyarrow.
-    import pyarrow as pa
+    frame, by python-zstandard, the library that reads it back) and flushed to
+    disk. ``path`` sits in a staging directory that is renamed into place
+    whole, which is what makes the write atomic."""
+    # Imported here: a plain evaluation.json (and ``--version``) needs no zstd.
+    import zstandard
 
-    with pa.CompressedOutputStream(os.fspath(path), _CODEC) as out:
-        if isinstance(artifact, Path):
-            with artifact.open("rb") as source:
-                while chunk := source.read(_CHUNK):
-                    out.write(chunk)
-        else:
-            data = artifact.encode("utf-8")
-            for start in range(0, len(data), _CHUNK):
-                out.write(data[start : start + _CHUNK])
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    with path.open("wb") as out:
+        with zstandard.ZstdCompressor(level=_LEVEL).stream_writer(out, closefd=False) as frame:
+            if isinstance(artifact, Path):
+                with artifact.open("rb") as source:
+                    while chunk := source.read(_CHUNK):
+                        frame.write(chunk)
+            else:
+                data = artifact.encode("utf-8")
+                for start in range(0, len(data), _CHUNK):
+                    frame.write(data[start : start + _CHUNK])
+        # Leaving the writer ends the frame and flushes it into ``out``.
+        out.flush()
+        os.fsync(out.fileno())

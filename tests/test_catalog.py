@@ -128,7 +128,7 @@ def test_per_case_columns_are_unique_and_typed_in_the_cases_schema() -> None:
     assert len(columns) == len(set(columns))
     schema = CASES_SCHEMA
     for case_field in CATALOG.per_case.values():
-        assert schema.field(case_field.column).type == case_field.dtype
+        assert schema[case_field.column] == case_field.dtype
 
 
 def test_a_catalog_rejects_a_per_case_metric_it_cannot_order() -> None:

@@ -24,7 +24,8 @@ from support.paths import PROJECT_ROOT
 from taguru_eval.artifact.read import tables_from_artifact
 from taguru_eval.errors import InputError
 from taguru_eval.store import RunOrigin, dataset, scan_runs, table_glob, table_paths, write_run
-from taguru_eval.tables.schemas import TABLES
+from taguru_eval.store_artifact import COMPRESSED_NAME, artifact_bytes
+from taguru_eval.tables.schemas import TABLE, TABLES
 
 RUNS = (
     ("sake", "20260728T100000.000000Z-aaaaaa", 0),
@@ -132,3 +133,68 @@ def test_an_empty_store_gives_an_empty_dataset_with_the_schema(tmp_path: Path) -
     assert {"case_id", "context", "run"} <= set(empty.schema.names)
     with pytest.raises(InputError, match="no table 'nothing' in the run store"):
         dataset(tmp_path, "nothing")
+
+
+def _as_stored_before(run_directory: Path) -> None:
+    """Rewrite a stored run as the store wrote it before Polars' own writers:
+    each table by pyarrow's Parquet writer, cast to the declared Arrow schema,
+    and the artifact by pyarrow's zstd codec."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for spec in TABLES:
+        path = run_directory / spec.file_name
+        if path.is_file():
+            table = pl.read_parquet(path).to_arrow().select(spec.arrow.names).cast(spec.arrow)
+            pq.write_table(table, path, compression="zstd")
+    artifact = run_directory / COMPRESSED_NAME
+    data = artifact_bytes(artifact)
+    with pa.CompressedOutputStream(str(artifact), "zstd") as out:
+        out.write(data)
+
+
+@pytest.mark.parametrize("table", [spec.name for spec in TABLES])
+def test_runs_stored_by_pyarrow_and_by_polars_read_together(tmp_path: Path, table: str) -> None:
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "runs"
+    written: dict[str, pl.DataFrame] = {}
+    for context, run_id, step in RUNS[1:]:
+        doc = evaluation_document(step=step, context=context)
+        if step == 2:
+            doc["abstention"] = abstention_block()
+        loaded = tables_from_artifact(doc, run_id)
+        frames = {**loaded.tables.frames(), **loaded.scores.frames()}
+        written[run_id] = frames.get(table, TABLE[table].empty())
+        directory = write_run(
+            root, context, run_id, frames, json.dumps(doc), origin=RunOrigin("run")
+        )
+        if step == 1:
+            _as_stored_before(directory)
+            old = directory
+        else:
+            new = directory
+    # The old file declares plain Arrow strings, the new one Polars' large ones.
+    if (old / f"{table}.parquet").is_file() and (new / f"{table}.parquet").is_file():
+        assert "large_string" not in str(pq.read_schema(old / f"{table}.parquet"))
+        assert "large_string" in str(pq.read_schema(new / f"{table}.parquet"))
+    # Polars reads both with the declared types and the values written.
+    scanned = scan_runs(root, table).collect()
+    assert {name: scanned.schema[name] for name in TABLE[table].polars} == dict(TABLE[table].polars)
+    for run_id, frame in written.items():
+        rows = scanned.filter(pl.col("run") == run_id).select(frame.columns)
+        assert_frame_equal(rows, frame.select(TABLE[table].polars.names()), check_dtypes=False)
+    # pyarrow's dataset unifies them as the declared Arrow schema.
+    got = dataset(root, table)
+    declared = TABLE[table].arrow
+    # (Parquet names a list's item "element"; the type is the same list<string>.)
+    unified = [(name, str(got.schema.field(name).type)) for name in declared.names]
+    assert [(name, kind.replace("<element:", "<item:")) for name, kind in unified] == [
+        (field.name, str(field.type)) for field in declared
+    ]
+    arrow_rows = pl.from_arrow(got.to_table())
+    assert isinstance(arrow_rows, pl.DataFrame)
+    assert_frame_equal(ordered(arrow_rows.select(scanned.columns)), ordered(scanned))
+    # Both artifacts read back as written (pyarrow's zstd frame and python-zstandard's).
+    for directory in (old, new):
+        assert json.loads(artifact_bytes(directory / COMPRESSED_NAME))["taguru_evaluation"]

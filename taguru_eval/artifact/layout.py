@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Final
 
 import msgspec
-import pyarrow as pa
+import polars as pl
 
 from taguru_eval._base.text import encode_json_each
 from taguru_eval.artifact.blocks import (
@@ -76,7 +76,7 @@ def _optional(key: str, render: Callable[[Any], Any]) -> Callable[[Mapping[str, 
 
 
 def _count(column: str, path: tuple[str, ...], block: str) -> CaseField:
-    return CaseField(column, path, pa.int64(), block=block)
+    return CaseField(column, path, pl.Int64(), block=block)
 
 
 def _coverage(name: str, catalog: Catalog) -> tuple[Slot, ...]:
@@ -110,11 +110,13 @@ def _stability(catalog: Catalog) -> tuple[Slot, ...]:
         return ()
     return (
         _count(STABILITY_BLOCK, ("stability", "repeats"), STABILITY_BLOCK),
-        CaseField(STABILITY_UNSTABLE, ("stability", "unstable"), pa.bool_(), block=STABILITY_BLOCK),
+        CaseField(
+            STABILITY_UNSTABLE, ("stability", "unstable"), pl.Boolean(), block=STABILITY_BLOCK
+        ),
         CaseField(
             STABILITY_DIFFERS,
             ("stability", "differs"),
-            pa.list_(pa.string()),
+            pl.List(pl.String),
             block=STABILITY_BLOCK,
         ),
     )
@@ -133,7 +135,7 @@ def case_layout(catalog: Catalog = CATALOG) -> tuple[Slot, ...]:
             lambda output: passage_block(output["passage"]),
             slotted=lambda output, binary32: passage_block(output["passage"], binary32),
         ),
-        CaseField("passage_outcome", ("passage", "outcome"), pa.string(), lane=True),
+        CaseField("passage_outcome", ("passage", "outcome"), pl.String(), lane=True),
         metric["latency.passage_ms"],
         FromLane(("structural",), _optional("structural", structural_block)),
         metric["recall.recall_at_k"],
@@ -144,9 +146,9 @@ def case_layout(catalog: Catalog = CATALOG) -> tuple[Slot, ...]:
         *_coverage("concepts", catalog),
         *_coverage("labels", catalog),
         *_coverage("associations", catalog),
-        CaseField(_LANE_CROSS, ("lane_cross", "structural_hit"), pa.bool_(), block=_LANE_CROSS),
+        CaseField(_LANE_CROSS, ("lane_cross", "structural_hit"), pl.Boolean(), block=_LANE_CROSS),
         CaseField(
-            "lane_cross_passage_hit", ("lane_cross", "passage_hit"), pa.bool_(), block=_LANE_CROSS
+            "lane_cross_passage_hit", ("lane_cross", "passage_hit"), pl.Boolean(), block=_LANE_CROSS
         ),
         _count(_CITATIONS, ("citations", "recall", "expected_total"), _CITATIONS),
         _count("citations_matched", ("citations", "recall", "matched"), _CITATIONS),
@@ -159,15 +161,15 @@ def case_layout(catalog: Catalog = CATALOG) -> tuple[Slot, ...]:
             lambda output: [citation_check_block(check) for check in output.get("checks") or []],
             block=_CITATIONS,
         ),
-        CaseField("missed", ("missed",), pa.list_(pa.string())),
-        CaseField("missed_truncated", ("missed_truncated",), pa.int64()),
+        CaseField("missed", ("missed",), pl.List(pl.String)),
+        CaseField("missed_truncated", ("missed_truncated",), pl.Int64()),
         FromLane(("evidence",), _optional("evidence", evidence_block)),
         metric["latency.evidence_ms"],
         FromLane(("budget",), _optional("budget", budget_block)),
         metric["budget.items_used"],
         metric["budget.bytes_used"],
         metric["budget.tokens_used"],
-        CaseField("budget_omitted_total", ("budget", "omitted_total"), pa.int64(), lane=True),
+        CaseField("budget_omitted_total", ("budget", "omitted_total"), pl.Int64(), lane=True),
         metric["diversity.sources"],
         *_answers(catalog),
     )

@@ -30,7 +30,6 @@ from taguru_eval.tables.schemas import (
     cases_schema,
     conform,
     metrics_frame,
-    polars_schema,
 )
 from taguru_eval.tables.shapes import CallRecord, EvidenceRow, LaneOutput
 
@@ -309,7 +308,7 @@ def cases_from_artifact(
         ("supported", "supported"),
     ):
         columns[column] = [get_path(case, "answerability", key) for case in cases]
-    schema = polars_schema(cases_schema(catalog))
+    schema = cases_schema(catalog)
     strict = {name: dtype for name, dtype in schema.items() if name in columns}
     frame = pl.DataFrame(columns, schema=strict, strict=False)
     return conform(

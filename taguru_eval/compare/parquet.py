@@ -72,7 +72,7 @@ HEAD_KEYS: Final = frozenset(
 """Top-level keys compare reads besides cases and metrics; all must precede ``cases``."""
 
 _METRIC_FIELDS: Final = tuple(
-    name for name in TABLE["metrics"].schema.names if name not in ("run_id", "metric", "statistic")
+    name for name in TABLE["metrics"].polars if name not in ("run_id", "metric", "statistic")
 )
 """Every value column of metrics.parquet; a metric object is its non-null ones."""
 

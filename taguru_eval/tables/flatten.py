@@ -16,12 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import reduce
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 import msgspec
 import polars as pl
-import pyarrow as pa
-import pyarrow.json as pa_json
 from polars.datatypes import DataTypeClass
 
 from taguru_eval._base.jsonstrict import I64_MAX, JsonPath, JsonShapeError, describe
@@ -42,6 +40,7 @@ from taguru_eval.tables.schemas import (
     REFUSAL_LANES,
     RESOLUTIONS,
     RunTables,
+    arrow_schema,
     conform,
 )
 from taguru_eval.tables.shapes import (
@@ -57,6 +56,10 @@ from taguru_eval.tables.shapes import (
     RefusalOutput,
     RerankerPlan,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.json as pa_json
 
 # The nested rows hold what the flat tables read, as :mod:`.shapes` declares it,
 # less what they never read or hold elsewhere: converting it would be the cost
@@ -145,45 +148,37 @@ def _holds(item: object, kind: pl.DataType) -> bool:
     return isinstance(item, int | float)
 
 
-_LANE_OUTPUT_ARROW: Final = pl.DataFrame(schema=_LANE_OUTPUT).to_arrow().schema
-_REFUSAL_OUTPUT_ARROW: Final = pl.DataFrame(schema=_REFUSAL_OUTPUT).to_arrow().schema
-
-
-NestedChunk: TypeAlias = pa.Table | pl.DataFrame
+NestedChunk: TypeAlias = "pa.Table | pl.DataFrame"
 """Some outputs as nested rows: Arrow's, or Polars' for a value Arrow will not take."""
 
 _ENCODER: Final = msgspec.json.Encoder()
 
 
-def _parse_options(arrow_schema: pa.Schema) -> pa_json.ParseOptions:
-    """How Arrow's JSON reader reads outputs of ``arrow_schema``: every member the
-    schema does not name ignored, at any depth."""
-    return pa_json.ParseOptions(
-        explicit_schema=pa.schema(
-            [field.with_type(_readable(field.type)) for field in arrow_schema]
-        ),
-        unexpected_field_behavior="ignore",
-    )
+_OPTIONS: Final[dict[int, pa_json.ParseOptions]] = {}
+"""The parse options of each nested schema, built once (keyed by the schema's id:
+the two are module constants)."""
 
 
-def _readable(kind: pa.DataType) -> pa.DataType:
-    """``kind`` with its large lists and strings (Polars' export) as the plain ones
-    Arrow's JSON reader builds; Polars takes either."""
-    if pa.types.is_large_list(kind) or pa.types.is_list(kind):
-        return pa.list_(_readable(kind.value_type))
-    if pa.types.is_struct(kind):
-        return pa.struct([field.with_type(_readable(field.type)) for field in kind])
-    if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
-        return pa.string()
-    return kind
+def _parse_options(schema: pl.Schema) -> pa_json.ParseOptions:
+    """How Arrow's JSON reader reads outputs of ``schema``: as its Arrow schema
+    (plain lists and strings, the ones the reader builds; Polars takes either),
+    every member the schema does not name ignored, at any depth.
+
+    pyarrow is imported here, on first use: only this reference way needs it
+    (a batch the columns refused, outputs read back from a document, the
+    must-refuse probes), never a plain run."""
+    import pyarrow.json as pa_json
+
+    options = _OPTIONS.get(id(schema))
+    if options is None:
+        options = pa_json.ParseOptions(
+            explicit_schema=arrow_schema(schema), unexpected_field_behavior="ignore"
+        )
+        _OPTIONS[id(schema)] = options
+    return options
 
 
-_OPTIONS: Final = {
-    id(schema): _parse_options(schema) for schema in (_LANE_OUTPUT_ARROW, _REFUSAL_OUTPUT_ARROW)
-}
-
-
-def _arrow_rows(outputs: Sequence[Mapping[str, Any]], arrow_schema: pa.Schema) -> pa.Table:
+def _arrow_rows(outputs: Sequence[Mapping[str, Any]], schema: pl.Schema) -> pa.Table:
     """``outputs`` as Arrow rows: msgspec writes them as JSON lines, Arrow's JSON reader
     reads those against the schema.
 
@@ -192,18 +187,18 @@ def _arrow_rows(outputs: Sequence[Mapping[str, Any]], arrow_schema: pa.Schema) -
     needs besides); its JSON reader does not. A value JSON cannot spell (an
     infinite score) becomes null, as evaluation.json writes it.
     """
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+
+    options = _parse_options(schema)
     lines = _ENCODER.encode_lines(outputs)
     # The whole batch as one block, read on the calling thread (a block larger
     # than the batch is allocated whole; one per line costs a fixed overhead each).
     read = pa_json.ReadOptions(use_threads=False, block_size=len(lines) + 1)
-    return pa_json.read_json(
-        pa.BufferReader(lines), read_options=read, parse_options=_OPTIONS[id(arrow_schema)]
-    )
+    return pa_json.read_json(pa.BufferReader(lines), read_options=read, parse_options=options)
 
 
-def _nested_chunk(
-    outputs: Sequence[Mapping[str, Any]], schema: pl.Schema, arrow_schema: pa.Schema
-) -> NestedChunk:
+def _nested_chunk(outputs: Sequence[Mapping[str, Any]], schema: pl.Schema) -> NestedChunk:
     """Outputs as nested rows of ``schema``, in the order given (missing optional keys
     become null).
 
@@ -215,8 +210,10 @@ def _nested_chunk(
     """
     if not outputs:  # Arrow's reader refuses an empty file
         return pl.DataFrame(schema=schema)
+    import pyarrow as pa
+
     try:
-        return _arrow_rows(outputs, arrow_schema)
+        return _arrow_rows(outputs, schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
         pass
     # A taguru count past int64 (its u64/usize go to 2^64-1; the artifact keeps
@@ -224,7 +221,7 @@ def _nested_chunk(
     # Polars' constructor would make it null, indistinguishable from absent.
     saturated = [_saturated(output) for output in outputs]
     try:
-        return _arrow_rows(saturated, arrow_schema)
+        return _arrow_rows(saturated, schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
         names = schema.names()
         return pl.DataFrame(
@@ -235,8 +232,10 @@ def _nested_chunk(
 def nested_rows_problem(outputs: Sequence[LaneOutput]) -> str | None:
     """Why ``outputs`` would not become the tables' nested rows (the converter's
     first words), or None."""
+    import pyarrow as pa
+
     try:
-        chunk = _nested_chunk(outputs, _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
+        chunk = _nested_chunk(outputs, _LANE_OUTPUT)
         _nested_frame([chunk])
     except (pl.exceptions.PolarsError, pa.ArrowException, OverflowError, ValueError) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -272,6 +271,14 @@ def _nested_frame(chunks: list[NestedChunk]) -> pl.DataFrame:
     handed back once the frame is built (a one-off call, not a process setting),
     which is most of the nested rows' footprint at 100,000 cases.
     """
+    if all(isinstance(chunk, pl.DataFrame) for chunk in chunks):
+        frames = cast(list[pl.DataFrame], chunks[:])
+        chunks.clear()
+        frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
+        frames.clear()
+        return frame.rechunk().sort("case_index", maintain_order=True)
+    import pyarrow as pa
+
     taken = chunks[:]
     chunks.clear()
     arrow = [chunk for chunk in taken if isinstance(chunk, pa.Table)]
@@ -496,7 +503,7 @@ def _piece(batch: list[LaneOutput], columns: Columns, repeat: int) -> dict[str, 
     try:
         return columns.frames(repeat)
     except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
-        chunk = _nested_chunk(batch, _LANE_OUTPUT, _LANE_OUTPUT_ARROW)
+        chunk = _nested_chunk(batch, _LANE_OUTPUT)
         return _tables_of(_nested_frame([chunk]), repeat)
 
 
@@ -714,7 +721,7 @@ def _refusal_tables(
     """The must-refuse rows: ``refusal_lanes`` and the ``must_refuse`` rows of
     ``calls``, ``hits``, ``resolutions`` and ``evidence_items`` (conformed to
     their schemas)."""
-    nested = _nested_frame([_nested_chunk(refusal_outputs, _REFUSAL_OUTPUT, _REFUSAL_OUTPUT_ARROW)])
+    nested = _nested_frame([_nested_chunk(refusal_outputs, _REFUSAL_OUTPUT)])
     keys = [run, pl.col("case_index"), pl.col("case_id")]
     population = pl.lit(POPULATION_MUST_REFUSE).alias("population")
     lanes = nested.select(

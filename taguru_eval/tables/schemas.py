@@ -1,4 +1,4 @@
-"""The run's tables, each declared once: :data:`TABLES`, a list of name -> Arrow schema.
+"""The run's tables, each declared once: :data:`TABLES`, a list of name -> Polars schema.
 
 Every HTTP call of a run is one row of ``calls``; what the calls returned lands
 in ``case_lanes`` (one row per case), ``hits``, ``resolutions``, ``probes``,
@@ -8,21 +8,20 @@ per-case metric a column) and ``metrics`` (one row per aggregate).
 With ``--must-refuse`` the probes' calls, hits and cue resolutions join the same
 three tables under ``population`` ``must_refuse``, ``refusal_lanes`` holds what
 each probe got and the scorer adds ``refusal_cases`` (the verdicts).
-The Polars schemas, the Parquet file names, empty frames and the run-tables
-type all derive from :data:`TABLES`, so Parquet files and frames can never
-drift apart. A per-case metric's column (name and type) comes from the
-catalog. The eval set's ``expected`` frame is declared here too, with the
-key types the scorer joins on."""
+The Arrow schemas (derived on demand: :func:`arrow_schema`), the Parquet file
+names, empty frames and the run-tables type all derive from :data:`TABLES`, so
+Parquet files and frames can never drift apart. A per-case metric's column
+(name and type) comes from the catalog. The eval set's ``expected`` frame is
+declared here too, with the key types the scorer joins on."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import polars as pl
-import pyarrow as pa
 
 from taguru_eval.catalog import (
     ANSWERS_BLOCK,
@@ -35,9 +34,15 @@ from taguru_eval.catalog import (
     Catalog,
 )
 
-_RUN = [pa.field("run_id", pa.string()), pa.field("case_index", pa.int32())]
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-_CASE = [*_RUN, pa.field("case_id", pa.string())]
+Column: TypeAlias = tuple[str, "pl.DataType | type[pl.DataType]"]
+"""One declared column: its name and Polars dtype."""
+
+_RUN: list[Column] = [("run_id", pl.String), ("case_index", pl.Int32)]
+
+_CASE: list[Column] = [*_RUN, ("case_id", pl.String)]
 
 POPULATION_EVAL: Final = "eval"
 POPULATION_MUST_REFUSE: Final = "must_refuse"
@@ -47,220 +52,218 @@ POPULATIONS: Final = (POPULATION_EVAL, POPULATION_MUST_REFUSE)
 # must-refuse file. Always written (``eval`` in a run without --must-refuse),
 # so every stored run of a context shares one schema; ``case_index`` is the
 # position within that file, so (population, case_index) is the row's case.
-_POPULATION = pa.field("population", pa.string())
+_POPULATION: Column = ("population", pl.String)
 
-CALLS_SCHEMA = pa.schema(
+CALLS_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("seq", pa.int32()),
-        pa.field("lane", pa.string()),
-        pa.field("endpoint", pa.string()),
-        pa.field("item_index", pa.int32()),
-        pa.field("position", pa.string()),
-        pa.field("outcome", pa.string()),
-        pa.field("http_status", pa.int32()),
-        pa.field("latency_ms", pa.int64()),
-        pa.field("error", pa.string()),
+        ("seq", pl.Int32),
+        ("lane", pl.String),
+        ("endpoint", pl.String),
+        ("item_index", pl.Int32),
+        ("position", pl.String),
+        ("outcome", pl.String),
+        ("http_status", pl.Int32),
+        ("latency_ms", pl.Int64),
+        ("error", pl.String),
         _POPULATION,
         # The 0-based repetition of the case the call belongs to (run --repeat N
         # sends every eval case N times; ``seq`` counts within one repetition).
         # Always written, 0 in a run without --repeat (and for every must-refuse
         # probe), so every stored run of a context shares one schema; null only
         # in a run stored before the column existed.
-        pa.field("repeat", pa.int32()),
+        ("repeat", pl.Int32),
     ]
 )
 
-_PLAN_FIELDS = [
-    pa.field("plan_context", pa.string()),
-    pa.field("plan_bm25_ran", pa.bool_()),
-    pa.field("plan_bm25_reason", pa.string()),
-    pa.field("plan_bm25_floor", pa.float32()),
-    pa.field("plan_vector_ran", pa.bool_()),
-    pa.field("plan_vector_reason", pa.string()),
-    pa.field("plan_vector_floor", pa.float32()),
-    pa.field("plan_filter_eligible_sources", pa.int64()),
-    pa.field("plan_filter_total_sources", pa.int64()),
+_PLAN_FIELDS: list[Column] = [
+    ("plan_context", pl.String),
+    ("plan_bm25_ran", pl.Boolean),
+    ("plan_bm25_reason", pl.String),
+    ("plan_bm25_floor", pl.Float32),
+    ("plan_vector_ran", pl.Boolean),
+    ("plan_vector_reason", pl.String),
+    ("plan_vector_floor", pl.Float32),
+    ("plan_filter_eligible_sources", pl.Int64),
+    ("plan_filter_total_sources", pl.Int64),
 ]
 
-CASE_LANES_SCHEMA = pa.schema(
+CASE_LANES_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("query", pa.string()),
-        pa.field("cues", pa.list_(pa.string())),
-        pa.field("limit", pa.int64()),
+        ("query", pl.String),
+        ("cues", pl.List(pl.String)),
+        ("limit", pl.Int64),
         # The case's options.tags (null: not recorded, e.g. a run imported from
         # an evaluation.json, which does not carry tags).
-        pa.field("tags", pa.list_(pa.string())),
-        pa.field("passage_outcome", pa.string()),
-        pa.field("passage_message", pa.string()),
-        pa.field("passage_latency_ms", pa.int64()),
-        pa.field("hit_count", pa.int64()),
+        ("tags", pl.List(pl.String)),
+        ("passage_outcome", pl.String),
+        ("passage_message", pl.String),
+        ("passage_latency_ms", pl.Int64),
+        ("hit_count", pl.Int64),
         *_PLAN_FIELDS,
-        pa.field("structural_ran", pa.bool_()),
-        pa.field("citation_count", pa.int64()),
+        ("structural_ran", pl.Boolean),
+        ("citation_count", pl.Int64),
         # Assembly / budget room (EVALUATE.md §7); null in a plain baseline run.
-        pa.field("evidence_outcome", pa.string()),
-        pa.field("evidence_message", pa.string()),
-        pa.field("evidence_latency_ms", pa.int64()),
-        pa.field("reranker_ran", pa.bool_()),
-        pa.field("reranker_reason", pa.string()),
-        pa.field("budget_items_used", pa.int64()),
-        pa.field("budget_bytes_used", pa.int64()),
-        pa.field("budget_tokens_used", pa.int64()),
-        pa.field("budget_max_items", pa.int64()),
-        pa.field("budget_max_bytes", pa.int64()),
-        pa.field("budget_max_tokens", pa.int64()),
-        pa.field("budget_omitted_total", pa.int64()),
+        ("evidence_outcome", pl.String),
+        ("evidence_message", pl.String),
+        ("evidence_latency_ms", pl.Int64),
+        ("reranker_ran", pl.Boolean),
+        ("reranker_reason", pl.String),
+        ("budget_items_used", pl.Int64),
+        ("budget_bytes_used", pl.Int64),
+        ("budget_tokens_used", pl.Int64),
+        ("budget_max_items", pl.Int64),
+        ("budget_max_bytes", pl.Int64),
+        ("budget_max_tokens", pl.Int64),
+        ("budget_omitted_total", pl.Int64),
         # Omissions a budget ceiling caused (EVALUATE.md §5.2 budget.omitted_rate).
-        pa.field("budget_omitted_by_budget", pa.int64()),
+        ("budget_omitted_by_budget", pl.Int64),
     ]
 )
 
-HITS_SCHEMA = pa.schema(
+HITS_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("rank", pa.int32()),  # 0-based position in passage.hits
-        pa.field("source", pa.string()),
-        pa.field("paragraph", pa.int64()),
-        pa.field("score", pa.float32()),
-        pa.field("bm25_rank", pa.int32()),
-        pa.field("bm25_score", pa.float32()),
-        pa.field("vector_rank", pa.int32()),
-        pa.field("vector_score", pa.float32()),
+        ("rank", pl.Int32),  # 0-based position in passage.hits
+        ("source", pl.String),
+        ("paragraph", pl.Int64),
+        ("score", pl.Float32),
+        ("bm25_rank", pl.Int32),
+        ("bm25_score", pl.Float32),
+        ("vector_rank", pl.Int32),
+        ("vector_score", pl.Float32),
         _POPULATION,
     ]
 )
 
-RESOLUTIONS_SCHEMA = pa.schema(
+RESOLUTIONS_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("cue_index", pa.int32()),  # position in structural.cues
-        pa.field("cue", pa.string()),
-        pa.field("kind", pa.string()),
-        pa.field("tier", pa.string()),
-        pa.field("error", pa.string()),
-        pa.field("latency_ms", pa.int64()),
+        ("cue_index", pl.Int32),  # position in structural.cues
+        ("cue", pl.String),
+        ("kind", pl.String),
+        ("tier", pl.String),
+        ("error", pl.String),
+        ("latency_ms", pl.Int64),
         # One row per resolved name; a cue that resolved nothing keeps one row
         # with rank/name null so its latency and error stay visible.
-        pa.field("rank", pa.int32()),
-        pa.field("name", pa.string()),
+        ("rank", pl.Int32),
+        ("name", pl.String),
         _POPULATION,
         # The resolver's match kind of the name (exact, alias, containment, fuzzy,
         # …) where a must-refuse cue probe records it; null for eval rows.
-        pa.field("match_kind", pa.string()),
+        ("match_kind", pl.String),
     ]
 )
 
-_POSITION_FIELDS = [
+_POSITION_FIELDS: list[Column] = [
     field
     for position in ("subject", "label", "object")
     for field in (
-        pa.field(f"{position}_outcome", pa.string()),
-        pa.field(f"{position}_name", pa.string()),
-        pa.field(f"{position}_tier", pa.string()),
-        pa.field(f"{position}_candidates", pa.list_(pa.string())),
-        pa.field(f"{position}_message", pa.string()),
-        pa.field(f"{position}_latency_ms", pa.int64()),
+        (f"{position}_outcome", pl.String),
+        (f"{position}_name", pl.String),
+        (f"{position}_tier", pl.String),
+        (f"{position}_candidates", pl.List(pl.String)),
+        (f"{position}_message", pl.String),
+        (f"{position}_latency_ms", pl.Int64),
     )
 ]
 
-PROBES_SCHEMA = pa.schema(
+PROBES_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("association_index", pa.int32()),
-        pa.field("subject_cue", pa.string()),
-        pa.field("label_cue", pa.string()),
-        pa.field("object_cue", pa.string()),
+        ("association_index", pl.Int32),
+        ("subject_cue", pl.String),
+        ("label_cue", pl.String),
+        ("object_cue", pl.String),
         *_POSITION_FIELDS,
-        pa.field("query_outcome", pa.string()),  # null: the query was never called
-        pa.field("query_total", pa.int64()),
-        pa.field("query_matches", pa.int64()),
-        pa.field("query_message", pa.string()),
-        pa.field("query_latency_ms", pa.int64()),
+        ("query_outcome", pl.String),  # null: the query was never called
+        ("query_total", pl.Int64),
+        ("query_matches", pl.Int64),
+        ("query_message", pl.String),
+        ("query_latency_ms", pl.Int64),
     ]
 )
 
-ATTRIBUTIONS_SCHEMA = pa.schema(
+ATTRIBUTIONS_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("association_index", pa.int32()),
-        pa.field("attribution_index", pa.int32()),
-        pa.field("source", pa.string()),
-        pa.field("paragraph", pa.int64()),  # null: attribution without a paragraph
+        ("association_index", pl.Int32),
+        ("attribution_index", pl.Int32),
+        ("source", pl.String),
+        ("paragraph", pl.Int64),  # null: attribution without a paragraph
     ]
 )
 
-CITATION_CHECKS_SCHEMA = pa.schema(
+CITATION_CHECKS_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("citation_index", pa.int32()),
-        pa.field("source", pa.string()),
-        pa.field("paragraph", pa.int64()),
-        pa.field("served", pa.bool_()),
-        pa.field("outcome", pa.string()),
-        pa.field("section_check", pa.string()),  # null when unresolved
-        pa.field("section_expected", pa.string()),  # declared value (null = declared null)
-        pa.field("quote_declared", pa.string()),
-        pa.field("quote_matched", pa.bool_()),
-        pa.field("code", pa.string()),
-        pa.field("message", pa.string()),
-        pa.field("latency_ms", pa.int64()),
+        ("citation_index", pl.Int32),
+        ("source", pl.String),
+        ("paragraph", pl.Int64),
+        ("served", pl.Boolean),
+        ("outcome", pl.String),
+        ("section_check", pl.String),  # null when unresolved
+        ("section_expected", pl.String),  # declared value (null = declared null)
+        ("quote_declared", pl.String),
+        ("quote_matched", pl.Boolean),
+        ("code", pl.String),
+        ("message", pl.String),
+        ("latency_ms", pl.Int64),
     ]
 )
 
 
-EVIDENCE_ITEMS_SCHEMA = pa.schema(
+EVIDENCE_ITEMS_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("item_index", pa.int32()),  # admitted items first, then the listed omissions
-        pa.field("candidate_id", pa.string()),  # kind, NUL, canonical key (HTTP.md §6.9)
-        pa.field("kind", pa.string()),  # association | passage | community (open)
-        pa.field("admitted", pa.bool_()),
-        pa.field("fused_rank", pa.int64()),  # null for an omitted candidate
-        pa.field("source", pa.string()),  # the item's own locator; null for an association
-        pa.field("paragraph", pa.int64()),
+        ("item_index", pl.Int32),  # admitted items first, then the listed omissions
+        ("candidate_id", pl.String),  # kind, NUL, canonical key (HTTP.md §6.9)
+        ("kind", pl.String),  # association | passage | community (open)
+        ("admitted", pl.Boolean),
+        ("fused_rank", pl.Int64),  # null for an omitted candidate
+        ("source", pl.String),  # the item's own locator; null for an association
+        ("paragraph", pl.Int64),
         # null when not recorded (a run read back from evaluation.json) or omitted
-        pa.field(
+        (
             "lane_ranks",
-            pa.list_(pa.struct([pa.field("lane", pa.string()), pa.field("rank", pa.int64())])),
+            pl.List(pl.Struct({"lane": pl.String, "rank": pl.Int64})),
         ),
-        pa.field(
+        (
             "citation_refs",
-            pa.list_(
-                pa.struct([pa.field("source", pa.string()), pa.field("paragraph", pa.int64())])
-            ),
+            pl.List(pl.Struct({"source": pl.String, "paragraph": pl.Int64})),
         ),
-        pa.field("omitted_reason", pa.string()),  # null when admitted
-        pa.field("duplicate_of", pa.string()),
+        ("omitted_reason", pl.String),  # null when admitted
+        ("duplicate_of", pl.String),
         _POPULATION,
     ]
 )
 
 
-def _metric(name: str, catalog: Catalog) -> pa.Field:
+def _metric(name: str, catalog: Catalog) -> Column:
     """The ``cases`` column of a per-case metric, as the catalog declares it."""
     case_field = catalog.per_case[name]
-    return pa.field(case_field.column, case_field.dtype)
+    return (case_field.column, case_field.dtype)
 
 
-def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
+def cases_schema(catalog: Catalog = CATALOG) -> pl.Schema:
     """The ``cases`` table: one row per case, every per-case metric a column.
 
     The columns of the 31 metrics keep their documented order; a per-case
     metric a catalog adds is appended, typed as the catalog declares it.
     """
 
-    def metric(name: str) -> pa.Field:
+    def metric(name: str) -> Column:
         return _metric(name, catalog)
 
-    listed = [
+    listed: list[Column] = [
         *_CASE,
-        pa.field("passage_outcome", pa.string()),
+        ("passage_outcome", pl.String),
         metric("latency.passage_ms"),
-        pa.field("structural_ran", pa.bool_()),
-        pa.field("recall_expected_total", pa.int64()),
-        pa.field("recall_matched", pa.int64()),
+        ("structural_ran", pl.Boolean),
+        ("recall_expected_total", pl.Int64),
+        ("recall_matched", pl.Int64),
         metric("recall.recall_at_k"),
         metric("recall.mrr"),
         metric("recall.ndcg"),
@@ -268,42 +271,42 @@ def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
             field
             for block in ("concepts", "labels", "associations")
             for field in (
-                pa.field(f"coverage_{block}_expected", pa.int64()),
-                pa.field(f"coverage_{block}_matched", pa.int64()),
+                (f"coverage_{block}_expected", pl.Int64),
+                (f"coverage_{block}_matched", pl.Int64),
                 metric(f"coverage.{block}"),
             )
         ],
-        pa.field("lane_cross_structural_hit", pa.bool_()),
-        pa.field("lane_cross_passage_hit", pa.bool_()),
-        pa.field("citations_expected_total", pa.int64()),
-        pa.field("citations_matched", pa.int64()),
+        ("lane_cross_structural_hit", pl.Boolean),
+        ("lane_cross_passage_hit", pl.Boolean),
+        ("citations_expected_total", pl.Int64),
+        ("citations_matched", pl.Int64),
         metric("citations.recall"),
-        pa.field("citations_valid", pa.int64()),
+        ("citations_valid", pl.Int64),
         metric("citations.locator_validity"),
-        pa.field("missed", pa.list_(pa.string())),
-        pa.field("missed_truncated", pa.int64()),
+        ("missed", pl.List(pl.String)),
+        ("missed_truncated", pl.Int64),
         metric("diversity.sources"),
         metric("latency.evidence_ms"),
         metric("budget.items_used"),
         metric("budget.bytes_used"),
         metric("budget.tokens_used"),
-        pa.field("budget_omitted_total", pa.int64()),
+        ("budget_omitted_total", pl.Int64),
         # ABSTENTION.md §3.6/§3.7: the must-refuse rule applied to the case's own
         # hits; null in a run without --must-refuse and outside the answerable
         # population (a declared relevant source, a completed passage lane).
-        pa.field("answerability_verdict", pa.string()),
-        pa.field("answerability_reason", pa.string()),
-        pa.field("offered", pa.bool_()),
-        pa.field("supported", pa.bool_()),
+        ("answerability_verdict", pl.String),
+        ("answerability_reason", pl.String),
+        ("offered", pl.Boolean),
+        ("supported", pl.Boolean),
     ]
     if set(ANSWERS_METRICS) <= set(catalog):
         # The answers block's counts (--answers); its three values follow as metrics.
         listed += [
-            pa.field(ANSWERS_BLOCK, pa.int64()),
-            pa.field("answers_found", pa.int64()),
-            pa.field("answers_first_rank", pa.int64()),
+            (ANSWERS_BLOCK, pl.Int64),
+            ("answers_found", pl.Int64),
+            ("answers_first_rank", pl.Int64),
         ]
-    names = {field.name for field in listed}
+    names = {name for name, _ in listed}
     added = [
         metric(name) for name in catalog.per_case if catalog.per_case[name].column not in names
     ]
@@ -311,120 +314,137 @@ def cases_schema(catalog: Catalog = CATALOG) -> pa.Schema:
         # run --repeat N (N > 1), last: how many repetitions, whether the compared
         # metrics differed across them, and which did (in compare's order).
         added += [
-            pa.field(STABILITY_BLOCK, pa.int64()),
-            pa.field(STABILITY_UNSTABLE, pa.bool_()),
-            pa.field(STABILITY_DIFFERS, pa.list_(pa.string())),
+            (STABILITY_BLOCK, pl.Int64),
+            (STABILITY_UNSTABLE, pl.Boolean),
+            (STABILITY_DIFFERS, pl.List(pl.String)),
         ]
-    return pa.schema([*listed, *added])
+    return pl.Schema([*listed, *added])
 
 
 CASES_SCHEMA = cases_schema()
 
-ANSWER_CHECKS_SCHEMA = pa.schema(
+ANSWER_CHECKS_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("answer_index", pa.int32()),  # the answer's position in the case's list
-        pa.field("found", pa.bool_()),
-        pa.field("rank", pa.int32()),  # 1-based rank of the first matching hit; null: not found
-        pa.field("match", pa.string()),  # normalized | tokens
+        ("answer_index", pl.Int32),  # the answer's position in the case's list
+        ("found", pl.Boolean),
+        ("rank", pl.Int32),  # 1-based rank of the first matching hit; null: not found
+        ("match", pl.String),  # normalized | tokens
     ]
 )
 
 
-REFUSAL_LANES_SCHEMA = pa.schema(
+REFUSAL_LANES_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("kind", pa.string()),  # out_of_corpus | adjacent | unspecified
-        pa.field("why", pa.string()),  # the author's own note, never corpus text
-        pa.field("query", pa.string()),
-        pa.field("cues", pa.list_(pa.string())),
-        pa.field("limit", pa.int64()),
-        pa.field("floor", pa.float32()),  # options.floor as declared
-        pa.field("passage_outcome", pa.string()),
-        pa.field("passage_message", pa.string()),
-        pa.field("passage_latency_ms", pa.int64()),
-        pa.field("hit_count", pa.int64()),
+        ("kind", pl.String),  # out_of_corpus | adjacent | unspecified
+        ("why", pl.String),  # the author's own note, never corpus text
+        ("query", pl.String),
+        ("cues", pl.List(pl.String)),
+        ("limit", pl.Int64),
+        ("floor", pl.Float32),  # options.floor as declared
+        ("passage_outcome", pl.String),
+        ("passage_message", pl.String),
+        ("passage_latency_ms", pl.Int64),
+        ("hit_count", pl.Int64),
         *_PLAN_FIELDS,
-        pa.field("structural_ran", pa.bool_()),
+        ("structural_ran", pl.Boolean),
         # The evidence probe (--assembly): assembled | failed, and the package's
         # uncapped omitted_total; null in baseline mode.
-        pa.field("evidence_outcome", pa.string()),
-        pa.field("omitted_total", pa.int64()),
+        ("evidence_outcome", pl.String),
+        ("omitted_total", pl.Int64),
     ]
 )
 
-REFUSAL_CASES_SCHEMA = pa.schema(
+REFUSAL_CASES_SCHEMA = pl.Schema(
     [
         *_CASE,
-        pa.field("kind", pa.string()),
-        pa.field("verdict", pa.string()),  # abstained | surfaced | undetermined | failed
-        pa.field("reason", pa.string()),  # null only when abstained
-        pa.field(
-            "surfaced_by", pa.string()
-        ),  # passage | evidence | structural; null unless surfaced
+        ("kind", pl.String),
+        ("verdict", pl.String),  # abstained | surfaced | undetermined | failed
+        ("reason", pl.String),  # null only when abstained
+        ("surfaced_by", pl.String),  # passage | evidence | structural; null unless surfaced
         # The passage probe's verdict, or under --assembly the evidence probe's.
-        pa.field("passage_verdict", pa.string()),
-        pa.field("passage_reason", pa.string()),
-        pa.field("hits_served", pa.int64()),
-        pa.field("vector_hits", pa.int64()),
-        pa.field("bm25_only_hits", pa.int64()),
-        pa.field("structural_verdict", pa.string()),  # null: the case declares no cue
-        pa.field("structural_reason", pa.string()),
-        pa.field("cues_surfaced", pa.int64()),
-        pa.field("cues_failed", pa.int64()),
+        ("passage_verdict", pl.String),
+        ("passage_reason", pl.String),
+        ("hits_served", pl.Int64),
+        ("vector_hits", pl.Int64),
+        ("bm25_only_hits", pl.Int64),
+        ("structural_verdict", pl.String),  # null: the case declares no cue
+        ("structural_reason", pl.String),
+        ("cues_surfaced", pl.Int64),
+        ("cues_failed", pl.Int64),
     ]
 )
 
-METRICS_SCHEMA = pa.schema(
+METRICS_SCHEMA = pl.Schema(
     [
-        pa.field("run_id", pa.string()),
-        pa.field("metric", pa.string()),
-        pa.field("statistic", pa.string()),  # distribution | ratio | count
-        pa.field("n", pa.int64()),
-        pa.field("value", pa.float64()),  # ratio / count
-        pa.field("numerator", pa.int64()),  # ratio
-        pa.field("min", pa.float64()),
-        pa.field("p50", pa.float64()),
-        pa.field("p90", pa.float64()),
-        pa.field("p99", pa.float64()),
-        pa.field("max", pa.float64()),
-        pa.field("mean", pa.float64()),
-        pa.field("sum", pa.float64()),
+        ("run_id", pl.String),
+        ("metric", pl.String),
+        ("statistic", pl.String),  # distribution | ratio | count
+        ("n", pl.Int64),
+        ("value", pl.Float64),  # ratio / count
+        ("numerator", pl.Int64),  # ratio
+        ("min", pl.Float64),
+        ("p50", pl.Float64),
+        ("p90", pl.Float64),
+        ("p99", pl.Float64),
+        ("max", pl.Float64),
+        ("mean", pl.Float64),
+        ("sum", pl.Float64),
     ]
 )
 
 
 def cases_polars(catalog: Catalog) -> pl.Schema:
     """The Polars schema of the ``cases`` table of a run measured with ``catalog``."""
-    return CASES if catalog is CATALOG else polars_schema(cases_schema(catalog))
+    return CASES if catalog is CATALOG else cases_schema(catalog)
 
 
-def polars_schema(schema: pa.Schema) -> pl.Schema:
-    """The Polars schema of an Arrow schema (the one derivation used everywhere)."""
-    # Not ``schema.empty_table()``: that drags pandas in through pyarrow's
-    # pandas metadata hook, and the package promises a pandas-free import.
-    frame = pl.from_arrow(pa.Table.from_batches([], schema=schema))
-    assert isinstance(frame, pl.DataFrame)
-    return frame.schema
+def arrow_schema(schema: pl.Schema) -> pa.Schema:
+    """The Arrow schema of a declared Polars one (the one derivation used
+    everywhere pyarrow reads a table): plain strings and lists, the types the
+    run store has always declared to Arrow readers.
+
+    pyarrow is imported here, on first use: a run never needs it (its tables
+    are Polars frames, written by Polars' own Parquet writer)."""
+    import pyarrow as pa
+
+    exported = pl.DataFrame(schema=schema).to_arrow().schema
+    return pa.schema([field.with_type(plain_arrow(field.type)) for field in exported])
 
 
-EXPECTED_SCHEMA: Final = pa.schema(
+def plain_arrow(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with its large lists and strings (Polars' export, and the hint
+    Polars' Parquet writer stores) as the plain ones the declared schemas use."""
+    import pyarrow as pa
+
+    if pa.types.is_large_list(kind) or pa.types.is_list(kind):
+        # The item keeps its name: Parquet's "element", or Arrow's "item".
+        return pa.list_(kind.value_field.with_type(plain_arrow(kind.value_type)))
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(plain_arrow(field.type)) for field in kind])
+    if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return pa.string()
+    return kind
+
+
+EXPECTED: Final = pl.Schema(
     [
-        pa.field("case_id", pa.string()),
-        pa.field("case_index", pa.int32()),
-        pa.field("kind", pa.string()),  # source | concept | label | association | citation
-        pa.field("entry_index", pa.int32()),
-        pa.field("item_index", pa.int32()),
-        pa.field("source", pa.string()),
-        pa.field("paragraph", pa.int64()),
-        pa.field("relevance", pa.int64()),
-        pa.field("text", pa.string()),
-        pa.field("subject", pa.string()),
-        pa.field("label", pa.string()),
-        pa.field("object", pa.string()),
-        pa.field("section_declared", pa.bool_()),
-        pa.field("section", pa.string()),
-        pa.field("quote", pa.string()),
+        ("case_id", pl.String),
+        ("case_index", pl.Int32),
+        ("kind", pl.String),  # source | concept | label | association | citation
+        ("entry_index", pl.Int32),
+        ("item_index", pl.Int32),
+        ("source", pl.String),
+        ("paragraph", pl.Int64),
+        ("relevance", pl.Int64),
+        ("text", pl.String),
+        ("subject", pl.String),
+        ("label", pl.String),
+        ("object", pl.String),
+        ("section_declared", pl.Boolean),
+        ("section", pl.String),
+        ("quote", pl.String),
     ]
 )
 """The eval set's ``expected`` frame: one row per expected item (EVALUATE.md §1),
@@ -433,10 +453,11 @@ keyed with the same types as the run tables, so matching joins without a cast.""
 
 @dataclass(frozen=True)
 class TableSpec:
-    """One table of a run: its name (the Parquet file stem) and its Arrow schema."""
+    """One table of a run: its name (the Parquet file stem) and its declared
+    Polars schema (the Arrow one derives from it, :attr:`arrow`)."""
 
     name: str
-    schema: pa.Schema
+    polars: pl.Schema
     grain: str
 
     @property
@@ -445,9 +466,9 @@ class TableSpec:
         return f"{self.name}.parquet"
 
     @property
-    def polars(self) -> pl.Schema:
-        """The Polars schema derived from the Arrow one."""
-        return polars_schema(self.schema)
+    def arrow(self) -> pa.Schema:
+        """The Arrow schema of this table (:func:`arrow_schema`; imports pyarrow)."""
+        return arrow_schema(self.polars)
 
     def empty(self) -> pl.DataFrame:
         """A frame with no row and this table's columns."""
@@ -498,8 +519,6 @@ OPTIONAL_TABLES: Final = ("answer_checks",)
 """Tables a run stores only when they have rows (added after the store's first version)."""
 """The tables the scorer adds; the others come from the lanes (:class:`RunTables`)."""
 
-ARROW_SCHEMAS: Final[Mapping[str, pa.Schema]] = {spec.name: spec.schema for spec in TABLES}
-
 CALLS = TABLE["calls"].polars
 CASE_LANES = TABLE["case_lanes"].polars
 HITS = TABLE["hits"].polars
@@ -513,7 +532,6 @@ METRICS = TABLE["metrics"].polars
 REFUSAL_LANES = TABLE["refusal_lanes"].polars
 REFUSAL_CASES = TABLE["refusal_cases"].polars
 ANSWER_CHECKS = TABLE["answer_checks"].polars
-EXPECTED = polars_schema(EXPECTED_SCHEMA)
 
 
 def conform(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:

@@ -17,7 +17,7 @@ from taguru_eval import gate, store
 from taguru_eval.analyst import ingest
 from taguru_eval.analyst.drift import scalar_expr
 from taguru_eval.cli import ingest as ingest_cli
-from taguru_eval.tables.schemas import ARROW_SCHEMAS, polars_schema
+from taguru_eval.tables.schemas import TABLE
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_ingested_aggregates_and_lane_tables_match_the_artifact(
     assert stored["probes"].get_column("object_outcome").to_list() == ["not_found"] * 4
     # Every table has the run store's pinned schema (BI tools rely on it).
     for name, frame in stored.items():
-        assert frame.schema == polars_schema(ARROW_SCHEMAS[name]), name
+        assert frame.schema == TABLE[name].polars, name
     # The artifact is kept verbatim (compressed) beside the tables.
     assert stored_bytes(result.path) == taguru_file.read_bytes()
 

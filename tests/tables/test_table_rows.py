@@ -38,9 +38,7 @@ from taguru_eval.tables import flatten
 from taguru_eval.tables.columns import Columns
 from taguru_eval.tables.flatten import (
     _LANE_OUTPUT,
-    _LANE_OUTPUT_ARROW,
     _REFUSAL_OUTPUT,
-    _REFUSAL_OUTPUT_ARROW,
     TableRows,
     _arrow_rows,
     _nested_chunk,
@@ -85,9 +83,9 @@ def test_a_batch_pyarrow_refuses_joins_the_arrow_batches_in_case_order() -> None
     )
     hit = next(hit for hit in odd["passage"]["hits"] if "bm25" in hit["lanes"])
     hit["lanes"]["bm25"]["rank"] = 2**40
-    assert isinstance(_nested_chunk([odd], _LANE_OUTPUT, _LANE_OUTPUT_ARROW), pl.DataFrame)
+    assert isinstance(_nested_chunk([odd], _LANE_OUTPUT), pl.DataFrame)
     assert all(
-        not isinstance(_nested_chunk([output], _LANE_OUTPUT, _LANE_OUTPUT_ARROW), pl.DataFrame)
+        not isinstance(_nested_chunk([output], _LANE_OUTPUT), pl.DataFrame)
         for output in outputs
         if output is not odd
     )
@@ -222,14 +220,15 @@ def test_arrow_rows_are_pyarrow_s_own_conversion_of_the_outputs(
     if assembly:
         assert any(output.get("evidence_rows") for output in outputs)
     assert refusals
-    for batch, schema, arrow in (
-        (outputs, _LANE_OUTPUT, _LANE_OUTPUT_ARROW),
-        (TEMPLATE_OUTPUTS, _LANE_OUTPUT, _LANE_OUTPUT_ARROW),
-        (refusals, _REFUSAL_OUTPUT, _REFUSAL_OUTPUT_ARROW),
+    for batch, schema in (
+        (outputs, _LANE_OUTPUT),
+        (TEMPLATE_OUTPUTS, _LANE_OUTPUT),
+        (refusals, _REFUSAL_OUTPUT),
     ):
         rows = [{name: output.get(name) for name in schema.names()} for output in batch]
+        arrow = pl.DataFrame(schema=schema).to_arrow().schema
         reference = pl.from_arrow(pa.Table.from_pylist(rows, schema=arrow))
-        got = pl.from_arrow(_arrow_rows(batch, arrow))
+        got = pl.from_arrow(_arrow_rows(batch, schema))
         assert isinstance(got, pl.DataFrame) and isinstance(reference, pl.DataFrame)
         assert got.schema == reference.schema == schema
         assert got.equals(reference)
@@ -237,9 +236,7 @@ def test_arrow_rows_are_pyarrow_s_own_conversion_of_the_outputs(
 
 def _reference(outputs: list[LaneOutput], repeat: int = 0) -> dict[str, pl.DataFrame]:
     """The tables as declared: selects and explodes of the nested rows."""
-    return _tables_of(
-        _nested_frame([_nested_chunk(outputs, _LANE_OUTPUT, _LANE_OUTPUT_ARROW)]), repeat
-    )
+    return _tables_of(_nested_frame([_nested_chunk(outputs, _LANE_OUTPUT)]), repeat)
 
 
 def _with_answer_checks(outputs: list[LaneOutput]) -> list[LaneOutput]:
