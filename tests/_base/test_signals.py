@@ -14,12 +14,25 @@ import asyncio
 import gc
 import os
 import signal
+from collections.abc import Iterator
 
 import pytest
 
 from taguru_eval._base import signals
 from taguru_eval._base.signals import Terminated, stoppable
 from taguru_eval.cli import main as cli_main
+
+
+@pytest.fixture(autouse=True)
+def python_s_own_sigint() -> Iterator[None]:
+    """SIGINT as Python sets it in a process started normally. A background job of a
+    non-interactive shell starts with SIGINT ignored, which Python keeps: there
+    these tests would see no KeyboardInterrupt at all."""
+    earlier = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, earlier)
 
 
 class SignalledOnCollection:
