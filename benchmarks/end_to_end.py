@@ -64,8 +64,8 @@ def record_demo(directory: Path) -> Path:
     from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
     from taguru_eval.pipeline import execute
-    from taguru_eval.refserver.serve import running_server
     from taguru_eval.run.console import Console
+    from taguru_refserver.serve import running_server
 
     answers: dict[tuple[str, str, bytes], tuple[int, bytes]] = {}
 

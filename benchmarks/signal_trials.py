@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from taguru_eval.refserver.serve import running_server  # noqa: E402
+from taguru_refserver.serve import running_server  # noqa: E402
 
 NOISE = ("Traceback", "Exception ignored", "never awaited", "Task exception", "Unclosed")
 HANG_S = 30.0

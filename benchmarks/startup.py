@@ -83,8 +83,8 @@ class Server:
     def __init__(self, first: FirstSearch) -> None:
         import uvicorn
 
-        from taguru_eval.refserver import ServerState, create_app, load_corpus_dir
-        from taguru_eval.refserver.serve import bind_socket, socket_url
+        from taguru_refserver import ServerState, create_app, load_corpus_dir
+        from taguru_refserver.serve import bind_socket, socket_url
 
         state = ServerState()
         load_corpus_dir(state, DATA)

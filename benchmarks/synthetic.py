@@ -57,9 +57,9 @@ def _demo_run() -> Any:
     from taguru_eval.inputs.prepare import prepare_run
     from taguru_eval.options import RunOptions
     from taguru_eval.pipeline.finish import finish_run
-    from taguru_eval.refserver.serve import running_server
     from taguru_eval.run.console import Console
     from taguru_eval.run.runner import network_phase
+    from taguru_refserver.serve import running_server
 
     with tempfile.TemporaryDirectory() as work, running_server(demo_data_dir()) as url:
         options = RunOptions(

@@ -43,8 +43,8 @@ def _writers_match_the_oracle(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
 
     from taguru_eval._base import text
     from taguru_eval.artifact import build
-    from taguru_eval.refserver import envelope
     from taguru_eval.run.lanes import budget
+    from taguru_refserver import envelope
 
     mismatches: list[str] = []
 

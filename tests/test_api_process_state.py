@@ -18,7 +18,7 @@ import pytest
 from support.paths import DATA
 
 import taguru_eval
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 Settings = tuple[tuple[int, ...], bool, int, float, int]
 

@@ -22,9 +22,9 @@ from support.run import run_args, strip_latency, write_eval, write_files
 import taguru_eval.api as api
 from taguru_eval.analyst import ingest
 from taguru_eval.cli.main import main
-from taguru_eval.refserver.rerank import FAILURE_PROBE_PREFIX, MODEL
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.store import scan_runs
+from taguru_refserver.rerank import FAILURE_PROBE_PREFIX, MODEL
+from taguru_refserver.serve import running_server
 
 KURA = {
     "kura/corpus/kura-a.md": "青嶺酒造の蔵は雲居県霧沢町にある。\n",

@@ -25,7 +25,7 @@ import pytest
 from support.paths import DATA, PROJECT_ROOT
 
 from taguru_eval.cli.main import SUBCOMMANDS, main
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 PAGES = [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.MULTILINE | re.DOTALL)

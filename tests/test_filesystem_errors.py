@@ -24,8 +24,8 @@ import pytest
 from support.paths import DATA, PROJECT_ROOT
 
 from taguru_eval.cli.main import main
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.resume import BATCH_ENV, partial_dir
+from taguru_refserver.serve import running_server
 
 PREFIX = "taguru: evaluate: "
 CASES = 600

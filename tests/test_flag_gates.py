@@ -23,7 +23,7 @@ from taguru_eval.cli.main import main
 from taguru_eval.flag_gates import FAIL, NOT_GATED, PASS, apply_flag_gates, flag_gate_rows
 from taguru_eval.gate import NO_SAMPLES_REASON, GateReport, Violation
 from taguru_eval.inputs.thresholds import parse_thresholds
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 SAKE = DATA / "sake"
 SCHEMA = xmlschema.XMLSchema(TEST_DATA / "junit_schema.xsd")

@@ -25,7 +25,7 @@ from taguru_eval.cli.action_step import (
     REGRESSED,
     verdict_and_code,
 )
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 KEY = "retrieval/gate/sake"

@@ -2,7 +2,10 @@
 
 Every module belongs to one stage of the flow (DESIGN.md "Shape"); a module may
 import its own stage and earlier ones, never a later one. Imports are read
-from the source (``ast``), so a lazy import inside a function counts too.
+from the source (``ast``), so a lazy import inside a function counts too. The
+reference server is a sibling package (``taguru_refserver``) with its own rule:
+it leans on the evaluator's base only, and the evaluator starts it from the
+``serve`` and ``demo`` commands only.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "taguru_eval"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "taguru_eval"
+SERVER = ROOT / "taguru_refserver"
 
 STAGES: tuple[tuple[str, ...], ...] = (
     ("_base",),
@@ -33,7 +38,6 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("pipeline",),
     ("api",),
     ("integrations",),
-    ("refserver",),
     ("demo",),
     ("cli",),
     ("__init__", "__main__"),
@@ -43,10 +47,10 @@ STAGES: tuple[tuple[str, ...], ...] = (
 STAGE_OF = {name: index for index, names in enumerate(STAGES) for name in names}
 
 
-def _modules() -> Iterator[tuple[str, Path]]:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE).with_suffix("").parts
-        yield ".".join(("taguru_eval", *parts)), path
+def _modules(package: Path = PACKAGE) -> Iterator[tuple[str, Path]]:
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package).with_suffix("").parts
+        yield ".".join((package.name, *parts)), path
 
 
 def _imports(path: Path, module: str, known: set[str]) -> Iterator[str]:
@@ -68,13 +72,21 @@ def _imports(path: Path, module: str, known: set[str]) -> Iterator[str]:
 
 
 def _stage(module: str) -> int | None:
+    """The evaluator module's stage; None outside ``taguru_eval`` (the sibling has its rule)."""
     parts = module.split(".")
+    if parts[0] != PACKAGE.name:
+        return None
     return STAGE_OF["__init__"] if len(parts) == 1 else STAGE_OF.get(parts[1])
 
 
 def _project_imports() -> dict[str, set[str]]:
-    """Module -> the project modules it imports (a package is named without ``__init__``)."""
-    paths = {module.removesuffix(".__init__"): path for module, path in _modules()}
+    """Module -> the project modules it imports, across both packages (a package is
+    named without ``__init__``)."""
+    paths = {
+        module.removesuffix(".__init__"): path
+        for package in (PACKAGE, SERVER)
+        for module, path in _modules(package)
+    }
     known = set(paths)
     return {module: set(_imports(path, module, known)) - {module} for module, path in paths.items()}
 
@@ -92,18 +104,24 @@ def test_no_import_runs_against_the_flow() -> None:
         f"{module} -> {target}"
         for module, targets in graph.items()
         for target in targets
-        if (_stage(target) or 0) > (_stage(module) or 0)
+        if _stage(module) is not None and (_stage(target) or 0) > (_stage(module) or 0)
     )
     assert backwards == []
 
 
 REFSERVER_MAY_IMPORT = ("taguru_eval._base", "taguru_eval.errors", "taguru_eval.corpus")
-"""Besides itself, all the reference server needs: it stands in for taguru's own
-server, so it must not share the evaluator's reading of the contract (an error
-there would then agree with itself on both sides of the wire). ``corpus`` is the
-context-folder reader ``serve DIR`` and ``load`` share, and the paragraph split a
-stored text and a sent section marker must agree on; it reads files, never the
-evaluator's contract (the next test holds it to that)."""
+"""Besides itself, all the reference server needs of the evaluator: it stands in for
+taguru's own server, so it must not share the evaluator's reading of the contract
+(an error there would then agree with itself on both sides of the wire). ``corpus``
+is the context-folder reader ``serve DIR`` and ``load`` share, and the paragraph
+split a stored text and a sent section marker must agree on; it reads files, never
+the evaluator's contract (the folder reader's test holds it to that). It cannot
+join ``_base``: it raises ``errors.InputError``, a later stage."""
+
+STARTS_THE_SERVER = {"taguru_eval.cli.serve", "taguru_eval.demo.run", "taguru_eval.demo.history"}
+"""The only evaluator modules that import the reference server: the ``serve`` command
+and the demo (``demo`` and its ``--runs`` history), each inside the function that
+starts a server, so importing the evaluator never loads it."""
 
 
 def _within(module: str, roots: tuple[str, ...]) -> bool:
@@ -112,10 +130,10 @@ def _within(module: str, roots: tuple[str, ...]) -> bool:
 
 def test_the_reference_server_imports_only_base_and_errors() -> None:
     graph = _project_imports()
-    own = ("taguru_eval.refserver",)
+    own = (SERVER.name,)
     server = {module: targets for module, targets in graph.items() if _within(module, own)}
     # The reader sees real arrows, inside and out (else the check below could not fail).
-    assert "taguru_eval.refserver.envelope" in server["taguru_eval.refserver.app"]
+    assert "taguru_refserver.envelope" in server["taguru_refserver.app"]
     assert any(
         _within(target, REFSERVER_MAY_IMPORT) for targets in server.values() for target in targets
     )
@@ -126,6 +144,43 @@ def test_the_reference_server_imports_only_base_and_errors() -> None:
         if not _within(target, (*own, *REFSERVER_MAY_IMPORT))
     )
     assert foreign == []
+
+
+def _eager_imports(path: Path) -> set[str]:
+    """What importing ``path`` imports: every import outside a function body."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    lazy = {
+        id(node)
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+    }
+    eager: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in lazy:
+            continue
+        if isinstance(node, ast.Import):
+            eager.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            eager.add(node.module)
+    return eager
+
+
+def test_the_evaluator_starts_the_reference_server_from_serve_and_demo_only() -> None:
+    graph = _project_imports()
+    importers = {
+        module
+        for module, targets in graph.items()
+        if _within(module, (PACKAGE.name,))
+        and any(_within(target, (SERVER.name,)) for target in targets)
+    }
+    assert importers == STARTS_THE_SERVER
+    # The reader tells an eager import from a lazy one (else the check below could not fail).
+    assert "taguru_refserver.envelope" in _eager_imports(SERVER / "app.py")
+    for module in sorted(STARTS_THE_SERVER):
+        path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        eager = _eager_imports(path)
+        assert not any(_within(target, (SERVER.name,)) for target in eager), module
 
 
 def test_the_folder_reader_imports_only_base_and_errors() -> None:

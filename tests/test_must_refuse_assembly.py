@@ -18,7 +18,7 @@ from support.layouts import stored_artifact
 from support.must_refuse import MUST_REFUSE, lease_data
 
 import taguru_eval
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 
 @pytest.fixture(scope="module")

@@ -31,10 +31,10 @@ from taguru_eval.compare import compare
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.pipeline.finish import finish_run
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
 from taguru_eval.run.runner import network_phase
 from taguru_eval.tables.shapes import LaneOutput
+from taguru_refserver.serve import running_server
 
 GATE = {
     "taguru_evaluate_thresholds": 1,

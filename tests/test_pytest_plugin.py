@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from taguru_eval.cli.pytest_plugin import NO_URL
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 pytest_plugins = ("pytester",)
 

@@ -28,9 +28,9 @@ from support.run import run_args, strip_latency
 import taguru_eval
 from taguru_eval.cli.main import main
 from taguru_eval.errors import InputError
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.resume import BATCH_ENV, MANIFEST_NAME, partial_dir
 from taguru_eval.resume.batches import encode_batch
+from taguru_refserver.serve import running_server
 
 PREFIX = "taguru: evaluate: "
 SAKE = DATA / "sake" / "eval.jsonl"

@@ -41,9 +41,9 @@ import taguru_eval
 from taguru_eval.cli.main import main
 from taguru_eval.errors import TaguruEvalWarning
 from taguru_eval.inputs.dataset import load_eval
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.resume import BATCH_ENV, partial_dir
 from taguru_eval.resume.batches import NonConforming, decode_batch
+from taguru_refserver.serve import running_server
 
 PREFIX = "taguru: evaluate: "
 SAKE = DATA / "sake" / "eval.jsonl"

@@ -4,7 +4,8 @@ One run of the bundled demo against the reference server, in a fresh
 interpreter under ``python -X importtime``: the package's modules it loaded
 must be the documented list, the installed distributions it loaded the
 documented ones and what those require, and never pandas, httpx, pyarrow or
-numpy (a run's tables are Polars frames, stored by Polars' Parquet writer).
+numpy (a run's tables are Polars frames, stored by Polars' Parquet writer), nor
+the reference server beside the package (``taguru_refserver``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from support.paths import DATA
 
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "taguru_eval"
@@ -28,6 +29,7 @@ NEVER = (
     "pandas", "httpx", "httpcore", "jinja2", "altair", "starlette", "uvicorn",
     "pyarrow", "numpy",  # 0.13 s and 40-55 MiB; compare and dataset() import them
     "opentelemetry", "mlflow",  # the otel and mlflow extras: only with --otlp / --mlflow
+    "taguru_refserver",  # the sibling package: serve and demo start it, never a run
 )  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from support.run import run_args
 
 from taguru_eval._base.files import PROCESS_STARTED
 from taguru_eval.cli.main import main
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 PREFIX = "taguru: evaluate: "
 EVAL = DATA / "sake" / "eval.jsonl"

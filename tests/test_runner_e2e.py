@@ -27,8 +27,8 @@ from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.pipeline import execute
 from taguru_eval.pipeline.finish import RunResult
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
+from taguru_refserver.serve import running_server
 
 BREWERY = "青嶺は青嶺酒造が造る銘柄です。"
 FILES = {

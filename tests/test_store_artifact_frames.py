@@ -28,8 +28,8 @@ from taguru_eval import api
 from taguru_eval.analyst import ingest
 from taguru_eval.compare import compare
 from taguru_eval.errors import InputError
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.store_artifact import COMPRESSED_NAME, artifact_bytes, stored_artifact
+from taguru_refserver.serve import running_server
 
 EVAL = DATA / "sake" / "eval.jsonl"
 

@@ -28,7 +28,6 @@ from taguru_eval.cli import compare as compare_cli
 from taguru_eval.cli import export as export_cli
 from taguru_eval.compare import compare
 from taguru_eval.contract import ARTIFACT_NAME
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.store_artifact import (
     COMPRESSED_NAME,
     artifact_bytes,
@@ -38,6 +37,7 @@ from taguru_eval.store_artifact import (
     stored_runs,
     write_stored,
 )
+from taguru_refserver.serve import running_server
 
 EVAL = DATA / "sake" / "eval.jsonl"
 

@@ -27,8 +27,8 @@ from taguru_eval.artifact.build import dumps
 from taguru_eval.cli.main import main
 from taguru_eval.compare.model import NOT_COMPARABLE
 from taguru_eval.errors import HINT_PREFIX, PREFIX
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.store_artifact import stored_artifact
+from taguru_refserver.serve import running_server
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"

@@ -123,7 +123,7 @@ def main(argv: list[str]) -> int:
         print(HELP, end="")
         return EXIT_OK
     load_extra("server")
-    from taguru_eval.refserver.serve import serve_until_interrupted
+    from taguru_refserver.serve import serve_until_interrupted
 
     def announce(line: str) -> None:
         # The contexts are folder names: anything a file system allows.

@@ -38,7 +38,6 @@ from taguru_eval.api import Run
 from taguru_eval.api import run as evaluate
 from taguru_eval.demo.data import demo_data_dir
 from taguru_eval.errors import RunError
-from taguru_eval.refserver.serve import running_server
 
 HISTORY_PREFIX: Final = "history/"
 EDIT_NOTE: Final = "[taguru_eval history] editorial note, step"
@@ -269,6 +268,8 @@ def demo_history(
     after each run (1-based ``i``), e.g. to print progress. The gate runs with
     the context's thresholds.json when it has one.
     """
+    from taguru_refserver.serve import running_server  # the demo's server, started here only
+
     if runs < 1:
         raise ValueError(f"--runs needs at least one run (got {runs})")
     data = Path(data_dir) if data_dir is not None else demo_data_dir()

@@ -43,7 +43,6 @@ from taguru_eval.inputs.prepare import PreparedRun, prepare_run
 from taguru_eval.options import Budget, RunOptions
 from taguru_eval.pipeline import execute
 from taguru_eval.pipeline.finish import RunResult
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console, case_progress
 from taguru_eval.summary import share_text
 
@@ -51,6 +50,8 @@ from taguru_eval.summary import share_text
 @contextmanager
 def _demo_server(out_dir: Path, console: Console) -> Iterator[tuple[str, Path]]:
     """Create ``out_dir``, serve ``data/`` on loopback; yields (URL, the sake folder)."""
+    from taguru_refserver.serve import running_server  # the demo command alone starts it
+
     data = demo_data_dir()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -162,6 +163,8 @@ def run_demo(out_dir: Path) -> int:
     compares the two newest). Returns 0 once every run completed — a gate's
     FAIL is what the demo shows, not a failure of the demo — else the first
     other exit code."""
+    from taguru_refserver.serve import running_server
+
     console = Console()
     store = out_dir / "runs"
     with (

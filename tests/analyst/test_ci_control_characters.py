@@ -24,7 +24,7 @@ from support.run import run_args
 
 from taguru_eval._base.text import CONTROL_CHARACTERS
 from taguru_eval.cli.main import main
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 ODD = ("\x1b[31m", "\u0085", "\u009b2J", "\u202e", "\u2066", "\x7f")
 UNSAFE = re.compile(CONTROL_CHARACTERS)

@@ -34,7 +34,7 @@ from taguru_eval.cli.main import main
 from taguru_eval.compare import compare
 from taguru_eval.gate import GateReport, case_values_from_cases_frame, evaluate_gate
 from taguru_eval.inputs.thresholds import Thresholds, parse_thresholds
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 SCHEMA = xmlschema.XMLSchema(TEST_DATA / "junit_schema.xsd")
 EVAL = DATA / "sake" / "eval.jsonl"

@@ -51,8 +51,8 @@ from taguru_eval.analyst.export import (
 )
 from taguru_eval.cli.export import main
 from taguru_eval.inputs.dataset import load_eval, load_eval_text
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.tables.schemas import RunTables
+from taguru_refserver.serve import running_server
 
 EVAL = DATA / "sake" / "eval.jsonl"
 PREFIX = "taguru: evaluate: "

@@ -27,7 +27,7 @@ from taguru_eval.analyst.measures import aggregate
 from taguru_eval.api import measures
 from taguru_eval.cli import main as cli_main
 from taguru_eval.cli.measures import main
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 EVAL = DATA / "sake" / "eval.jsonl"
 PREFIX = "taguru: evaluate: "

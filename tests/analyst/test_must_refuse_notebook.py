@@ -11,7 +11,7 @@ import pytest
 from support.paths import DATA, PROJECT_ROOT
 
 import taguru_eval
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")

@@ -17,7 +17,7 @@ from support.paths import DATA
 
 import taguru_eval
 from taguru_eval.analyst import must_refuse, report
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 

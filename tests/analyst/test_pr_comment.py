@@ -20,7 +20,7 @@ from support.github_api import PULL, REPOSITORY, TOKEN, FakeGitHub
 
 from taguru_eval.analyst.pr_comment import COMMENT_LIMIT, Section, fit, marker
 from taguru_eval.cli import comment
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 

@@ -21,7 +21,7 @@ from support.paths import DATA, TEST_DATA
 from support.run import run_args
 
 from taguru_eval.cli.main import main
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 GOLDEN = TEST_DATA / "golden"
 UPDATE = os.environ.get("TAGURU_EVAL_UPDATE_GOLDEN") == "1"

@@ -21,8 +21,8 @@ from support.run import run_args
 from support.taguru import RealTaguru, populate
 
 from taguru_eval.cli.main import main
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.preflight import auth_hint
+from taguru_refserver.serve import running_server
 
 EVAL = DATA / "sake" / "eval.jsonl"
 TOKEN = "hint-secret-5b2e"

@@ -24,7 +24,7 @@ from support.hints import hints, without_hints
 from support.paths import DATA
 
 from taguru_eval.cli.main import SUBCOMMANDS
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 DATA_LIBRARIES = ("polars", "pyarrow", "numpy", "httpx", "altair")
 """What --version, --help and a usage error must not import."""
@@ -47,6 +47,9 @@ import-qrels for an ``irds:`` id (ir_datasets)."""
 
 INTEGRATIONS = ("opentelemetry", "mlflow")
 """The ``otel`` and ``mlflow`` extras: imported by a run only with ``--otlp`` / ``--mlflow``."""
+
+REFERENCE_SERVER = ("taguru_refserver",)
+"""The sibling package: imported by ``serve`` and ``demo`` only (tests/test_layout.py)."""
 
 _CHILD = """
 import json, sys
@@ -129,6 +132,7 @@ def test_version_help_and_usage_errors_load_no_data_library(
     assert child.loaded(DATA_LIBRARIES) == []
     assert child.loaded(CHARTS_AND_JUPYTER) == []
     assert child.loaded(INTEGRATIONS) == []
+    assert child.loaded(REFERENCE_SERVER) == []
     if code == 2:
         assert without_hints(child.stderr).count("\n") == 1
         if args[:1] and args[0] in SUBCOMMANDS:  # a project subcommand's line names its own help
@@ -169,6 +173,7 @@ def test_a_run_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> N
     assert child.loaded(CHARTS_AND_JUPYTER) == []
     assert child.loaded(IR_TOOLS) == []
     assert child.loaded(INTEGRATIONS) == []
+    assert child.loaded(REFERENCE_SERVER) == []
 
 
 def test_the_library_imports_no_integration(tmp_path: Path) -> None:
@@ -183,8 +188,9 @@ def test_the_library_imports_no_integration(tmp_path: Path) -> None:
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     child = Child(0, json.loads(completed.stdout), completed.stderr)
-    assert "taguru_eval.api" in child.modules  # the check below can fail
+    assert "taguru_eval.api" in child.modules  # the checks below can fail
     assert child.loaded(INTEGRATIONS) == []
+    assert child.loaded(REFERENCE_SERVER) == []
 
 
 def test_compare_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> None:
@@ -195,6 +201,7 @@ def test_compare_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) ->
     assert (work / "changes.jsonl").is_file()
     assert child.loaded(CHARTS_AND_JUPYTER) == []
     assert child.loaded(IR_TOOLS) == []
+    assert child.loaded(REFERENCE_SERVER) == []
 
 
 def test_export_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> None:
@@ -207,6 +214,7 @@ def test_export_loads_no_chart_nor_jupyter(finished_run: tuple[Path, Child]) -> 
     assert (work / "trec" / "run.trec").is_file()
     assert child.loaded(CHARTS_AND_JUPYTER) == []
     assert child.loaded(IR_TOOLS) == []
+    assert child.loaded(REFERENCE_SERVER) == []
 
 
 def test_measures_loads_ir_measures_and_no_chart_nor_jupyter(
@@ -256,11 +264,15 @@ def test_load_needs_no_server_extra_and_no_chart(tmp_path: Path) -> None:
     assert child.loaded(("starlette", "uvicorn")) == ["starlette", "uvicorn"]
     assert child.loaded(CHARTS_AND_JUPYTER) == []
     assert child.loaded(IR_TOOLS) == []
+    assert child.loaded(REFERENCE_SERVER) == []
 
 
 @pytest.mark.parametrize(
     "word",
-    ["compare", "export", "measures", "import-golden", "import-qrels", "report", "ingest", "load"],
+    [
+        *("compare", "export", "measures", "import-golden", "import-qrels", "report", "ingest"),
+        *("load", "serve", "demo"),
+    ],
 )
 def test_subcommand_help_loads_no_chart_nor_jupyter_outside_report_and_ingest(
     word: str, tmp_path: Path
@@ -268,6 +280,7 @@ def test_subcommand_help_loads_no_chart_nor_jupyter_outside_report_and_ingest(
     child = run_child([word, "--help"], tmp_path)
     assert child.code == 0, child.stderr
     assert child.loaded(IR_TOOLS) == []
+    assert child.loaded(REFERENCE_SERVER) == []  # serve and demo import it to start one
     if word not in ("report", "ingest"):
         assert child.loaded(CHARTS_AND_JUPYTER) == []
 

@@ -20,7 +20,7 @@ from taguru_eval.cli.main import main
 from taguru_eval.errors import UsageError
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 PREFIX = "taguru: evaluate: "
 EVAL = DATA / "sake" / "eval.jsonl"

@@ -31,7 +31,7 @@ from taguru_eval.compare import parquet as store_reader
 from taguru_eval.compare.classify import Comparison
 from taguru_eval.compare.load import read_view as load_read_view
 from taguru_eval.compare.parquet import head_of
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 NOW = "2026-07-29T00:00:00Z"
 PREFIX = "taguru: evaluate: "

@@ -31,12 +31,12 @@ from taguru_eval.catalog import CATALOG_KEYS
 from taguru_eval.corpus.paragraphs import heading_sections, split_paragraphs
 from taguru_eval.inputs.dataset import ABSENT, EvalCase, EvalSet, load_eval, validate_limits
 from taguru_eval.inputs.thresholds import load_thresholds
-from taguru_eval.refserver.app import create_app
-from taguru_eval.refserver.bm25 import PassageIndex
-from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.refserver.resolve import EntryIndex
-from taguru_eval.refserver.serve import running_server
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.app import create_app
+from taguru_refserver.bm25 import PassageIndex
+from taguru_refserver.corpus import load_corpus_dir
+from taguru_refserver.resolve import EntryIndex
+from taguru_refserver.serve import running_server
+from taguru_refserver.state import ServerState
 
 CONTEXTS = ("sake", "handbook")
 

@@ -10,7 +10,7 @@ import pytest
 from support.paths import PROJECT_ROOT
 
 from taguru_eval.demo import history
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 DATA = PROJECT_ROOT / "data"
 

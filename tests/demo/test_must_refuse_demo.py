@@ -13,7 +13,7 @@ from taguru_eval.cli.main import main
 from taguru_eval.demo.run import run_demo
 from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.must_refuse import load_must_refuse
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 CONTEXTS = ("sake", "handbook")
 

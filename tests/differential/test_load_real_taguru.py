@@ -20,7 +20,7 @@ from support.taguru import RealTaguru, populate
 
 import taguru_eval
 from taguru_eval.cli.main import main
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 ADMIN_TOKEN = "taguru-admin-secret-8e1f"
 WRITE_TOKEN = "taguru-write-secret-2b7c"

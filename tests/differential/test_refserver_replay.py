@@ -28,7 +28,7 @@ from support.paths import DATA
 from support.replay import Answer, Recording, Sent, difference, record_runs, replay
 from support.taguru import RealTaguru, populate, require_taguru
 
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 LONG_CUE = "青" * 342  # 1026 UTF-8 bytes: over taguru's 1024-byte resolve cap
 

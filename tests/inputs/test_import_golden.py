@@ -16,7 +16,7 @@ from taguru_eval.cli.main import main as cli_main
 from taguru_eval.inputs.answers import load_answers
 from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.must_refuse import load_must_refuse
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 # The shape of citenexus's law-authority example (columns and routing), with
 # this test's own fictional rows.

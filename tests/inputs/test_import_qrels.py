@@ -25,7 +25,7 @@ from taguru_eval.cli.export import main as export_main
 from taguru_eval.cli.import_qrels import main
 from taguru_eval.inputs.dataset import load_eval
 from taguru_eval.inputs.qrels import QrelsOptions, import_trec
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 PREFIX = "taguru: evaluate: "
 METRICS = ("recall_at_k", "mrr", "ndcg")

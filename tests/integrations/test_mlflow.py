@@ -34,7 +34,7 @@ from taguru_eval.catalog import catalog_for, scalar_of
 from taguru_eval.cli.main import main
 from taguru_eval.contract import VERSION
 from taguru_eval.integrations.mlflow import log_run
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 EVAL = DATA / "sake" / "eval.jsonl"
 THRESHOLDS = DATA / "sake" / "thresholds.json"

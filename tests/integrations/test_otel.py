@@ -39,7 +39,7 @@ from taguru_eval.catalog import CATALOG, catalog_for, scalar_of
 from taguru_eval.cli.main import main
 from taguru_eval.inputs.thresholds import parse_thresholds
 from taguru_eval.integrations.otel import export_run
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 EVAL = DATA / "sake" / "eval.jsonl"
 TOKEN = "otlp-secret-token-91c2"

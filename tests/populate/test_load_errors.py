@@ -22,8 +22,8 @@ import taguru_eval
 from taguru_eval.cli.main import main
 from taguru_eval.errors import RunError
 from taguru_eval.populate.load import load_folders
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
+from taguru_refserver.serve import running_server
 
 WRITE_TOKEN = "load-write-secret-7f3a"
 READ_TOKEN = "load-read-secret-91c2"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import taguru_eval
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import CaseProgress
+from taguru_refserver.serve import running_server
 
 SOURCES = 3_000
 ASSOCIATIONS = 1_500

@@ -19,7 +19,7 @@ from support.readback import expected_of, read_back
 import taguru_eval
 from taguru_eval.cli.main import main
 from taguru_eval.errors import InputError, UsageError
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 DEMO = ("handbook", "sake")
 VOLATILE = frozenset({"time", "stored_at", "last_read_epoch", "last_write_epoch"})

@@ -12,8 +12,8 @@ from support.vectors import vector_cases, vector_doc
 
 from taguru_eval._base.text import json_f32
 from taguru_eval.corpus.paragraphs import split_paragraphs
-from taguru_eval.refserver import bm25
-from taguru_eval.refserver.bm25 import PassageIndex, ScoredParagraph, f32, idf
+from taguru_refserver import bm25
+from taguru_refserver.bm25 import PassageIndex, ScoredParagraph, f32, idf
 
 HIT_KEYS = {
     "hits",

@@ -28,7 +28,7 @@ from support.refserver import (
     seed_smoke,
 )
 
-from taguru_eval.refserver.auth import ApiKey
+from taguru_refserver.auth import ApiKey
 
 VOLATILE = tuple(load_fixture(WIRE / "shapes.json")["volatile_fields"])
 ILLUSTRATIVE = ("stored_at", "footprint_bytes")

@@ -27,7 +27,7 @@ from support.refserver import (
     seed_basic,
 )
 
-from taguru_eval.refserver.auth import ApiKey
+from taguru_refserver.auth import ApiKey
 
 SHAPES = load_fixture(WIRE / "shapes.json")
 VOLATILE = tuple(SHAPES["volatile_fields"])

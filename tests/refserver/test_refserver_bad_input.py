@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from support.paths import EXAMPLES, WIRE
 from support.refserver import Server, context_path, in_process, load_fixture, seed_smoke
 
-from taguru_eval.refserver.auth import ApiKey
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.auth import ApiKey
+from taguru_refserver.state import ServerState
 
 CODES = set(load_fixture(WIRE / "shapes.json")["enums"]["response.code"])
 NAME = "sake"

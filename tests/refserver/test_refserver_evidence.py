@@ -12,19 +12,19 @@ import pytest
 from support.refserver import context_path, in_process
 
 from taguru_eval._base.text import F32
-from taguru_eval.refserver.activate import activate
-from taguru_eval.refserver.fusion import (
+from taguru_refserver.activate import activate
+from taguru_refserver.fusion import (
     EvidenceCandidate,
     FusedCandidate,
     association_candidate,
     fuse,
     passage_candidate,
 )
-from taguru_eval.refserver.graph_writes import AssociationInput, assert_association
-from taguru_eval.refserver.jsonsize import json_size
-from taguru_eval.refserver.model import ContextMeta, ContextState
-from taguru_eval.refserver.rerank import MODEL, rerank
-from taguru_eval.refserver.selection import (
+from taguru_refserver.graph_writes import AssociationInput, assert_association
+from taguru_refserver.jsonsize import json_size
+from taguru_refserver.model import ContextMeta, ContextState
+from taguru_refserver.rerank import MODEL, rerank
+from taguru_refserver.selection import (
     BudgetLimits,
     array_overhead,
     bigrams,
@@ -32,7 +32,7 @@ from taguru_eval.refserver.selection import (
     diversity_order,
     select,
 )
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.state import ServerState
 
 GENEROUS = BudgetLimits(1000, 10_000_000, 10_000_000)
 
@@ -517,7 +517,7 @@ async def test_a_configured_toy_reranker_reports_its_plan() -> None:
 
 
 async def test_communities_degrade_for_a_key_granted_the_artifact_context() -> None:
-    from taguru_eval.refserver.auth import ApiKey
+    from taguru_refserver.auth import ApiKey
 
     grant = ("sake", "sake::communities")
     async with in_process(keys=[ApiKey("r", "rtok", "read", contexts=grant)]) as server:

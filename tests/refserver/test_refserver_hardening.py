@@ -23,11 +23,11 @@ import pytest
 from support.paths import WIRE
 from support.refserver import SMOKE_ASSOCIATIONS, SMOKE_PASSAGES, in_process, load_fixture
 
-from taguru_eval.refserver.app import ROUTES
-from taguru_eval.refserver.envelope import ApiError
-from taguru_eval.refserver.routes_common import RouteSpec
-from taguru_eval.refserver.serve import ServeLimits, running_server
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.app import ROUTES
+from taguru_refserver.envelope import ApiError
+from taguru_refserver.routes_common import RouteSpec
+from taguru_refserver.serve import ServeLimits, running_server
+from taguru_refserver.state import ServerState
 
 NAME = "sake"
 WRITE_TOKEN = "write-secret"
@@ -151,7 +151,7 @@ def send(client: httpx.Client, route: RouteSpec, body: Any, name: str = NAME) ->
 
 
 def unhandled(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "taguru_eval.refserver"]
+    return [r.getMessage() for r in caplog.records if r.name == "taguru_refserver"]
 
 
 def test_every_body_route_has_cases() -> None:
@@ -169,7 +169,7 @@ def test_every_body_route_has_cases() -> None:
 def test_lone_surrogate_in_any_string_is_400(
     loopback: httpx.Client, route: RouteSpec, body: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="taguru_eval.refserver")
+    caplog.set_level(logging.ERROR, logger="taguru_refserver")
     response = send(loopback, route, body)
     payload = assert_json_error(response, 400)
     assert payload["code"] == "malformed_request"
@@ -203,7 +203,7 @@ BAD_UTF8 = "%ED%A0%80"  # the UTF-8 spelling of U+D800, which no decoder may acc
 def test_surrogate_in_path_or_query_is_400(
     loopback: httpx.Client, route: RouteSpec, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="taguru_eval.refserver")
+    caplog.set_level(logging.ERROR, logger="taguru_refserver")
     query = f"?after={BAD_UTF8}&prefix={BAD_UTF8}&limit={BAD_UTF8}&dry_run={BAD_UTF8}"
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {WRITE_TOKEN}"}
     path = route.template.replace("{name}", NAME)

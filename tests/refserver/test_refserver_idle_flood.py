@@ -27,7 +27,7 @@ import pytest
 from support.paths import DATA, PROJECT_ROOT
 
 from taguru_eval._base.ready import read_ready_file
-from taguru_eval.refserver.serve import DEFAULT_LIMITS
+from taguru_refserver.serve import DEFAULT_LIMITS
 
 TOKEN = "flood-test-token-1234"
 IDLE = 520

@@ -11,9 +11,9 @@ from support.refserver import context_path, in_process
 from support.run import write_files
 
 from taguru_eval.cli.serve import main, parse_args
-from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.refserver.passage_search import search_passages, shuffled_ties
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.corpus import load_corpus_dir
+from taguru_refserver.passage_search import search_passages, shuffled_ties
+from taguru_refserver.state import ServerState
 
 TWIN = "The harbour lighthouse keeper lights the lamp at dusk."
 SOURCES = ("a.md", "b.md", "c.md", "d.md")

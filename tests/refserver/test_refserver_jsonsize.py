@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from support.paths import WIRE
 
 from taguru_eval._base.text import F32, dumps_json
-from taguru_eval.refserver.jsonsize import json_size
+from taguru_refserver.jsonsize import json_size
 
 
 def serialised(value: Any) -> tuple[int, int]:

@@ -15,7 +15,7 @@ import pytest
 from taguru import Taguru
 from taguru_langchain import TaguruRetriever
 
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 NAME = "sake"
 KURA = "docs/kura.md"

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from taguru import Context, Taguru
 
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 NAME = "sake"
 KURA = "docs/kura.md"

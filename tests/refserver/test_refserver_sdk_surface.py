@@ -27,7 +27,7 @@ import httpx
 import pytest
 from taguru import Context, Contexts, Groups, Taguru, TaguruError
 
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 NAME = "sake"
 KURA = "docs/kura.md"

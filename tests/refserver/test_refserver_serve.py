@@ -16,9 +16,9 @@ from support.paths import DATA, PROJECT_ROOT
 
 from taguru_eval.cli.serve import main, parse_args
 from taguru_eval.errors import InputError
-from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.refserver.serve import running_server
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.corpus import load_corpus_dir
+from taguru_refserver.serve import running_server
+from taguru_refserver.state import ServerState
 
 BREWERY = """---
 tags: 蔵, 歴史
@@ -327,7 +327,7 @@ def test_serve_escapes_a_folder_name_s_control_characters(tmp_path: Path) -> Non
 def test_cannot_listen_escapes_the_host(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from taguru_eval.refserver import serve
+    from taguru_refserver import serve
 
     def refuse(host: str, port: int, *rest: object) -> object:
         raise OSError(98, "Address already in use")

@@ -11,10 +11,10 @@ from support.refserver import context_path, in_process
 
 from taguru_eval.cli.serve import parse_args
 from taguru_eval.errors import InputError
-from taguru_eval.refserver.bm25 import f32
-from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.refserver.state import ServerState
-from taguru_eval.refserver.vectors import MODEL, PassageVectors, embed
+from taguru_refserver.bm25 import f32
+from taguru_refserver.corpus import load_corpus_dir
+from taguru_refserver.state import ServerState
+from taguru_refserver.vectors import MODEL, PassageVectors, embed
 
 WATER = "仕込み水は霧沢の伏流水である。霧沢の伏流水は軟水で、柔らかな酒になる。"
 RAINY = "梅雨明けの空に入道雲が広がった。"

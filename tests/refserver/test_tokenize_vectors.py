@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from support.vectors import vector_cases
 
-from taguru_eval.refserver.tokenize import Term, passage_terms, text_terms
+from taguru_refserver.tokenize import Term, passage_terms, text_terms
 
 KNOWN_KEYS = {
     "terms",

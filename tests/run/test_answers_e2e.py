@@ -22,8 +22,8 @@ import taguru_eval
 from taguru_eval.cli.main import main
 from taguru_eval.compare import compare
 from taguru_eval.demo.data import demo_data_dir
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.store_artifact import artifact_bytes, stored_artifact
+from taguru_refserver.serve import running_server
 
 CANARY = "QUOKKA"
 

@@ -21,7 +21,6 @@ import tqdm.std
 from support.paths import DATA, PROJECT_ROOT
 from support.run import run_args
 
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import (
     LOG_INTERVAL_S,
     CaseProgress,
@@ -30,6 +29,7 @@ from taguru_eval.run.console import (
     paint,
     wants_color,
 )
+from taguru_refserver.serve import running_server
 
 LOG_LINE = re.compile(
     r"  (\d+)/(\d+) case\(s\) \(\d+%\), [0-9.]+\?? case/s, elapsed [0-9:]+, left [0-9:?]+"

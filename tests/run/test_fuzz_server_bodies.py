@@ -35,8 +35,8 @@ from taguru_eval.errors import LinesError, TaguruEvalError
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.pipeline import execute
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
+from taguru_refserver.serve import running_server
 
 Key = tuple[str, str, bytes]
 Answers = dict[Key, tuple[int, bytes]]

@@ -25,9 +25,6 @@ from taguru_eval.inputs.dataset import (
     ExpectedCitation,
     load_eval,
 )
-from taguru_eval.refserver.app import create_app
-from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.refserver.state import ServerState
 from taguru_eval.run.http import TaguruClient
 from taguru_eval.run.lanes.case import run_case
 from taguru_eval.run.lanes.passage import (
@@ -38,6 +35,9 @@ from taguru_eval.run.lanes.passage import (
 )
 from taguru_eval.run.lanes.structural import Candidate, classify_position, top_tier
 from taguru_eval.tables.shapes import HitLocator, LaneOutput, Plan
+from taguru_refserver.app import create_app
+from taguru_refserver.corpus import load_corpus_dir
+from taguru_refserver.state import ServerState
 
 BASE = "http://taguru.test"
 Route = Callable[[str, dict[str, Any]], httpx.Response]

@@ -19,8 +19,8 @@ from support.paths import DATA
 
 import taguru_eval
 from taguru_eval.inputs.proxy import NoProxyEntry, parse_proxy_url, proxy_config
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.http import CallFailure, TaguruClient, build_url
+from taguru_refserver.serve import running_server
 
 TOKEN = "proxy-test-token-77"
 

@@ -19,7 +19,7 @@ from support.run import run_args, strip_latency, write_eval, write_files
 import taguru_eval
 from taguru_eval.cli.main import main
 from taguru_eval.compare import compare
-from taguru_eval.refserver.serve import running_server
+from taguru_refserver.serve import running_server
 
 TWIN = "The harbour lighthouse keeper lights the lamp at dusk."
 TIED = ("a.md", "b.md", "c.md", "d.md")

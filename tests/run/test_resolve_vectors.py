@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from support.vectors import vector_cases, vector_doc
 
-from taguru_eval.refserver.resolve import (
+from taguru_refserver.resolve import (
     DEFAULT_DICE_FLOOR,
     MAX_RESOLVE_LIMIT,
     AliasConflict,

@@ -30,13 +30,13 @@ from taguru_eval.demo.data import DEMO_CONTEXT, demo_data_dir
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.pipeline import execute
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
 from taguru_eval.run.http import CallFailure, Reply, TaguruClient, payload_as
 from taguru_eval.run.lanes.evidence import Package
 from taguru_eval.run.lanes.passage import _SearchPage
 from taguru_eval.run.lanes.structural import _Candidates, _MatchPage
 from taguru_eval.run.lanes.wire import Citation
+from taguru_refserver.serve import running_server
 
 TOKEN = "typed-secret-token-41"
 KINDS: dict[str, Any] = {

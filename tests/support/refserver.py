@@ -11,9 +11,9 @@ from urllib.parse import quote
 
 import httpx
 
-from taguru_eval.refserver.app import create_app
-from taguru_eval.refserver.auth import ApiKey
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.app import create_app
+from taguru_refserver.auth import ApiKey
+from taguru_refserver.state import ServerState
 
 SHAPES_VOLATILE = ("time", "server", "version", "last_read_epoch", "last_write_epoch")
 BLANKS: dict[str, Any] = {
@@ -195,7 +195,7 @@ def capped_server(max_body_bytes: int, state: ServerState | None = None) -> Iter
 
     import uvicorn
 
-    from taguru_eval.refserver.serve import LOOPBACK, bind_socket, socket_url
+    from taguru_refserver.serve import LOOPBACK, bind_socket, socket_url
 
     app = create_app(state or ServerState(), max_body_bytes=max_body_bytes)
     server = uvicorn.Server(

@@ -31,7 +31,6 @@ from taguru_eval.demo.data import DEMO_CONTEXT, demo_data_dir
 from taguru_eval.demo.synthetic import template_eval_set, template_outputs
 from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
-from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.console import Console
 from taguru_eval.run.runner import network_phase
 from taguru_eval.tables import flatten
@@ -48,6 +47,7 @@ from taguru_eval.tables.flatten import (
 )
 from taguru_eval.tables.schemas import RunTables
 from taguru_eval.tables.shapes import LaneOutput
+from taguru_refserver.serve import running_server
 
 TEMPLATE_OUTPUTS = template_outputs(template_eval_set())
 TABLE_FIELDS = [field.name for field in fields(RunTables) if field.name != "run_id"]

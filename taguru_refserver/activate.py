@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from taguru_eval.refserver.model import ContextState, Edge
+from taguru_refserver.model import ContextState, Edge
 
 ACTIVATION_FLOOR = 1e-6
 DEFAULT_DECAY = 0.5

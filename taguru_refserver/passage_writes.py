@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from taguru_eval.corpus.paragraphs import split_paragraphs
-from taguru_eval.refserver.envelope import Issue
-from taguru_eval.refserver.model import (
+from taguru_refserver.envelope import Issue
+from taguru_refserver.model import (
     MAX_LOCATOR_KIND_BYTES,
     MAX_LOCATOR_VALUE_BYTES,
     MAX_NAME_BYTES,
@@ -27,7 +27,7 @@ from taguru_eval.refserver.model import (
     issue,
     refusal,
 )
-from taguru_eval.refserver.routes_bodies import (
+from taguru_refserver.routes_bodies import (
     Fields,
     as_list,
     as_object,

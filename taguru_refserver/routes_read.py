@@ -13,8 +13,8 @@ from dataclasses import replace
 from itertools import islice
 
 from taguru_eval._base.text import F32
-from taguru_eval.refserver.envelope import ApiError
-from taguru_eval.refserver.graph_reads import (
+from taguru_refserver.envelope import ApiError
+from taguru_refserver.graph_reads import (
     QueryRank,
     association_out,
     declared_types,
@@ -22,8 +22,8 @@ from taguru_eval.refserver.graph_reads import (
     query_rank,
     resolve_candidates,
 )
-from taguru_eval.refserver.graph_reads import citation as citation_of
-from taguru_eval.refserver.model import (
+from taguru_refserver.graph_reads import citation as citation_of
+from taguru_refserver.model import (
     MAX_NAME_BYTES,
     MAX_TAG_BYTES,
     ContextState,
@@ -33,18 +33,18 @@ from taguru_eval.refserver.model import (
     refuse_empty,
     refuse_oversized,
 )
-from taguru_eval.refserver.passage_search import DEFAULT_SEARCH_LIMIT, search_passages
-from taguru_eval.refserver.resolve import GLOSSED_CANDIDATES
-from taguru_eval.refserver.routes_bodies import Fields, over_limit, type_error
-from taguru_eval.refserver.routes_common import (
+from taguru_refserver.passage_search import DEFAULT_SEARCH_LIMIT, search_passages
+from taguru_refserver.resolve import GLOSSED_CANDIDATES
+from taguru_refserver.routes_bodies import Fields, over_limit, type_error
+from taguru_refserver.routes_common import (
     Call,
     RouteSpec,
     query_cursor,
     query_flag,
     query_uint,
 )
-from taguru_eval.refserver.vectors import DIMENSIONS
-from taguru_eval.refserver.vectors import MODEL as VECTOR_MODEL
+from taguru_refserver.vectors import DIMENSIONS
+from taguru_refserver.vectors import MODEL as VECTOR_MODEL
 
 SERVER_VERSION = "0.9.7"  # the taguru release this server answers as (ERRATA §3)
 

@@ -19,13 +19,13 @@ from pathlib import Path
 from taguru_eval.corpus.folder import context_folders, read_context_folder
 from taguru_eval.corpus.writes import Caps, Location, Write, fill_writes
 from taguru_eval.errors import InputError
-from taguru_eval.refserver.envelope import ApiError
-from taguru_eval.refserver.model import (
+from taguru_refserver.envelope import ApiError
+from taguru_refserver.model import (
     MAX_ALIAS_PAIRS_PER_REQUEST,
     MAX_ASSOCIATIONS_PER_REQUEST,
     MAX_PASSAGES_PER_REQUEST,
 )
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.state import ServerState
 
 CAPS = Caps(
     sources=MAX_PASSAGES_PER_REQUEST,

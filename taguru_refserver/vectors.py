@@ -33,8 +33,8 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from taguru_eval.refserver.bm25 import f32
-from taguru_eval.refserver.tokenize import passage_term_keys
+from taguru_refserver.bm25 import f32
+from taguru_refserver.tokenize import passage_term_keys
 
 MODEL = "refserver-toy-hash-v1"
 DIMENSIONS = 1024

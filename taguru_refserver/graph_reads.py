@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from taguru_eval.refserver.model import ContextState, Edge, Namespace
-from taguru_eval.refserver.resolve import DEFAULT_DICE_FLOOR, Candidate
-from taguru_eval.refserver.routes_bodies import clamp_unit
-from taguru_eval.refserver.schema import SCHEMA_TYPE_LABEL
+from taguru_refserver.model import ContextState, Edge, Namespace
+from taguru_refserver.resolve import DEFAULT_DICE_FLOOR, Candidate
+from taguru_refserver.routes_bodies import clamp_unit
+from taguru_refserver.schema import SCHEMA_TYPE_LABEL
 
 QueryRank = tuple[float, str, str, str]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from taguru_eval.refserver.tokenize import passage_term_keys
+from taguru_refserver.tokenize import passage_term_keys
 
 MODEL = "refserver-toy-rerank-v1"
 FAILURE_PROBE_PREFIX = "refserver-toy-rerank-fail:"

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from taguru_eval.refserver.envelope import ApiError
-from taguru_eval.refserver.routes_bodies import (
+from taguru_refserver.envelope import ApiError
+from taguru_refserver.routes_bodies import (
     DESERIALIZE_PREFIX,
     Fields,
     as_bool,

@@ -29,20 +29,20 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from taguru_eval.refserver.auth import (
+from taguru_refserver.auth import (
     ApiKey,
     KeyRing,
     keys_from_tokens,
     require_grant,
     require_role,
 )
-from taguru_eval.refserver.envelope import ApiError, Enveloped, bare, error_response, ok
-from taguru_eval.refserver.evidence import EVIDENCE_ROUTES
-from taguru_eval.refserver.routes_client import CLIENT_ROUTES
-from taguru_eval.refserver.routes_common import Call, RouteSpec
-from taguru_eval.refserver.routes_read import READ_ROUTES
-from taguru_eval.refserver.routes_write import WRITE_ROUTES
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.envelope import ApiError, Enveloped, bare, error_response, ok
+from taguru_refserver.evidence import EVIDENCE_ROUTES
+from taguru_refserver.routes_client import CLIENT_ROUTES
+from taguru_refserver.routes_common import Call, RouteSpec
+from taguru_refserver.routes_read import READ_ROUTES
+from taguru_refserver.routes_write import WRITE_ROUTES
+from taguru_refserver.state import ServerState
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # taguru's default body cap (HTTP.md §4.2)
 
@@ -75,7 +75,7 @@ ROUTES: list[RouteSpec] = [
     *CLIENT_ROUTES,
 ]
 
-_log = logging.getLogger("taguru_eval.refserver")
+_log = logging.getLogger("taguru_refserver")
 
 
 @dataclass(frozen=True)

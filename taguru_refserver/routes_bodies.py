@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 
 from taguru_eval._base.jsonstrict import describe
-from taguru_eval.refserver.envelope import ApiError
+from taguru_refserver.envelope import ApiError
 
 DESERIALIZE_PREFIX = "Failed to deserialize the JSON body into the target type: "
 

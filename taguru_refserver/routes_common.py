@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from taguru_eval.refserver.auth import ApiKey, Role
-from taguru_eval.refserver.envelope import ApiError
-from taguru_eval.refserver.model import refuse_oversized
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.auth import ApiKey, Role
+from taguru_refserver.envelope import ApiError
+from taguru_refserver.model import refuse_oversized
+from taguru_refserver.state import ServerState
 
 # How a route reads its body: none (GET), a typed JSON body (415 without a JSON
 # content type), or PUT /contexts/{name}'s optional body parsed whatever the

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from taguru_eval._base.text import F32
-from taguru_eval.refserver.bm25 import PassageIndex
-from taguru_eval.refserver.envelope import MAX_LISTED_ISSUES, ApiError, Issue
-from taguru_eval.refserver.resolve import EntryIndex
-from taguru_eval.refserver.schema import InstalledSchema
-from taguru_eval.refserver.vectors import PassageVectors
+from taguru_refserver.bm25 import PassageIndex
+from taguru_refserver.envelope import MAX_LISTED_ISSUES, ApiError, Issue
+from taguru_refserver.resolve import EntryIndex
+from taguru_refserver.schema import InstalledSchema
+from taguru_refserver.vectors import PassageVectors
 
 Namespace = Literal["concepts", "labels"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from taguru_eval.refserver.envelope import Issue
-from taguru_eval.refserver.graph_writes import AssociationInput
-from taguru_eval.refserver.model import ContextState
-from taguru_eval.refserver.schema import (
+from taguru_refserver.envelope import Issue
+from taguru_refserver.graph_writes import AssociationInput
+from taguru_refserver.model import ContextState
+from taguru_refserver.schema import (
     MAX_ISSUE_TYPE_NAMES,
     SCHEMA_TYPE_LABEL,
     InstalledSchema,

@@ -18,16 +18,16 @@ from collections.abc import Callable
 
 from starlette.responses import PlainTextResponse
 
-from taguru_eval.refserver.activate import DEFAULT_DECAY, activate_page
-from taguru_eval.refserver.auth import require_grant
-from taguru_eval.refserver.envelope import ApiError
-from taguru_eval.refserver.graph_reads import (
+from taguru_refserver.activate import DEFAULT_DECAY, activate_page
+from taguru_refserver.auth import require_grant
+from taguru_refserver.envelope import ApiError
+from taguru_refserver.graph_reads import (
     association_out,
     declared_types,
     matching_edges,
     query_rank,
 )
-from taguru_eval.refserver.model import (
+from taguru_refserver.model import (
     MAX_CONTEXT_NAME_BYTES,
     MAX_NAME_BYTES,
     ContextState,
@@ -36,9 +36,9 @@ from taguru_eval.refserver.model import (
     refuse_empty,
     refuse_oversized,
 )
-from taguru_eval.refserver.routes_bodies import Fields, over_limit
-from taguru_eval.refserver.routes_common import Call, RouteSpec
-from taguru_eval.refserver.routes_read import (
+from taguru_refserver.routes_bodies import Fields, over_limit
+from taguru_refserver.routes_common import Call, RouteSpec
+from taguru_refserver.routes_read import (
     DEFAULT_QUERY_LIMIT,
     MAX_LIST_ITEMS,
     MAX_MATCH_LIMIT,

@@ -19,7 +19,7 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from taguru_eval.refserver.tokenize import distinct_term_keys, passage_term_keys
+from taguru_refserver.tokenize import distinct_term_keys, passage_term_keys
 
 _F32 = struct.Struct("<f")
 

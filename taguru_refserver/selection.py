@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from taguru_eval._base.normalize import normalize_entry
-from taguru_eval.refserver.envelope import MAX_LISTED_ISSUES
-from taguru_eval.refserver.fusion import KIND_ASSOCIATION, KIND_PASSAGE, FusedCandidate, Locator
-from taguru_eval.refserver.jsonsize import json_size
+from taguru_refserver.envelope import MAX_LISTED_ISSUES
+from taguru_refserver.fusion import KIND_ASSOCIATION, KIND_PASSAGE, FusedCandidate, Locator
+from taguru_refserver.jsonsize import json_size
 
 NEAR_DUPLICATE_DICE = 0.9
 DUPLICATE_PASSAGE = "duplicate_passage"

@@ -44,9 +44,9 @@ from taguru_eval._base.ready import (
     write_ready_file,
 )
 from taguru_eval.errors import InputError, RunError, os_error_text
-from taguru_eval.refserver.app import create_app
-from taguru_eval.refserver.corpus import load_corpus_dir
-from taguru_eval.refserver.state import ServerState
+from taguru_refserver.app import create_app
+from taguru_refserver.corpus import load_corpus_dir
+from taguru_refserver.state import ServerState
 
 LOOPBACK: Final = "127.0.0.1"
 _STARTUP_SECONDS = 10.0

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from taguru_eval._base.text import F32
-from taguru_eval.refserver.bm25 import f32, has_searchable_terms
-from taguru_eval.refserver.model import ContextState
-from taguru_eval.refserver.routes_bodies import clamp_unit
+from taguru_refserver.bm25 import f32, has_searchable_terms
+from taguru_refserver.model import ContextState
+from taguru_refserver.routes_bodies import clamp_unit
 
 DEFAULT_SEARCH_LIMIT = 5
 DEFAULT_SEMANTIC_FLOOR = 0.35  # taguru's server default (TAGURU_SEMANTIC_FLOOR unset)

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from taguru_eval.refserver.activate import DEFAULT_DECAY, activate_page
-from taguru_eval.refserver.envelope import ApiError
-from taguru_eval.refserver.fusion import (
+from taguru_refserver.activate import DEFAULT_DECAY, activate_page
+from taguru_refserver.envelope import ApiError
+from taguru_refserver.fusion import (
     EvidenceCandidate,
     FusedCandidate,
     Locator,
@@ -36,19 +36,19 @@ from taguru_eval.refserver.fusion import (
     fuse,
     passage_candidate,
 )
-from taguru_eval.refserver.graph_reads import (
+from taguru_refserver.graph_reads import (
     association_out,
     citation,
     matching_edges,
     resolve_candidates,
 )
-from taguru_eval.refserver.model import ContextState
-from taguru_eval.refserver.passage_search import DEFAULT_SEARCH_LIMIT, search_passages
-from taguru_eval.refserver.rerank import RerankOutcome, not_requested, rerank
-from taguru_eval.refserver.routes_bodies import Fields, over_limit, type_error
-from taguru_eval.refserver.routes_common import Call, RouteSpec
-from taguru_eval.refserver.routes_read import MAX_LIST_ITEMS, MAX_MATCH_LIMIT
-from taguru_eval.refserver.selection import BudgetLimits, select
+from taguru_refserver.model import ContextState
+from taguru_refserver.passage_search import DEFAULT_SEARCH_LIMIT, search_passages
+from taguru_refserver.rerank import RerankOutcome, not_requested, rerank
+from taguru_refserver.routes_bodies import Fields, over_limit, type_error
+from taguru_refserver.routes_common import Call, RouteSpec
+from taguru_refserver.routes_read import MAX_LIST_ITEMS, MAX_MATCH_LIMIT
+from taguru_refserver.selection import BudgetLimits, select
 
 MAX_EVIDENCE_SEARCH_LIMIT = 200
 DEFAULT_ACTIVATE_LIMIT = 20

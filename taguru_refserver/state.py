@@ -19,9 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from taguru_eval.refserver import graph_writes, passage_writes
-from taguru_eval.refserver.envelope import ApiError, Issue
-from taguru_eval.refserver.model import (
+from taguru_refserver import graph_writes, passage_writes
+from taguru_refserver.envelope import ApiError, Issue
+from taguru_refserver.model import (
     MAX_CONTEXT_NAME_BYTES,
     MAX_DESCRIPTION_BYTES,
     MAX_NAME_BYTES,
@@ -31,10 +31,10 @@ from taguru_eval.refserver.model import (
     refuse_empty,
     refuse_oversized,
 )
-from taguru_eval.refserver.routes_bodies import Fields, clamp_unit
-from taguru_eval.refserver.schema import decode_schema
-from taguru_eval.refserver.schema_judge import judge_associations
-from taguru_eval.refserver.vectors import PassageVectors
+from taguru_refserver.routes_bodies import Fields, clamp_unit
+from taguru_refserver.schema import decode_schema
+from taguru_refserver.schema_judge import judge_associations
+from taguru_refserver.vectors import PassageVectors
 
 
 class ServerState:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from taguru_eval.refserver.envelope import ApiError
+from taguru_refserver.envelope import ApiError
 
 Role = Literal["read", "write", "admin"]
 ROLE_RANK: dict[str, int] = {"read": 0, "write": 1, "admin": 2}

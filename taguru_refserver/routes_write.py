@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from taguru_eval.refserver.envelope import Enveloped
-from taguru_eval.refserver.routes_common import Call, RouteSpec, query_flag
+from taguru_refserver.envelope import Enveloped
+from taguru_refserver.routes_common import Call, RouteSpec, query_flag
 
 
 def create_context(call: Call) -> object:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from taguru_eval._base.text import json_f64
-from taguru_eval.refserver.envelope import ApiError, Issue
-from taguru_eval.refserver.model import (
+from taguru_refserver.envelope import ApiError, Issue
+from taguru_refserver.model import (
     MAX_ALIAS_PAIRS_PER_REQUEST,
     MAX_ASSOCIATIONS_PER_REQUEST,
     MAX_NAME_BYTES,
@@ -28,7 +28,7 @@ from taguru_eval.refserver.model import (
     refuse_empty,
     refuse_oversized,
 )
-from taguru_eval.refserver.routes_bodies import Fields, as_float, as_list, over_limit
+from taguru_refserver.routes_bodies import Fields, as_float, as_list, over_limit
 
 AliasBinding = tuple[Namespace, str, str]  # namespace, alias spelling, canonical spelling
 AliasRemoval = tuple[Namespace, str]
