@@ -24,10 +24,21 @@ from taguru_eval.compare.classify import compare_views
 from taguru_eval.compare.load import RunView, view_from_document
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.report import Comparison
-from taguru_eval.compare.significance import Significance, significance
+from taguru_eval.compare.significance import FAIL_ON, FailOn, Significance, Verdict, significance
 from taguru_eval.errors import InputError
 
-__all__ = ["Comparison", "RunView", "Side", "Significance", "compare", "load_side", "significance"]
+__all__ = [
+    "FAIL_ON",
+    "Comparison",
+    "FailOn",
+    "RunView",
+    "Side",
+    "Significance",
+    "Verdict",
+    "compare",
+    "load_side",
+    "significance",
+]
 
 Side = str | os.PathLike[str] | Mapping[str, object]
 """One side of a comparison: a file, a stored run directory, or a parsed document."""

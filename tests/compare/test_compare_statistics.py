@@ -43,8 +43,8 @@ from taguru_eval.compare.significance import (
     NOT_TESTED,
     SIGNIFICANT_IMPROVEMENT,
     SIGNIFICANT_REGRESSION,
+    PairedCases,
     judge,
-    significance_of_cases,
 )
 from taguru_eval.compare.tags import CASE_LANES_FILE, NO_TAG
 
@@ -591,7 +591,7 @@ def test_a_a_calibration_holm_keeps_false_alarms_rare() -> None:
     for trial in range(60):
         design = "redraw" if trial % 2 else "noise"
         frame = paired_runs(np.random.default_rng([2026, trial]), 200, design)
-        result = significance_of_cases(frame, COMPARISON_METRICS, resamples=500, seed=trial)
+        result = significance(PairedCases(frame, COMPARISON_METRICS), resamples=500, seed=trial)
         uncorrected = judge(result.frame.select(list(MEASURED_SCHEMA)), 0.05, "none", {})
         for name, judged in (("holm", result.frame), ("none", uncorrected)):
             verdicts = set(judged.get_column("verdict"))
