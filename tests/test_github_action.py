@@ -26,7 +26,8 @@ from taguru_eval.cli.action_step import (
     REGRESSED,
     verdict_and_code,
 )
-from taguru_eval.compare.significance import SIGNIFICANCE_SCHEMA, Significance
+from taguru_eval.compare import Significance
+from taguru_eval.compare.significance import SIGNIFICANCE_SCHEMA
 from taguru_eval.refserver.serve import running_server
 
 DATA = Path(__file__).resolve().parents[1] / "data"

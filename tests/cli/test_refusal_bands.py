@@ -16,7 +16,7 @@ from taguru_eval.cli.refusal_bands import main
 from taguru_eval.refserver.serve import running_server
 from taguru_eval.run.lanes.bands import SWEEP_HITS_SCHEMA
 from taguru_eval.score.bands import bands
-from taguru_eval.tables.schemas import EXPECTED
+from taguru_eval.tables import EXPECTED
 
 
 def hits(rows: list[tuple[str, int, int, str, int, float | None]]) -> pl.DataFrame:

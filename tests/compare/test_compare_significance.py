@@ -20,19 +20,19 @@ import pytest
 
 from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.cli.compare import main, parse_args
-from taguru_eval.compare import Comparison, compare, significance
-from taguru_eval.compare.significance import (
+from taguru_eval.compare import (
     FAIL_ON,
-    MAX_RESAMPLES,
     NOT_SIGNIFICANT,
     NOT_TESTED,
     PASS,
     SIGNIFICANT_IMPROVEMENT,
     SIGNIFICANT_REGRESSION,
+    Comparison,
     Verdict,
-    bootstrap_means,
-    sign_flip_p_value,
+    compare,
+    significance,
 )
+from taguru_eval.compare.significance import MAX_RESAMPLES, bootstrap_means, sign_flip_p_value
 
 PREFIX = "taguru: evaluate: "
 USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval compare --help"

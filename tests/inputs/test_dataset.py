@@ -20,7 +20,7 @@ from taguru_eval.inputs.dataset import (
     load_eval_text,
     validate_limits,
 )
-from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
+from taguru_eval.tables import EXPECTED as EXPECTED_SCHEMA
 
 HEADER = '{"taguru_eval":1,"name":"sake retrieval cases"}'
 FULL_CASE = {
