@@ -17,7 +17,7 @@ the tests report under it, at 1,000 cases and compare's default 10,000
 resamples, where the detection is 80% by construction: its 95% interval must
 reach 80%.
 
-Every test goes through :func:`taguru_eval.compare.significance.significance_of_cases`
+Every test goes through :func:`taguru_eval.compare.significance.significance`
 (the code ``compare --significance`` runs), and the other corrections through
 its :func:`~taguru_eval.compare.significance.judge` on the same draws.
 
@@ -49,8 +49,9 @@ from taguru_eval.compare.significance import (  # noqa: E402
     MEASURED_SCHEMA,
     SIGNIFICANT_IMPROVEMENT,
     SIGNIFICANT_REGRESSION,
+    PairedCases,
     judge,
-    significance_of_cases,
+    significance,
 )
 
 ALPHA = 0.05
@@ -87,9 +88,8 @@ def false_alarms(
     for trial in range(trials):
         rng = np.random.default_rng([seed, DESIGNS.index(design), trial])
         frame = paired_runs(rng, cases, design)
-        result = significance_of_cases(
-            frame, COMPARISON_METRICS, resamples=resamples, seed=trial, correction="holm"
-        )
+        paired = PairedCases(frame, COMPARISON_METRICS)
+        result = significance(paired, resamples=resamples, seed=trial, correction="holm")
         measured = result.frame.select(list(MEASURED_SCHEMA))
         for correction in CORRECTIONS:
             judged = (
@@ -110,7 +110,8 @@ def detection(
     for trial in range(trials):
         rng = np.random.default_rng([seed, 10 + DESIGNS.index(design), cases, trial])
         frame = paired_runs(rng, cases, design, shift=shift)
-        result = significance_of_cases(frame, COMPARISON_METRICS, resamples=resamples, seed=trial)
+        paired = PairedCases(frame, COMPARISON_METRICS)
+        result = significance(paired, resamples=resamples, seed=trial)
         recall = result.frame.row(COMPARISON_METRICS.index(RECALL), named=True)
         detected += recall["verdict"] == SIGNIFICANT_REGRESSION
         mdes.append(recall["mde"])

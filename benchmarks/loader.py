@@ -7,7 +7,7 @@ of ``data/sake/eval.jsonl`` repeated under fresh ids, UTF-8) of each size in
 * ``loader``: ``load_eval(path)``, the public loader; the child checks that its
   one decoding answered for the file (no strict fallback);
 * ``strict``: ``load_eval_strict(text)`` on the file's text, the reader that
-  words every error (and reads carry-through mode);
+  words every error;
 * ``before`` (only with ``--before DIR``): ``load_eval(path)`` from another
   source tree, e.g. the commit a change started from
   (``git archive <commit> taguru_eval | tar -x -C DIR``).

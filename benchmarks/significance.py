@@ -11,7 +11,7 @@ Two synthetic comparisons of ``--cases`` matched cases are built as
 * **worst case**: one metric whose differences are all distinct (continuous
   noise on every case), where no grouping helps.
 
-Each is tested with :func:`taguru_eval.compare.significance.significance_of_cases`
+Each is tested with :func:`taguru_eval.compare.significance.significance`
 (bootstrap interval + sign-flip p-value, ``--resamples`` each) ``REPEATS``
 times; the median seconds are printed. Side by side, one metric of the worst
 case is run through the textbook procedures in plain NumPy (an index matrix
@@ -34,7 +34,7 @@ import polars as pl
 
 from taguru_eval.catalog import COMPARISON_METRICS
 from taguru_eval.compare.classify import classify_cases
-from taguru_eval.compare.significance import significance_of_cases
+from taguru_eval.compare.significance import PairedCases, significance
 
 REPEATS = 3
 TARGET_S = 10.0
@@ -133,10 +133,9 @@ def main() -> None:
     distinct = {
         metric: frame.get_column(f"{metric}.delta").n_unique() for metric in COMPARISON_METRICS
     }
-    result = significance_of_cases(frame, COMPARISON_METRICS, resamples=args.resamples)
-    realistic_s = median_seconds(
-        lambda: significance_of_cases(frame, COMPARISON_METRICS, resamples=args.resamples)
-    )
+    paired = PairedCases(frame, COMPARISON_METRICS)
+    result = significance(paired, resamples=args.resamples)
+    realistic_s = median_seconds(lambda: significance(paired, resamples=args.resamples))
     print(f"realistic: {args.cases:,} cases x 9 metrics, {args.resamples:,} resamples each")
     print(f"  distinct differences per metric: {distinct}")
     print(f"  median {realistic_s:.2f} s for all nine metrics (target <= {TARGET_S:.0f} s)")
@@ -148,10 +147,9 @@ def main() -> None:
         )
 
     worst = worst_case(args.cases)
-    ours = significance_of_cases(worst, ("recall.ndcg",), resamples=args.resamples)
-    worst_s = median_seconds(
-        lambda: significance_of_cases(worst, ("recall.ndcg",), resamples=args.resamples)
-    )
+    worst_paired = PairedCases(worst, ("recall.ndcg",))
+    ours = significance(worst_paired, resamples=args.resamples)
+    worst_s = median_seconds(lambda: significance(worst_paired, resamples=args.resamples))
     deltas = worst.get_column("recall.ndcg.delta").to_numpy()
     start = time.perf_counter()
     low, high, p_value = textbook(deltas, args.resamples)

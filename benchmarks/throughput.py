@@ -252,7 +252,7 @@ def _measure(
     from taguru_eval.run import loop
     from taguru_eval.run.console import Console
     from taguru_eval.run.runner import network_phase
-    from taguru_eval.score.stats import nearest_rank_index
+    from taguru_eval.score.stats import distribution
 
     options = RunOptions(
         eval_path=str(eval_path),
@@ -281,10 +281,9 @@ def _measure(
     if hasattr(phase, "outputs"):  # a tree from before phases kept no outputs
         collected = [output["passage"]["latency_ms"] for output in phase.outputs]
     cases = len(collected)
-    latencies = sorted(collected)
     return Measured(
         rate=cases / phase.cases_elapsed_s,
-        p50_ms=float(latencies[nearest_rank_index(len(latencies), 50)]),
+        p50_ms=distribution(map(float, collected))["p50"] or 0.0,
         cpu_us=cpu / cases * 1e6,
     )
 

@@ -17,7 +17,7 @@ import pytest
 from support.documents import history_documents
 
 from taguru_eval.analyst import drift
-from taguru_eval.artifact.build import RunContext, build_artifact
+from taguru_eval.artifact import RunContext, build_artifact
 from taguru_eval.artifact.read import artifact_to_lane_outputs, cases_from_artifact
 from taguru_eval.catalog import CATALOG, CaseField, MetricDefinition
 from taguru_eval.compare import compare
@@ -27,8 +27,7 @@ from taguru_eval.gate import case_metric_frame, case_values_from_cases_frame, ev
 from taguru_eval.inputs.thresholds import Thresholds, parse_thresholds
 from taguru_eval.score.aggregate import Scores, aggregate
 from taguru_eval.store import RunOrigin, write_run
-from taguru_eval.tables.flatten import build_tables
-from taguru_eval.tables.schemas import metrics_frame
+from taguru_eval.tables import build_tables, metrics_frame
 
 Stored = tuple[dict[str, Any], Scores, Path]
 """One stored run of the fixture: its artifact, its frames, its run directory."""

@@ -12,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+import polars as pl
 import pytest
 from support.actions_runner import Runner, action
 from support.github_api import PULL, REPOSITORY, TOKEN, FakeGitHub
@@ -25,6 +26,8 @@ from taguru_eval.cli.action_step import (
     REGRESSED,
     verdict_and_code,
 )
+from taguru_eval.compare import Significance
+from taguru_eval.compare.significance import SIGNIFICANCE_SCHEMA
 from taguru_refserver.serve import running_server
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -216,22 +219,30 @@ def test_bad_inputs_stop_the_job_at_the_plan(tmp_path: Path) -> None:
     assert [s.id for s in job.steps if s.ran] == ["step-0", "install", "plan", "finish"]
 
 
+def significance_with(*verdicts: str) -> Significance:
+    """Significance tests with these verdicts, one metric each."""
+    rows = [{"metric": f"m{i}", "n": 9, "verdict": v} for i, v in enumerate(verdicts)]
+    return Significance(pl.DataFrame(rows, schema=SIGNIFICANCE_SCHEMA), 100, 0, 0.05)
+
+
 @pytest.mark.parametrize(
-    ("run_code", "regressed", "inconclusive", "fail_on", "expected"),
+    ("run_code", "verdicts", "fail_on", "expected"),
     [
-        (0, False, False, "inconclusive", (PASS, 0)),
-        (3, False, False, "gate", (GATE_FAILED, 3)),
-        (0, True, True, "gate", (REGRESSED, 0)),
-        (0, True, False, "regression", (REGRESSED, 3)),
-        (0, False, True, "regression", (INCONCLUSIVE, 0)),
-        (0, False, True, "inconclusive", (INCONCLUSIVE, 3)),
-        (2, False, False, "gate", (ERROR, 2)),
+        (0, None, "inconclusive", (PASS, 0)),
+        (0, ("no significant change",), "inconclusive", (PASS, 0)),
+        (3, ("regressed",), "gate", (GATE_FAILED, 3)),
+        (0, ("regressed", "inconclusive"), "gate", (REGRESSED, 0)),
+        (0, ("regressed", "improved"), "regression", (REGRESSED, 3)),
+        (0, ("inconclusive",), "regression", (INCONCLUSIVE, 0)),
+        (0, ("inconclusive",), "inconclusive", (INCONCLUSIVE, 3)),
+        (2, None, "gate", (ERROR, 2)),
     ],
 )
 def test_fail_on_levels(
-    run_code: int, regressed: bool, inconclusive: bool, fail_on: str, expected: tuple[str, int]
+    run_code: int, verdicts: tuple[str, ...] | None, fail_on: str, expected: tuple[str, int]
 ) -> None:
-    assert verdict_and_code(run_code, regressed, inconclusive, fail_on) == expected
+    tested = None if verdicts is None else significance_with(*verdicts)
+    assert verdict_and_code(run_code, tested, fail_on) == expected
 
 
 def test_the_action_declares_the_inputs_and_outputs_of_the_issue() -> None:

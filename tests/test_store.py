@@ -23,8 +23,8 @@ from taguru_eval.store import (
     scan_runs,
     write_run,
 )
-from taguru_eval.tables.flatten import build_tables
-from taguru_eval.tables.schemas import CALLS, CASE_LANES, METRICS, conform
+from taguru_eval.tables import build_tables, conform
+from taguru_eval.tables.schemas import CALLS, CASE_LANES, METRICS
 
 
 def calls_frame(run_id: str, rows: int) -> pl.DataFrame:

@@ -21,11 +21,11 @@ from polars.testing import assert_frame_equal
 from support.documents import abstention_block, evaluation_document
 from support.paths import PROJECT_ROOT
 
-from taguru_eval.artifact.read import tables_from_artifact
+from taguru_eval.artifact import tables_from_artifact
 from taguru_eval.errors import InputError
 from taguru_eval.store import RunOrigin, dataset, scan_runs, table_glob, table_paths, write_run
 from taguru_eval.store_artifact import COMPRESSED_NAME, artifact_bytes
-from taguru_eval.tables.schemas import TABLE, TABLES
+from taguru_eval.tables import TABLE, TABLES
 
 RUNS = (
     ("sake", "20260728T100000.000000Z-aaaaaa", 0),

@@ -21,7 +21,7 @@ from taguru_eval.summary import (
     must_refuse_failed_lines,
     wrote_line,
 )
-from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables import build_tables
 from taguru_eval.tables.shapes import LaneOutput
 
 

@@ -111,9 +111,13 @@ def remove_abandoned_temp_files(target: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) -> None:
     """Write ``data`` to ``path`` through a temp file in the same directory and a rename.
 
+    ``data`` is bytes, or chunks written as they come (a 300 MB document is never
+    whole in memory): a failure while the chunks are made (they may be computed as
+    they are written) removes the temp file too, and so does a stop signal, which
+    is checked for before each chunk (:func:`~taguru_eval._base.signals.check`).
     The directory is not created. A target that exists and is not a regular file
     (``/dev/null``, a FIFO, a terminal) is written through, never replaced: a
     rename would put a regular file where the device was (as root, in ``/dev``).
@@ -125,6 +129,8 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     file it names is replaced, and the link stays (:func:`_followed`).
     """
     target = _followed(Path(path))
+    if not isinstance(data, bytes):
+        data = checked(iter(data))
     if _is_special(target):
         _write_through(target, data)
         return
@@ -211,27 +217,6 @@ def writes_through(target: str | os.PathLike[str]) -> bool:
     """Whether a write to ``target`` goes into it as it is (a device, a FIFO, a
     socket), not through a temp file and a rename."""
     return _is_special(Path(target))
-
-
-def write_chunks_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
-    """:func:`write_bytes_atomic` of ``b"".join(chunks)``, written as the chunks come
-    (a 300 MB document is never whole in memory). A failure while the chunks are
-    made (they may be computed as they are written) removes the temp file too, and
-    so does a stop signal, which is checked for before each chunk
-    (:func:`~taguru_eval._base.signals.check`)."""
-    target = _followed(Path(path))
-    chunks = checked(iter(chunks))
-    if _is_special(target):
-        _write_through(target, chunks)
-        return
-    temp = _staged(target, chunks)
-    try:
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-    fsync_directory(target.parent)
 
 
 def _write_through(target: Path, data: bytes | Iterable[bytes]) -> None:

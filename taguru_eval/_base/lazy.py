@@ -62,6 +62,15 @@ def lazy_names(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
     return getattr_
 
 
+def by_module(package: str, modules: Mapping[str, str]) -> dict[str, str]:
+    """``{module: "name name …"}`` (modules of ``package``) as :func:`lazy_names`
+    takes it (name -> module); a ``module:attribute`` key gives its one name to
+    that attribute."""
+    return {
+        name: f"{package}.{module}" for module, names in modules.items() for name in names.split()
+    }
+
+
 def lazy_main(module: str) -> Callable[[list[str]], int]:
     """The ``main(argv) -> int`` of ``module``, imported only when it is called:
     a command pays for its own libraries, not for every other command's."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from taguru_eval._base.files import write_bytes_atomic, write_chunks_atomic
+from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval._base.text import dumps_json, encode_json, encode_json_each
 from taguru_eval.artifact.layout import LaneBlocks, build_case_block, case_layout, case_steps
 from taguru_eval.catalog import CATALOG, Catalog, MetricDefinition
@@ -289,7 +289,7 @@ def write_artifact(path: str | Path, chunks: Iterable[bytes]) -> None:
     failure (or Ctrl-C) leaves no partial file. Failure -> :class:`RunError`
     ``writing {path}: {error}``."""
     try:
-        write_chunks_atomic(Path(path), chunks)
+        write_bytes_atomic(Path(path), chunks)
     except (TypeError, ValueError) as exc:
         raise RunError(f"writing {path}: {exc}") from None
     except OSError as exc:

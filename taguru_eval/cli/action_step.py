@@ -36,6 +36,7 @@ from taguru_eval.errors import EXIT_GATE, EXIT_INPUT, EXIT_OK, EXIT_RUN_FAILED, 
 
 if TYPE_CHECKING:
     from taguru_eval.analyst.pr_comment import Links
+    from taguru_eval.compare.significance import Significance
 
 WORD: Final = "action-step"
 INPUT_PREFIX: Final = "TAGURU_EVAL_INPUT_"
@@ -271,20 +272,20 @@ def _gate_argv(inputs: Inputs, base: str | None) -> list[str]:
     return argv
 
 
-def verdict_and_code(
-    run_code: int, regressed: bool, inconclusive: bool, fail_on: str
-) -> tuple[str, int]:
-    """The ``verdict`` (the worst finding) and the job's exit code under ``fail_on``."""
+def verdict_and_code(run_code: int, tested: Significance | None, fail_on: str) -> tuple[str, int]:
+    """The ``verdict`` (the worst finding) and the job's exit code under ``fail_on``:
+    the run's own, then the significance tests' (:meth:`Significance.verdict`, judged
+    on what the ``fail_on`` level adds to the gate)."""
     if run_code not in (EXIT_OK, EXIT_GATE):
         return ERROR, run_code
-    level = FAIL_ON.index(fail_on)
     if run_code == EXIT_GATE:
         return GATE_FAILED, EXIT_GATE
-    if regressed:
-        return REGRESSED, EXIT_GATE if level >= 1 else EXIT_OK
-    if inconclusive:
-        return INCONCLUSIVE, EXIT_GATE if level >= 2 else EXIT_OK
-    return PASS, EXIT_OK
+    if tested is None:
+        return PASS, EXIT_OK
+    from taguru_eval.compare.significance import FAIL_ON as TESTS_FAIL_ON
+
+    verdict = tested.verdict(fail_on=TESTS_FAIL_ON[: FAIL_ON.index(fail_on)])
+    return verdict.finding, verdict.exit_code
 
 
 def run(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
@@ -299,10 +300,10 @@ def run(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
     out.flush()
     run_code = command(_gate_argv(inputs, base))
     completed = run_code in (EXIT_OK, EXIT_GATE) and head.is_file()
-    regressed = inconclusive = False
+    tested: Significance | None = None
     compared = ""
     if completed and base is not None:
-        regressed, inconclusive, compared = _compare(base, str(head), env, out, err)
+        tested, compared = _compare(base, str(head), env, out, err)
     report = ""
     if completed:
         report = _report(str(head), base, out)
@@ -310,7 +311,7 @@ def run(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
     if save:
         BASELINE_DIR.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(head, BASELINE_DIR / BASELINE_FILE)
-    verdict, code = verdict_and_code(run_code, regressed, inconclusive, inputs.fail_on)
+    verdict, code = verdict_and_code(run_code, tested, inputs.fail_on)
     branch = env.get("GITHUB_REF_NAME", "")
     set_outputs(
         env,
@@ -339,9 +340,9 @@ def run(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
 
 def _compare(
     base: str, head: str, env: Mapping[str, str], out: TextIO, err: TextIO
-) -> tuple[bool, bool, str]:
+) -> tuple[Significance | None, str]:
     """``compare --significance`` with its Markdown summary appended to the job
-    summary: (regressed, inconclusive, changes.jsonl path)."""
+    summary: (its tests, changes.jsonl path)."""
     from taguru_eval.cli.compare import CompareArgs, compare_and_report
 
     changes = OUT_DIR / "changes.jsonl"
@@ -350,12 +351,12 @@ def _compare(
     code, tested = compare_and_report(args, out, err)
     if code != EXIT_OK or tested is None:
         out.write(f"::warning title=taguru_eval::compare with {base} failed (exit {code})\n")
-        return False, False, ""
+        return None, ""
     step_summary = env.get("GITHUB_STEP_SUMMARY", "")
     if step_summary and summary.is_file():
         with open(step_summary, "a", encoding="utf-8") as handle:
             handle.write("\n" + summary.read_text(encoding="utf-8"))
-    return tested.regressed().height > 0, tested.inconclusive().height > 0, str(changes)
+    return tested, str(changes)
 
 
 def _report(head: str, base: str | None, out: TextIO) -> str:

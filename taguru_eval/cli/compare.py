@@ -19,28 +19,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TextIO
 
-import polars as pl
-
+from taguru_eval._base.files import write_bytes_atomic
 from taguru_eval._base.text import one_line, parse_decimal
 from taguru_eval.catalog import catalog_for
 from taguru_eval.cli.flags import scan_flags, write_report
 from taguru_eval.compare import Comparison, compare
 from taguru_eval.compare.multiplicity import CORRECTIONS, DEFAULT_CORRECTION, Correction
-from taguru_eval.compare.report import write_atomically
 from taguru_eval.compare.significance import (
     DEFAULT_ALPHA,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    DEFAULT_TOLERANCE,
+    FAIL_ON,
     MAX_RESAMPLES,
     MAX_SEED,
+    FailOn,
     Significance,
     significance,
-    test_label,
 )
 from taguru_eval.compare.tags import stored_case_tags
 from taguru_eval.errors import (
-    EXIT_GATE,
     EXIT_INPUT,
     EXIT_OK,
     EXIT_RUN_FAILED,
@@ -169,6 +166,12 @@ class CompareArgs:
             or self.junit is not None
             or self.summary is not None
         )
+
+    @property
+    def fail_on(self) -> tuple[FailOn, ...]:
+        """What exits 3 (``--fail-on-regression``, ``--fail-on-inconclusive``)."""
+        flags = (self.fail_on_regression, self.fail_on_inconclusive)
+        return tuple(condition for condition, on in zip(FAIL_ON, flags, strict=True) if on)
 
 
 # Value-taking flags: flag -> message when no value follows.
@@ -376,7 +379,7 @@ def compare_and_report(
         err_stream.write(f"{PREFIX}serializing changes.jsonl: {exc}\n")
         return EXIT_RUN_FAILED, None
     try:
-        write_atomically(args.out, text)
+        write_bytes_atomic(args.out, text.encode("utf-8"))
     except OSError as exc:
         err_stream.write(f"{PREFIX}writing {args.out}: {os_error_text(exc)}\n")
         return EXIT_RUN_FAILED, None
@@ -389,7 +392,10 @@ def compare_and_report(
     except RunError as exc:
         err_stream.write(error_lines(exc))
         return EXIT_RUN_FAILED, tested
-    return _gate(args, tested, err_stream), tested
+    # Exit 3 when a --fail-on-… flag's condition holds, saying which tests met it.
+    verdict = tested.verdict(fail_on=args.fail_on)
+    err_stream.write("".join(one_line(f"{PREFIX}{reason}") + "\n" for reason in verdict.reasons))
+    return verdict.exit_code, tested
 
 
 def _write_reports(args: CompareArgs, tested: Significance, comparison: Comparison) -> None:
@@ -413,40 +419,3 @@ def _all_tolerances(args: CompareArgs) -> dict[str, float]:
         {} if args.tolerances_file is None else load_tolerances(args.tolerances_file, TOLERATED)
     )
     return {**from_file, **args.tolerances}
-
-
-def _gate(args: CompareArgs, tested: Significance, err_stream: TextIO) -> int:
-    """Exit 3 when a --fail-on-… flag's condition holds, saying which tests met it."""
-    noun = "test(s)" if tested.by_tag else "metric(s)"
-    level = (
-        f"alpha {args.alpha:g}"
-        if args.correction == "none"
-        else f"{args.correction}-adjusted p, alpha {args.alpha:g}"
-    )
-    failed = False
-    regressed = _labels(tested.regressed())
-    if args.fail_on_regression and regressed:
-        err_stream.write(
-            one_line(
-                f"{PREFIX}{len(regressed)} {noun} regressed significantly ({level}): "
-                f"{', '.join(regressed)}"
-            )
-            + "\n"
-        )
-        failed = True
-    inconclusive = _labels(tested.inconclusive())
-    if args.fail_on_inconclusive and inconclusive:
-        err_stream.write(
-            one_line(
-                f"{PREFIX}{len(inconclusive)} {noun} inconclusive ({level}; a regression "
-                f"beyond the tolerance is not ruled out, default {DEFAULT_TOLERANCE:g}): "
-                f"{', '.join(inconclusive)}"
-            )
-            + "\n"
-        )
-        failed = True
-    return EXIT_GATE if failed else EXIT_OK
-
-
-def _labels(tests: pl.DataFrame) -> list[str]:
-    return [test_label(row) for row in tests.iter_rows(named=True)]

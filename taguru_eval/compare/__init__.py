@@ -9,7 +9,8 @@ The work is split by job: the vocabulary (:mod:`.model`), reading a side
 (:mod:`.load`, :mod:`.parquet`), classifying (:mod:`.classify`; a case a
 ``run --repeat`` side found unstable, :mod:`.stability`), the result
 and its renderings (:mod:`.report`), and the paired significance tests over a
-result (:func:`significance`, :mod:`.significance`).
+result (:func:`significance`, :mod:`.significance`; whether CI fails,
+:meth:`Significance.verdict`). ``__all__`` is the public face.
 """
 
 from __future__ import annotations
@@ -22,12 +23,48 @@ from taguru_eval.artifact.document import WrittenDocument
 from taguru_eval.catalog import ANSWERS_METRICS, CATALOG, Catalog
 from taguru_eval.compare.classify import compare_views
 from taguru_eval.compare.load import RunView, view_from_document
+from taguru_eval.compare.multiplicity import Correction
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.report import Comparison
-from taguru_eval.compare.significance import Significance, significance
+from taguru_eval.compare.significance import (
+    FAIL_ON,
+    INCONCLUSIVE,
+    NOT_SIGNIFICANT,
+    NOT_TESTED,
+    PASS,
+    SIGNIFICANT_IMPROVEMENT,
+    SIGNIFICANT_REGRESSION,
+    FailOn,
+    PairedCases,
+    Significance,
+    Verdict,
+    significance,
+)
+from taguru_eval.compare.tags import case_tags, stored_case_tags
 from taguru_eval.errors import InputError
 
-__all__ = ["Comparison", "RunView", "Side", "Significance", "compare", "load_side", "significance"]
+__all__ = [
+    "FAIL_ON",
+    "INCONCLUSIVE",
+    "NOT_SIGNIFICANT",
+    "NOT_TESTED",
+    "PASS",
+    "SIGNIFICANT_IMPROVEMENT",
+    "SIGNIFICANT_REGRESSION",
+    "Comparison",
+    "Correction",
+    "FailOn",
+    "PairedCases",
+    "RunView",
+    "Side",
+    "Significance",
+    "Verdict",
+    "case_tags",
+    "compare",
+    "load_side",
+    "significance",
+    "stored_case_tags",
+]
 
 Side = str | os.PathLike[str] | Mapping[str, object]
 """One side of a comparison: a file, a stored run directory, or a parsed document."""

@@ -113,7 +113,7 @@ class Comparison:
         self, path: str | os.PathLike[str], extra: Mapping[str, object] | None = None
     ) -> None:
         """Write changes.jsonl atomically (temp file + rename); ``OSError`` on failure."""
-        write_atomically(path, self.changes_jsonl(extra=extra))
+        write_bytes_atomic(path, self.changes_jsonl(extra=extra).encode("utf-8"))
 
     def summary(self, out: str) -> str:
         """The terminal summary (§6.10) for a file written to ``out``."""
@@ -375,13 +375,6 @@ def render_changes(
     records = _record_text(comparison)
     head = _dumps(header(comparison, generated_at, extra))
     return f"{head}\n{records}\n" if records else f"{head}\n"
-
-
-def write_atomically(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` through a temp file in the same
-    directory and a rename; on failure nothing is left behind and the
-    ``OSError`` propagates. A missing directory is not created (§1.3)."""
-    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def _fixed3(value: float) -> str:

@@ -52,10 +52,10 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +70,7 @@ from taguru_eval.compare.multiplicity import (
     adjust_p_values,
 )
 from taguru_eval.compare.tags import slice_rank, tag_membership
+from taguru_eval.errors import EXIT_GATE, EXIT_OK
 
 DEFAULT_RESAMPLES: Final = 10_000
 MAX_RESAMPLES: Final = 1_000_000
@@ -97,6 +98,32 @@ NOT_TESTED: Final = "not tested"
 """Verdicts of one test: a significant move either way, a non-significant one
 that rules out a regression beyond the tolerance, one that does not, or no
 pair to test."""
+PASS: Final = "pass"
+"""A family's finding when no test regressed or was inconclusive."""
+
+FailOn = Literal["regression", "inconclusive"]
+FAIL_ON: Final[tuple[FailOn, ...]] = ("regression", "inconclusive")
+"""What a gate may fail on (``--fail-on-regression``, ``--fail-on-inconclusive``),
+each stricter than the one before it (the GitHub Action's ``fail-on`` levels)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Would CI fail? :meth:`Significance.verdict`'s answer under a ``fail_on``.
+
+    ``finding`` is the worst finding whatever ``fail_on`` says (``regressed``,
+    ``inconclusive`` or ``pass``); ``exit_code`` is compare's (3 when a condition
+    of ``fail_on`` holds, else 0); ``reasons`` say which tests met each one, one
+    line a condition, as compare prints them after ``taguru: evaluate: ``."""
+
+    finding: str
+    exit_code: int
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        return self.exit_code != EXIT_OK
+
 
 HEAVY_MIN_PAIRS: Final = 32
 """A difference value shared by at least this many pairs is drawn as one count."""
@@ -186,6 +213,30 @@ class Significance:
     def inconclusive(self) -> pl.DataFrame:
         """The tests that are inconclusive (what ``--fail-on-inconclusive`` gates on)."""
         return self.frame.filter(pl.col("verdict") == INCONCLUSIVE)
+
+    def verdict(self, fail_on: Iterable[FailOn]) -> Verdict:
+        """Would a gate failing on ``fail_on`` fail (``compare --fail-on-…``, the
+        Action's ``fail-on``)? The conditions are judged by the adjusted p-values."""
+        conditions = set(fail_on)
+        noun = "test(s)" if self.by_tag else "metric(s)"
+        level = f"alpha {self.alpha:g}"
+        if self.correction != "none":
+            level = f"{self.correction}-adjusted p, {level}"
+        regressed = [test_label(row) for row in self.regressed().iter_rows(named=True)]
+        inconclusive = [test_label(row) for row in self.inconclusive().iter_rows(named=True)]
+        reasons = []
+        if "regression" in conditions and regressed:
+            reasons.append(
+                f"{len(regressed)} {noun} regressed significantly ({level}): {', '.join(regressed)}"
+            )
+        if "inconclusive" in conditions and inconclusive:
+            reasons.append(
+                f"{len(inconclusive)} {noun} inconclusive ({level}; a regression beyond the "
+                f"tolerance is not ruled out, default {DEFAULT_TOLERANCE:g}): "
+                f"{', '.join(inconclusive)}"
+            )
+        finding = SIGNIFICANT_REGRESSION if regressed else INCONCLUSIVE if inconclusive else PASS
+        return Verdict(finding, EXIT_GATE if reasons else EXIT_OK, tuple(reasons))
 
     def header_block(self) -> dict[str, object]:
         """The ``significance`` member added to the changes.jsonl header."""
@@ -350,7 +401,16 @@ class Compared(Protocol):
     def cases(self) -> pl.DataFrame: ...
 
     @property
-    def compared(self) -> tuple[str, ...]: ...
+    def compared(self) -> Sequence[str]: ...
+
+
+class PairedCases(NamedTuple):
+    """A :attr:`Comparison.cases`-shaped frame (``case_id``, ``in_base``, ``in_head``
+    and the ``<metric>.base/.head/.delta`` columns) and the metrics to test: what
+    :func:`significance` reads of a comparison, for a frame made without one."""
+
+    cases: pl.DataFrame
+    compared: Sequence[str]
 
 
 def significance(
@@ -378,38 +438,12 @@ def significance(
     an unknown correction, or a tolerance that is negative, not finite or for
     a metric not compared.
     """
-    if not set(comparison.compared) <= set(catalog):
+    compared = comparison.compared
+    if not set(compared) <= set(catalog):
         # Two runs given --answers classify by answers.* too: their directions.
         catalog = catalog.with_metrics(
             {name: ANSWERS_METRICS[name] for name in ANSWERS_METRICS if name not in catalog}
         )
-    return significance_of_cases(
-        comparison.cases,
-        comparison.compared,
-        resamples=resamples,
-        seed=seed,
-        alpha=alpha,
-        correction=correction,
-        tolerances=tolerances,
-        tags=tags,
-        catalog=catalog,
-    )
-
-
-def significance_of_cases(
-    cases: pl.DataFrame,
-    compared: Sequence[str],
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    alpha: float = DEFAULT_ALPHA,
-    correction: Correction = DEFAULT_CORRECTION,
-    tolerances: Mapping[str, float] | None = None,
-    tags: pl.DataFrame | None = None,
-    catalog: Catalog = CATALOG,
-) -> Significance:
-    """:func:`significance` over a :attr:`Comparison.cases`-shaped frame
-    (``case_id``, ``in_base``, ``in_head`` and the ``<metric>.base/.head/.delta`` columns)."""
     if not 1 <= resamples <= MAX_RESAMPLES:
         raise ValueError(f"resamples must be a positive integer of at most {MAX_RESAMPLES}")
     if not 0.0 < alpha < 1.0:
@@ -422,7 +456,7 @@ def significance_of_cases(
             raise ValueError(f"a tolerance for '{metric}', which is not compared")
         if not (math.isfinite(delta) and delta >= 0.0):
             raise ValueError(f"the tolerance of '{metric}' must be a finite number >= 0")
-    paired = cases.filter(pl.col("in_base") & pl.col("in_head"))
+    paired = comparison.cases.filter(pl.col("in_base") & pl.col("in_head"))
     settings = _Settings(resamples, seed, alpha, catalog)
     rows = [_test_metric(None, metric, paired, settings) for metric in compared]
     if tags is not None:

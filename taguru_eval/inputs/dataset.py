@@ -38,7 +38,7 @@ from taguru_eval._base.serde_numbers import binary32_settled
 from taguru_eval._base.text import WHITE_SPACE, to_f32, trim
 from taguru_eval.contract import EVAL_CAP
 from taguru_eval.errors import InputError
-from taguru_eval.inputs.dataset_strict import LoadMode, load_eval_strict, parse_header
+from taguru_eval.inputs.dataset_strict import load_eval_strict, parse_header
 from taguru_eval.inputs.evalcase import (
     ABSENT,
     U64,
@@ -71,7 +71,6 @@ __all__ = [
     "ExpectedAssociation",
     "ExpectedCitation",
     "ExpectedSource",
-    "LoadMode",
     "SectionExpectation",
     "expected_frame",
     "load_eval",
@@ -84,38 +83,25 @@ __all__ = [
 MAX_LIMIT: Final = 1000
 
 
-def load_eval(
-    path: str | Path,
-    label: str | None = None,
-    *,
-    mode: LoadMode = "interpret",
-    consumer: str = "taguru evaluate",
-) -> EvalSet:
+def load_eval(path: str | Path, label: str | None = None) -> EvalSet:
     """Load and validate ``path``; ``label`` (default: ``path`` as given) prefixes
-    every message. ``consumer`` names the verb in the carry-through warning."""
+    every message."""
     shown = str(path) if label is None else label
     raw = read_bytes(path, shown, EVAL_CAP)
-    if mode == "interpret" and (loaded := load_eval_fast(raw, shown)) is not None:
+    if (loaded := load_eval_fast(raw, shown)) is not None:
         return loaded
-    return load_eval_strict(decode_utf8(raw, shown), shown, mode=mode, consumer=consumer)
+    return load_eval_strict(decode_utf8(raw, shown), shown)
 
 
-def load_eval_text(
-    text: str,
-    label: str,
-    *,
-    mode: LoadMode = "interpret",
-    consumer: str = "taguru evaluate",
-) -> EvalSet:
+def load_eval_text(text: str, label: str) -> EvalSet:
     """:func:`load_eval` on text already read (tests, stdin, in-memory data)."""
-    if mode == "interpret":
-        try:
-            raw = text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: the strict reader names its line
-            raw = b""
-        if raw and (loaded := load_eval_fast(raw, label)) is not None:
-            return loaded
-    return load_eval_strict(text, label, mode=mode, consumer=consumer)
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the strict reader names its line
+        raw = b""
+    if raw and (loaded := load_eval_fast(raw, label)) is not None:
+        return loaded
+    return load_eval_strict(text, label)
 
 
 def load_eval_fast(raw: bytes, label: str) -> EvalSet | None:

@@ -10,14 +10,13 @@ whose message is the spec's exact text (``{label}: line {n}: …``) and whose
 The loader (:mod:`.dataset`) sends a file here only when its one decoding
 of the file is not sure of it: this reader then words the first problem in
 file order, or loads the rare well-formed file the decoding could not vouch
-for. ``mode="carry_through"`` is the reference loader's second mode (§1.4,
-used by ``taguru benchmark search``), which only this reader implements;
-evaluate never uses it.
+for. taguru's loader has a second mode (§1.4, ``taguru benchmark search``'s
+carry-through) that evaluate never uses: it is not implemented.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal, TypeVar
+from typing import Final, TypeVar
 
 import msgspec
 
@@ -39,18 +38,11 @@ from taguru_eval.inputs.reading import jsonl_values, read_header
 
 EVAL_STAMP: Final = 1
 
-LoadMode = Literal["interpret", "carry_through"]
 T = TypeVar("T")
 
 
-def load_eval_strict(
-    text: str,
-    label: str,
-    *,
-    mode: LoadMode = "interpret",
-    consumer: str = "taguru evaluate",
-) -> EvalSet:
-    """The strict reading of eval.jsonl text, line by line, step by step (§1.1–§1.4).
+def load_eval_strict(text: str, label: str) -> EvalSet:
+    """The strict reading of eval.jsonl text, line by line, step by step (§1.1–§1.3).
 
     Every error message of the loader comes from here; ``label`` prefixes each.
     """
@@ -58,15 +50,13 @@ def load_eval_strict(
     header_seen = False
     cases: list[EvalCase] = []
     seen_ids: set[str] = set()
-    carries_extensions = False
     for line_no, value in jsonl_values(text, label):
         if not header_seen:
             name = parse_header(value, label, line_no)
             header_seen = True
             continue
         loader = _CaseLoader(label, line_no)
-        case, carries = loader.load(value, seen_ids, interpret=mode == "interpret")
-        carries_extensions = carries_extensions or carries
+        case = loader.load(value, seen_ids)
         seen_ids.add(case.case_id)
         cases.append(case)
     if not header_seen:
@@ -75,20 +65,7 @@ def load_eval_strict(
         raise InputError(
             f"{label}: no cases: expected at least one case line after the header", path=label
         )
-    warnings: tuple[str, ...] = ()
-    if mode == "carry_through" and carries_extensions:
-        warnings = (
-            f"{label}: this eval.jsonl carries #215-only fields (expected_labels / "
-            "expected_associations / expected_citations / options.floor|tags|since|until) — "
-            f"{consumer} does not interpret them and passes them through untouched",
-        )
-    return EvalSet(
-        label=label,
-        name=name,
-        cases=cases,
-        expected=expected_frame(cases),
-        warnings=warnings,
-    )
+    return EvalSet(label=label, name=name, cases=cases, expected=expected_frame(cases))
 
 
 _HEADER_FIELDS: Final = ("taguru_eval", "name", "default_target")
@@ -122,8 +99,6 @@ _SOURCE_FIELDS: Final = ("source", "paragraphs", "relevance")
 _OPTION_FIELDS: Final = ("limit", "floor", "tags", "since", "until")
 _ASSOCIATION_FIELDS: Final = ("subject", "label", "object")
 _CITATION_FIELDS: Final = ("source", "paragraph", "section", "quote")
-_EXTENSION_KEYS: Final = ("expected_labels", "expected_associations", "expected_citations")
-_EXTENSION_OPTIONS: Final = ("floor", "tags", "since", "until")
 
 
 class _CaseLoader:
@@ -139,8 +114,8 @@ class _CaseLoader:
             f"{self.where}: {message}", path=self.label, line=self.line_no, field=field
         )
 
-    def load(self, value: object, seen_ids: set[str], *, interpret: bool) -> tuple[EvalCase, bool]:
-        """The typed case, and whether it carries any #215 extension value."""
+    def load(self, value: object, seen_ids: set[str]) -> EvalCase:
+        """The typed case."""
         # Step A — structural typing of the closed object.
         try:
             obj = js.read_closed_object(value, (), _CASE_FIELDS, required=("case_id", "query"))
@@ -176,9 +151,6 @@ class _CaseLoader:
                     f"expected_sources[{index}].relevance",
                 )
 
-        carries = any(obj.get(key) is not None for key in _EXTENSION_KEYS) or any(
-            options.get(key) is not None for key in _EXTENSION_OPTIONS
-        )
         case = EvalCase(
             case_id=case_id,
             query=query,
@@ -188,10 +160,6 @@ class _CaseLoader:
             expected_concepts=tuple(concepts),
             options=CaseOptions(limit=limit),
         )
-        if not interpret:
-            # Carry-through (§1.4): Step F skipped, typed extension fields left empty.
-            return case, carries
-
         # Step F — interpret-mode typing of the extension fields, in order.
         labels = (
             self._typed(in_case, obj.get("expected_labels"), "expected_labels", js.read_str_array)
@@ -250,7 +218,7 @@ class _CaseLoader:
                 limit=limit, floor=floor, tags=tuple(tags), since=since, until=until
             ),
         )
-        return typed, carries
+        return typed
 
     def _typed(
         self,

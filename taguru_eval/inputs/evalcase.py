@@ -140,7 +140,6 @@ class EvalSet:
     name: str | None
     cases: list[EvalCase]
     expected: pl.DataFrame
-    warnings: tuple[str, ...] = ()
 
     @property
     def case_ids(self) -> list[str]:

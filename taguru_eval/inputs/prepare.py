@@ -123,7 +123,6 @@ def prepare_run(
     environment: Mapping[str, str] = os.environ if env is None else env
     outputs = _outputs(options)
     eval_set = load_eval(options.eval_path)
-    _say(eval_set.warnings, stderr)
     validate_limits(eval_set)
     # The other files are checked against every case of the file, as a full run
     # checks them; only the selected cases run (dataset -> lanes, one way).

@@ -23,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from taguru_eval._base.files import write_chunks_atomic, writes_through
+from taguru_eval._base.files import write_bytes_atomic, writes_through
 from taguru_eval._base.signals import check
 from taguru_eval._base.text import one_line
 from taguru_eval.artifact.abstention import VectorFacts, abstention_block, answerability_entries
@@ -194,7 +194,7 @@ def write_document(out: Path, chunks: Iterable[bytes]) -> Path:
     write_artifact(copy, chunks)
     try:
         with copy.open("rb") as source:
-            write_chunks_atomic(out, iter(lambda: source.read(1 << 20), b""))
+            write_bytes_atomic(out, iter(lambda: source.read(1 << 20), b""))
     except OSError as exc:
         raise RunError(f"writing {out}: {os_error_text(exc)}") from None
     return copy

@@ -45,22 +45,14 @@ class Ratio(TypedDict):
     numerator: int | None
 
 
-def nearest_rank_index(n: int, p: int) -> int:
-    """0-based index of the ``p``-th nearest-rank percentile among ``n`` sorted samples."""
-    if n < 1:
-        raise ValueError("nearest rank needs at least one sample")
-    rank = (p * n + 99) // 100
-    return min(max(rank, 1), n) - 1
-
-
 def _finite_sorted(col: str) -> pl.Expr:
     values = pl.col(col).cast(pl.Float64)
     return values.filter(values.is_finite()).sort()
 
 
 def _percentile(values: pl.Expr, count: pl.Expr, p: int) -> pl.Expr:
-    # Same integer formula as nearest_rank_index, as an expression; an empty
-    # group indexes out of bounds and yields null.
+    # The nearest rank, clamped to 1..=n (module docstring); an empty group
+    # indexes out of bounds and yields null.
     rank = pl.max_horizontal(pl.min_horizontal((p * count + 99) // 100, count), 1)
     return values.get(rank - 1, null_on_oob=True)
 

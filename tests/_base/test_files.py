@@ -12,7 +12,6 @@ from taguru_eval._base.files import (
     WriteFailed,
     write_all_atomic,
     write_bytes_atomic,
-    write_chunks_atomic,
 )
 
 
@@ -72,7 +71,7 @@ def test_a_symlinked_output_is_written_where_the_link_points(tmp_path: Path, wri
     if writer == "bytes":
         write_bytes_atomic(link, b"new\n")
     elif writer == "chunks":
-        write_chunks_atomic(link, iter([b"ne", b"w\n"]))
+        write_bytes_atomic(link, iter([b"ne", b"w\n"]))
     else:
         write_all_atomic([(link, b"new\n")])
     assert link.is_symlink() and hop.is_symlink()

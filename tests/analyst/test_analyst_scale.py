@@ -179,7 +179,7 @@ def _offline(name: str, notebook: Any) -> None:
 def test_run_report_notebook_at_scale(history: Path) -> None:
     probe = (
         '{"run": RUN, "cases": per_case.height, "missed": missed.height,'
-        ' "lanes": latency_summary.get_column("lane").to_list(),'
+        ' "lanes": latency_by_lane.get_column("lane").to_list(),'
         ' "mrr": metrics.filter(pl.col("metric") == "recall.mrr").get_column("scalar")[0],'
         ' "tags": tag_slices.get_column("tag").to_list(),'
         ' "tag_cases": tag_slices.get_column("cases").to_list()}'

@@ -28,7 +28,7 @@ from support.run import run_args
 from taguru_eval.analyst.aggregate import golden_questions, shorten
 from taguru_eval.analyst.junit import junit_xml
 from taguru_eval.analyst.step_summary import summary_markdown
-from taguru_eval.artifact.read import LoadedRun, tables_from_artifact
+from taguru_eval.artifact import LoadedRun, tables_from_artifact
 from taguru_eval.catalog import ANSWERS_BLOCK
 from taguru_eval.cli.main import main
 from taguru_eval.compare import compare
@@ -227,7 +227,7 @@ def test_junit_at_scale_stays_small_by_default() -> None:
     # aggregate sides and the corpus): only the violated checks are written.
     from taguru_eval.demo.synthetic import assignment, build_templates, repeat_tables
     from taguru_eval.score.aggregate import aggregate
-    from taguru_eval.tables.schemas import RunTables, metrics_frame
+    from taguru_eval.tables import RunTables, metrics_frame
 
     assigned = assignment(20_000, 9)
     frames = repeat_tables(build_templates(), assigned, "scale")

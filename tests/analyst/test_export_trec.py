@@ -39,19 +39,19 @@ from support.trec_cases import (
 )
 
 import taguru_eval
+from taguru_eval.analyst import taguru_frames
 from taguru_eval.analyst.export import (
     qrels_frame,
     qrels_mapping,
     qrels_text,
     run_mapping,
     run_text,
-    taguru_frames,
     trec_qrels,
     trec_run,
 )
 from taguru_eval.cli.export import main
 from taguru_eval.inputs.dataset import load_eval, load_eval_text
-from taguru_eval.tables.schemas import RunTables
+from taguru_eval.tables import RunTables
 from taguru_refserver.serve import running_server
 
 EVAL = DATA / "sake" / "eval.jsonl"

@@ -17,7 +17,7 @@ from taguru_eval import gate, store
 from taguru_eval.analyst import ingest
 from taguru_eval.analyst.drift import scalar_expr
 from taguru_eval.cli import ingest as ingest_cli
-from taguru_eval.tables.schemas import TABLE
+from taguru_eval.tables import TABLE
 
 
 @pytest.fixture

@@ -14,23 +14,20 @@ from support.vectors import vector_cases
 
 from taguru_eval._base import files
 from taguru_eval._base.text import F32, json_f32, to_f32
-from taguru_eval.artifact.blocks import citation_check_block
-from taguru_eval.artifact.build import (
+from taguru_eval.artifact import (
     RunContext,
     build_artifact,
-    dumps,
-    write_json_atomic,
-)
-from taguru_eval.artifact.read import (
     load_artifact,
-    parse_artifact,
     read_artifact,
     tables_from_artifact,
 )
+from taguru_eval.artifact.blocks import citation_check_block
+from taguru_eval.artifact.build import dumps, write_json_atomic
+from taguru_eval.artifact.read import parse_artifact
 from taguru_eval.errors import InputError, RunError
 from taguru_eval.inputs.dataset import load_eval_text
 from taguru_eval.score.aggregate import score_run
-from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables import build_tables
 from taguru_eval.tables.shapes import LaneOutput
 
 SECRET = "SECRET-PARAGRAPH-TEXT-青嶺は青嶺酒造が造る銘柄です"

@@ -103,8 +103,7 @@ def test_the_streamed_artifact_is_the_document_built_in_memory(
     from typing import Any
 
     from taguru_eval._base.text import encode_json
-    from taguru_eval.artifact import layout
-    from taguru_eval.artifact.build import build_artifact
+    from taguru_eval.artifact import build_artifact, layout
     from taguru_eval.pipeline import finish as pipeline
 
     outputs: list[Any] = []

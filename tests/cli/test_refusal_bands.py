@@ -15,7 +15,7 @@ from support.paths import DATA
 from taguru_eval.cli.refusal_bands import main
 from taguru_eval.run.lanes.bands import SWEEP_HITS_SCHEMA
 from taguru_eval.score.bands import bands
-from taguru_eval.tables.schemas import EXPECTED
+from taguru_eval.tables import EXPECTED
 from taguru_refserver.serve import running_server
 
 

@@ -21,8 +21,7 @@ from support.paths import PROJECT_ROOT
 
 from taguru_eval.catalog import COMPARISON_METRICS, definitions
 from taguru_eval.cli.compare import DEFAULT_OUT, main, parse_args
-from taguru_eval.compare import compare
-from taguru_eval.compare.classify import Comparison
+from taguru_eval.compare import Comparison, compare
 from taguru_eval.errors import InputError
 
 NOW = "2026-07-29T00:00:00Z"

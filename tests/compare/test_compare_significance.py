@@ -20,16 +20,19 @@ import pytest
 
 from taguru_eval.catalog import CATALOG, Catalog
 from taguru_eval.cli.compare import main, parse_args
-from taguru_eval.compare import Comparison, compare, significance
-from taguru_eval.compare.significance import (
-    MAX_RESAMPLES,
+from taguru_eval.compare import (
+    FAIL_ON,
     NOT_SIGNIFICANT,
     NOT_TESTED,
+    PASS,
     SIGNIFICANT_IMPROVEMENT,
     SIGNIFICANT_REGRESSION,
-    bootstrap_means,
-    sign_flip_p_value,
+    Comparison,
+    Verdict,
+    compare,
+    significance,
 )
+from taguru_eval.compare.significance import MAX_RESAMPLES, bootstrap_means, sign_flip_p_value
 
 PREFIX = "taguru: evaluate: "
 USAGE_SUFFIX = " — try 'taguru evaluate --help'\n  hint: see python -m taguru_eval compare --help"
@@ -284,6 +287,31 @@ def test_fail_on_regression_exits_3_on_a_significant_regression(
         "of one family, the whole run's metrics; MDE at 80% power, alpha 0.017):" in out
     )
     assert changes.is_file()
+
+
+def test_the_library_answers_would_ci_fail_as_compare_exits(
+    pair: dict[str, Path], tmp_path: Path
+) -> None:
+    """A notebook asks the Significance what compare's --fail-on-… flags decide."""
+    tested = significance(compare(pair["base"], pair["worse"]), resamples=500)
+    assert tested.verdict(fail_on=()) == Verdict(SIGNIFICANT_REGRESSION, 0)
+    failing = tested.verdict(fail_on=["regression"])
+    assert failing.failed
+    assert failing == Verdict(
+        SIGNIFICANT_REGRESSION,
+        3,
+        (
+            "3 metric(s) regressed significantly (holm-adjusted p, alpha 0.05): "
+            "recall.recall_at_k, recall.mrr, recall.ndcg",
+        ),
+    )
+    # Regressed tests are not inconclusive: failing on that alone passes.
+    assert tested.verdict(fail_on=["inconclusive"]) == Verdict(SIGNIFICANT_REGRESSION, 0)
+    argv = [str(pair["base"]), str(pair["worse"]), "--out", str(tmp_path / "c.jsonl")]
+    code, _out, err = cli([*argv, "--fail-on-regression", "--resamples", "500"])
+    assert (code, err) == (failing.exit_code, "".join(f"{PREFIX}{r}\n" for r in failing.reasons))
+    calm = significance(compare(pair["base"], pair["base"]), resamples=500)
+    assert calm.verdict(fail_on=FAIL_ON) == Verdict(PASS, 0)
 
 
 def test_fail_on_regression_passes_an_improvement_and_a_tight_alpha(

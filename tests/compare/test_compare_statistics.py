@@ -33,19 +33,18 @@ from support.paired_runs import paired_runs
 from taguru_eval.analyst.ingest import ingest
 from taguru_eval.catalog import COMPARISON_METRICS
 from taguru_eval.cli.compare import main
-from taguru_eval.compare import compare, significance
-from taguru_eval.compare.multiplicity import adjust_p_values
-from taguru_eval.compare.significance import (
-    DEFAULT_TOLERANCE,
+from taguru_eval.compare import (
     INCONCLUSIVE,
-    MEASURED_SCHEMA,
     NOT_SIGNIFICANT,
     NOT_TESTED,
     SIGNIFICANT_IMPROVEMENT,
     SIGNIFICANT_REGRESSION,
-    judge,
-    significance_of_cases,
+    PairedCases,
+    compare,
+    significance,
 )
+from taguru_eval.compare.multiplicity import adjust_p_values
+from taguru_eval.compare.significance import DEFAULT_TOLERANCE, MEASURED_SCHEMA, judge
 from taguru_eval.compare.tags import CASE_LANES_FILE, NO_TAG
 
 PREFIX = "taguru: evaluate: "
@@ -561,7 +560,7 @@ def test_without_by_tag_the_slices_are_not_tested(tmp_path: Path) -> None:
 
 
 def test_the_report_s_compare_view_shows_the_verdicts(tmp_path: Path) -> None:
-    from taguru_eval.analyst.report import build_report
+    from taguru_eval.analyst import build_report
 
     base, head = stored_pair(tmp_path)
     page = build_report(head, base=base)
@@ -591,7 +590,7 @@ def test_a_a_calibration_holm_keeps_false_alarms_rare() -> None:
     for trial in range(60):
         design = "redraw" if trial % 2 else "noise"
         frame = paired_runs(np.random.default_rng([2026, trial]), 200, design)
-        result = significance_of_cases(frame, COMPARISON_METRICS, resamples=500, seed=trial)
+        result = significance(PairedCases(frame, COMPARISON_METRICS), resamples=500, seed=trial)
         uncorrected = judge(result.frame.select(list(MEASURED_SCHEMA)), 0.05, "none", {})
         for name, judged in (("holm", result.frame), ("none", uncorrected)):
             verdicts = set(judged.get_column("verdict"))

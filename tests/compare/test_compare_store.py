@@ -26,9 +26,8 @@ from support.paths import DATA
 from taguru_eval import api
 from taguru_eval.analyst.ingest import ingest
 from taguru_eval.cli.compare import main
-from taguru_eval.compare import compare
+from taguru_eval.compare import Comparison, compare
 from taguru_eval.compare import parquet as store_reader
-from taguru_eval.compare.classify import Comparison
 from taguru_eval.compare.load import read_view as load_read_view
 from taguru_eval.compare.parquet import head_of
 from taguru_refserver.serve import running_server

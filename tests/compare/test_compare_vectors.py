@@ -18,8 +18,9 @@ from support.vectors import vector_cases, vector_doc
 
 from taguru_eval.catalog import CASE_SCOPED_METRICS, COMPARISON_METRICS
 from taguru_eval.cli.compare import main, parse_args
-from taguru_eval.compare.classify import Comparison, compare_views, duplicate_warnings, side_scalar
-from taguru_eval.compare.load import RunView, read_view, view_from_document
+from taguru_eval.compare import Comparison, RunView
+from taguru_eval.compare.classify import compare_views, duplicate_warnings, side_scalar
+from taguru_eval.compare.load import read_view, view_from_document
 from taguru_eval.errors import InputError, UsageError
 
 TOLERANCE = 1e-9

@@ -9,7 +9,7 @@ import pytest
 from support.layouts import stored_artifact
 
 from taguru_eval.analyst import drift
-from taguru_eval.artifact.read import read_artifact, tables_from_artifact
+from taguru_eval.artifact import read_artifact, tables_from_artifact
 from taguru_eval.compare import compare
 from taguru_eval.demo import synthetic
 from taguru_eval.store import read_tables

@@ -20,7 +20,7 @@ from taguru_eval.inputs.dataset import (
     load_eval_text,
     validate_limits,
 )
-from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
+from taguru_eval.tables import EXPECTED as EXPECTED_SCHEMA
 
 HEADER = '{"taguru_eval":1,"name":"sake retrieval cases"}'
 FULL_CASE = {
@@ -40,8 +40,8 @@ def text_of(*cases: dict[str, Any] | str, header: str = HEADER) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load(*cases: dict[str, Any] | str, header: str = HEADER, mode: str = "interpret") -> EvalSet:
-    return load_eval_text(text_of(*cases, header=header), "eval.jsonl", mode=mode)  # type: ignore[arg-type]
+def load(*cases: dict[str, Any] | str, header: str = HEADER) -> EvalSet:
+    return load_eval_text(text_of(*cases, header=header), "eval.jsonl")
 
 
 def error_of(*cases: dict[str, Any] | str, header: str = HEADER) -> InputError:
@@ -62,7 +62,6 @@ def test_s1_well_formed_file_loads_name_and_case() -> None:
     eval_set = load(FULL_CASE)
     assert eval_set.name == "sake retrieval cases"
     assert len(eval_set.cases) == 1
-    assert eval_set.warnings == ()
     assert eval_set.cases[0].has_expectations
     loaded = eval_set.cases[0]
     assert loaded.cues == ("青嶺",)
@@ -85,40 +84,11 @@ def test_s3_typo_field_rejected() -> None:
     assert error.line == 2
 
 
-def test_s4_typo_field_rejected_in_carry_through() -> None:
-    with pytest.raises(InputError, match="not a valid eval case"):
-        load(case(expcted_sources=[]), mode="carry_through")
-
-
-def test_s5_carry_through_warns_once_with_consumer() -> None:
-    text = text_of(case(expected_labels=["好き"]), case(case_id="c2", options={"floor": 0.5}))
-    eval_set = load_eval_text(
-        text, "eval.jsonl", mode="carry_through", consumer="taguru benchmark search"
-    )
-    assert len(eval_set.cases) == 2
-    assert len(eval_set.warnings) == 1
-    assert "taguru benchmark search does not interpret them" in eval_set.warnings[0]
-    assert eval_set.cases[0].expected_labels == ()
-    assert eval_set.cases[1].options.floor is None
-
-
-def test_s6_carry_through_accepts_malformed_extensions() -> None:
-    eval_set = load(
-        case(expected_citations=42, options={"tags": "not-an-array"}), mode="carry_through"
-    )
-    assert len(eval_set.cases) == 1
-    assert len(eval_set.warnings) == 1
-
-
 def test_s7_interpret_rejects_malformed_extension() -> None:
     error = error_of(case(expected_citations=42))
     assert str(error).startswith("eval.jsonl: line 2: case 'c1': expected_citations: ")
     assert "integer `42`" in str(error)
     assert error.field == "expected_citations"
-
-
-def test_s8_interpret_never_warns() -> None:
-    assert load(case(expected_labels=["好き"])).warnings == ()
 
 
 def test_s9_interpret_types_labels_associations_citations() -> None:
@@ -185,18 +155,9 @@ def test_s13_empty_association_subject() -> None:
     )
 
 
-@pytest.mark.parametrize("mode", ["interpret", "carry_through"])
-def test_s14_options_sources_retired(mode: str) -> None:
+def test_s14_options_sources_retired() -> None:
     with pytest.raises(InputError, match=r"not a valid eval case: .*`sources`"):
-        load(case(options={"sources": ["a"]}), mode=mode)
-
-
-def test_s15_v1_file_identical_in_both_modes() -> None:
-    interpret = load(FULL_CASE)
-    carry = load(FULL_CASE, mode="carry_through")
-    assert interpret.cases == carry.cases
-    assert carry.warnings == ()
-    assert interpret.cases[0].options.tags == () and interpret.cases[0].options.until is None
+        load(case(options={"sources": ["a"]}))
 
 
 def test_s16_duplicate_case_id() -> None:

@@ -21,7 +21,7 @@ from support.paths import DATA
 
 from taguru_eval.inputs import expected
 from taguru_eval.inputs.dataset import load_eval_fast, load_eval_strict
-from taguru_eval.tables.schemas import EXPECTED
+from taguru_eval.tables import EXPECTED
 
 
 def assert_both_builders_give_the_loop_rows(raw: bytes) -> None:

@@ -20,7 +20,7 @@ from support.fuzz import EXAMPLES, assert_one_printable_line, nasty_text
 
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import EvalSet, load_eval, validate_limits
-from taguru_eval.tables.schemas import EXPECTED
+from taguru_eval.tables import EXPECTED
 
 HEADER: dict[str, Any] = {"taguru_eval": 1, "name": "fuzz", "default_target": {"a": [1]}}
 CASES: list[dict[str, Any]] = [

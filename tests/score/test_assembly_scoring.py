@@ -15,7 +15,7 @@ from taguru_eval.run.lanes.budget import MeasuredHit, measure, passage_envelope,
 from taguru_eval.run.lanes.passage import apply_budget
 from taguru_eval.score.aggregate import score_run
 from taguru_eval.summary import summary_lines
-from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables import build_tables
 from taguru_eval.tables.shapes import LaneOutput
 
 # --------------------------------------------------------------------------- §7.3.6

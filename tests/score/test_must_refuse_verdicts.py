@@ -22,7 +22,7 @@ from taguru_eval.score.abstention import (
     passage_rule,
     refusal_cases,
 )
-from taguru_eval.tables.schemas import RunTables, metrics_frame
+from taguru_eval.tables import RunTables, metrics_frame
 
 # case -> (passage_outcome, plan_context, bm25_ran, vector_ran, eligible, http_status)
 LANES: dict[str, tuple[Any, ...]] = {

@@ -11,9 +11,9 @@ from support.scoring import FAILED_PASSAGE, eval_case, run_cases, score_one, sea
 
 from taguru_eval import catalog
 from taguru_eval.score.aggregate import score_run
-from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables import EXPECTED as EXPECTED_SCHEMA
+from taguru_eval.tables import build_tables
 from taguru_eval.tables.schemas import CASES
-from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
 
 
 def hit(source: str, paragraph: int = 0, score: float = 0.5) -> dict[str, Any]:

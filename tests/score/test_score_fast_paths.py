@@ -28,7 +28,7 @@ from taguru_eval.inputs.dataset import load_eval_text
 from taguru_eval.score import match
 from taguru_eval.score.cases import score_cases
 from taguru_eval.score.match import FAST, PLAIN, Strategy
-from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables import build_tables
 from taguru_eval.tables.shapes import LaneOutput
 
 SOURCES = ["a.md", "b.md", "c.md", "d.md"]

@@ -10,7 +10,8 @@ import pytest
 
 from taguru_eval.catalog import CATALOG, STABILITY_METRICS, catalog_for
 from taguru_eval.score.stability import stability, unstable_rate, with_stability
-from taguru_eval.tables.schemas import CASES, conform
+from taguru_eval.tables import conform
+from taguru_eval.tables.schemas import CASES
 
 # The cases columns the compared metrics read (and the columns gating their blocks).
 _RECALL = ("recall_at_k", "mrr", "ndcg")

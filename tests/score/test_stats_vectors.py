@@ -16,12 +16,18 @@ from taguru_eval.score.stats import (
     distribution_exprs,
     distribution_frame,
     grouped_sequential_sum,
-    nearest_rank_index,
     position_in_group,
     ratio,
 )
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def nearest_rank_index(n: int, p: int) -> int:
+    """The oracle: 0-based index of the ``p``-th nearest-rank percentile among ``n``
+    sorted samples, in plain integers (EVALUATE.md §5.1), beside the scorer's expression."""
+    rank = (p * n + 99) // 100
+    return min(max(rank, 1), n) - 1
 
 
 def _sample(value: Any) -> float:
@@ -95,9 +101,8 @@ def test_nearest_rank_edges(n: int, p: int, index: int) -> None:
     assert got[f"p{p}"] == float(index + 1)  # type: ignore[literal-required]
 
 
-def test_nearest_rank_rejects_no_samples() -> None:
-    with pytest.raises(ValueError):
-        nearest_rank_index(0, 50)
+def test_no_samples_have_no_percentile() -> None:
+    assert distribution([])["p50"] is None
 
 
 def _sequential_sum(values: list[float]) -> float:

@@ -19,7 +19,7 @@ from taguru_eval import catalog
 from taguru_eval.gate import GateReport, evaluate_gate
 from taguru_eval.inputs.thresholds import Thresholds
 from taguru_eval.score.stats import distribution, ratio
-from taguru_eval.tables.schemas import metrics_frame
+from taguru_eval.tables import metrics_frame
 
 CASE_IDS = ("alpha-001", "beta-002", "gamma-003", "delta-004")
 

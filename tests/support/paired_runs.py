@@ -24,7 +24,8 @@ case with a hit loses one with the probability that makes the mean drop equal
 to the shift.
 The frames are :attr:`Comparison.cases`-shaped (``case_id``, ``in_base``,
 ``in_head``, ``<metric>.base/.head/.delta``), what
-:func:`taguru_eval.compare.significance.significance_of_cases` takes.
+:func:`taguru_eval.compare.significance.significance` takes (as
+:class:`~taguru_eval.compare.significance.PairedCases`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from taguru_eval.artifact.layout import case_block
 from taguru_eval.artifact.read import calls_from_shapes
 from taguru_eval.inputs.dataset import load_eval_text
 from taguru_eval.score.aggregate import score_run
-from taguru_eval.tables.flatten import build_tables
+from taguru_eval.tables import build_tables
 from taguru_eval.tables.shapes import LaneOutput
 
 FAILED_PASSAGE: dict[str, Any] = {"outcome": "failed", "message": "boom", "latency_ms": 1}

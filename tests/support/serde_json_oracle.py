@@ -17,7 +17,7 @@ import polars as pl
 
 from taguru_eval._base.text import F32, json_f32, json_f64
 from taguru_eval.inputs.evalcase import Absent, EvalCase
-from taguru_eval.tables.schemas import EXPECTED as EXPECTED_SCHEMA
+from taguru_eval.tables import EXPECTED as EXPECTED_SCHEMA
 
 
 def dumps_json(value: object, indent: int | None = None) -> str:

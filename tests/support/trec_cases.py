@@ -21,7 +21,7 @@ import polars as pl
 
 from taguru_eval.inputs.dataset import EvalSet, load_eval_text
 from taguru_eval.score.cases import score_cases
-from taguru_eval.tables.schemas import RunTables
+from taguru_eval.tables import RunTables
 
 METRICS = ("recall", "mrr", "ndcg")
 OURS = {"recall": "recall_at_k", "mrr": "mrr", "ndcg": "ndcg"}

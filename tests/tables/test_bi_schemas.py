@@ -17,7 +17,8 @@ import pytest
 from support.documents import evaluation_document, write_document
 
 from taguru_eval.analyst import ingest
-from taguru_eval.tables.schemas import TABLE, TABLES, plain_arrow
+from taguru_eval.tables import TABLE, TABLES
+from taguru_eval.tables.schemas import plain_arrow
 
 PINNED: dict[str, list[tuple[str, str]]] = {
     "calls": [

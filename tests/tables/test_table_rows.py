@@ -33,19 +33,16 @@ from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.run.console import Console
 from taguru_eval.run.runner import network_phase
-from taguru_eval.tables import flatten
+from taguru_eval.tables import RunTables, TableRows, build_tables, flatten
 from taguru_eval.tables.columns import Columns
 from taguru_eval.tables.flatten import (
     _LANE_OUTPUT,
     _REFUSAL_OUTPUT,
-    TableRows,
     _arrow_rows,
     _nested_chunk,
     _nested_frame,
     _tables_of,
-    build_tables,
 )
-from taguru_eval.tables.schemas import RunTables
 from taguru_eval.tables.shapes import LaneOutput
 from taguru_refserver.serve import running_server
 
