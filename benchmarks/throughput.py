@@ -411,22 +411,28 @@ def _decode_costs(repeats: int) -> tuple[float, float]:
     (envelope, package, scoring hits, evidence block and rows), timed alternately."""
     import timeit
 
+    import httpx
+
     from taguru_eval.options import resolve_budget
-    from taguru_eval.run.http import parse_json
+    from taguru_eval.run.http import Reply, TaguruClient, parse_json
     from taguru_eval.run.lanes.evidence import (
         decode_package,
         evidence_block,
         evidence_rows,
         hits_from_items,
     )
-    from taguru_eval.run.lanes.passage import extract_served_hits, locator
+    from taguru_eval.run.lanes.passage import _SearchPage, extract_served_hits, locator
 
     search = json.dumps({"result": _search_page(), "status": "ok", "time": 0.0})
     evidence = json.dumps({"result": _evidence_package(), "status": "ok", "time": 0.0})
     budget = resolve_budget(None, None, None)
 
+    client = TaguruClient("http://bench.test", transport=httpx.MockTransport(httpx.Response))
+
     def baseline() -> None:
-        _plan, hits = extract_served_hits(parse_json(search)["result"])  # type: ignore[index]
+        payload = parse_json(search)["result"]  # type: ignore[index]
+        reply = Reply(payload=payload, status=200, latency_ms=0, url="http://bench.test")
+        _plan, hits = extract_served_hits(client.payload_as(reply, _SearchPage, "search"))
         [locator(hit) for hit in hits]
 
     def assembly() -> None:

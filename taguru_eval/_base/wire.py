@@ -35,6 +35,14 @@ U64 = Annotated[int, msgspec.Meta(ge=0)]
 F32 = Annotated[float, msgspec.Meta(extra={"rust": "f32"})]
 """A number rounded to binary32 by whoever keeps it (:func:`taguru_eval._base.text.to_f32`)."""
 
+
+class Prose(str):
+    """Server prose a lane keeps (a search plan's ``reason``): msgspec hands each one
+    to the ``dec_hook`` of whoever decodes it, the run's client, which returns it
+    redacted (``TaguruClient.payload_as`` and its typed replies), so no lane
+    redacts. Keep it as ``str(value)``: msgspec writes no ``str`` subclass."""
+
+
 _UNSIGNED: Final[dict[int | None, Callable[[object, js.JsonPath], int]]] = {
     js.U8_MAX: js.read_u8,
     js.U32_MAX: js.read_u32,
@@ -42,11 +50,13 @@ _UNSIGNED: Final[dict[int | None, Callable[[object, js.JsonPath], int]]] = {
 }
 
 
-def convert(payload: object, kind: type[T]) -> T:
-    """``payload`` as ``kind``; raises :class:`~.jsonstrict.JsonShapeError` naming
-    the first field that does not fit."""
+def convert(
+    payload: object, kind: type[T], dec_hook: Callable[[type, Any], Any] | None = None
+) -> T:
+    """``payload`` as ``kind`` (``dec_hook`` makes its :class:`Prose`); raises
+    :class:`~.jsonstrict.JsonShapeError` naming the first field that does not fit."""
     try:
-        return msgspec.convert(payload, kind)
+        return msgspec.convert(payload, kind, dec_hook=dec_hook)
     except msgspec.ValidationError as exc:
         try:
             _walk(payload, msgspec.inspect.type_info(kind), ())
@@ -110,6 +120,8 @@ def _walk(value: object, kind: msgspec.inspect.Type, path: js.JsonPath) -> None:
         js.read_array(value, path, lambda item, at: _walk(item, kind.item_type, at))
     elif isinstance(kind, msgspec.inspect.DictType):
         js.read_map(value, path, lambda item, at: _walk(item, kind.value_type, at))
+    elif isinstance(kind, msgspec.inspect.CustomType) and issubclass(kind.cls, str):
+        js.read_str(value, path)  # Prose
     else:
         _scalar(value, kind, path)
 

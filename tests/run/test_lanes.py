@@ -25,10 +25,11 @@ from taguru_eval.inputs.dataset import (
     ExpectedCitation,
     load_eval,
 )
-from taguru_eval.run.http import TaguruClient
+from taguru_eval.run.http import CallFailure, Reply, TaguruClient
 from taguru_eval.run.lanes.case import run_case
 from taguru_eval.run.lanes.passage import (
     NO_HITS_MESSAGE,
+    _SearchPage,
     extract_served_hits,
     locator,
     search_body,
@@ -105,8 +106,15 @@ PAGE = {
 
 
 def extract_hits(payload: object) -> tuple[Plan | None, list[HitLocator]]:
-    """(plan, hits as the artifact keeps them) from a search payload."""
-    plan, hits = extract_served_hits(payload)
+    """(plan, hits as the artifact keeps them) from a search payload, read as the
+    lane reads a reply the client parsed (its ``payload_as``, else the tolerant shape)."""
+    client = TaguruClient("http://lanes.test", transport=httpx.MockTransport(httpx.Response))
+    reply = Reply(payload=payload, status=200, latency_ms=0, url="http://lanes.test")
+    try:
+        page: object = client.payload_as(reply, _SearchPage, "search")
+    except CallFailure:
+        page = payload
+    plan, hits = extract_served_hits(page)
     return plan, [locator(hit) for hit in hits]
 
 

@@ -9,12 +9,14 @@ and an ingest write, and every line they print, is then searched for them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import polars as pl
 import pytest
 from support.loopback import Request, Response, ScriptedServer, context_entry, envelope
@@ -218,3 +220,53 @@ def test_the_redactor_replaces_only_credentials() -> None:
     unauthorized = "missing or invalid bearer token (send Authorization: Bearer <token>)"
     assert redactor.message(unauthorized) == unauthorized
     assert redactor.message("a short word") == "a short word"
+
+
+def test_the_client_hands_lanes_server_prose_already_redacted() -> None:
+    """A plan reason reaches the lane redacted whichever way the client read it (straight
+    from the bytes, or parsed then converted by ``payload_as``); a payload that does not
+    fit is the client's own failure, its message redacted too."""
+    from taguru_eval.run.http import CallFailure, Reply, TaguruClient
+    from taguru_eval.run.lanes.passage import _SearchPage
+
+    said = f"lane off: Bearer abc.def via http://admin:{PASSWORD}@up:9/"
+    lane = {"ran": False, "reason": said}
+    page = {
+        "plan": {"contexts": [{"context": CONTEXT, "lanes": {"bm25": lane, "vector": lane}}]},
+        "hits": [],
+    }
+    body = json.dumps({"result": page}).encode()
+    client = TaguruClient("http://prose.test", transport=httpx.MockTransport(
+        lambda request: httpx.Response(200, content=body)
+    ))  # fmt: skip
+    expected = f"lane off: Bearer {REDACTED} via http://{REDACTED}@up:9/"
+    typed = asyncio.run(client.post(["x"], {}, into=_SearchPage))
+    generic = asyncio.run(client.post(["x"], {}))
+    assert typed.typed and not generic.typed
+    for reply in (typed, generic):
+        decoded = client.payload_as(reply, _SearchPage, "search")
+        reasons = {
+            decoded.plan.contexts[0].lanes.vector.reason,
+            decoded.plan.contexts[0].lanes.bm25.reason,
+        }
+        assert reasons == {expected}
+    unfit = Reply(payload={**page, "hits": [{"source": said}]}, status=200, latency_ms=3, url="")
+    with pytest.raises(CallFailure) as refused:
+        client.payload_as(unfit, _SearchPage, "search")
+    assert refused.value.message.startswith("search response did not parse: hits[0]")
+    assert (refused.value.status, refused.value.latency_ms) == (200, 3)
+    lane_reason = {**lane, "reason": 7}
+    wrong = {
+        **page,
+        "plan": {
+            "contexts": [{"context": CONTEXT, "lanes": {"bm25": lane_reason, "vector": lane}}]
+        },
+    }
+    with pytest.raises(CallFailure) as not_text:
+        client.payload_as(
+            Reply(payload=wrong, status=200, latency_ms=0, url=""), _SearchPage, "search"
+        )
+    assert not_text.value.message == (
+        "search response did not parse: plan.contexts[0].lanes.bm25.reason: "
+        "invalid type: integer `7`, expected a string"
+    )

@@ -31,7 +31,7 @@ from taguru_eval.inputs.prepare import prepare_run
 from taguru_eval.options import RunOptions
 from taguru_eval.pipeline import execute
 from taguru_eval.run.console import Console
-from taguru_eval.run.http import CallFailure, Reply, TaguruClient, payload_as
+from taguru_eval.run.http import CallFailure, Reply, TaguruClient
 from taguru_eval.run.lanes.evidence import Package
 from taguru_eval.run.lanes.passage import _SearchPage
 from taguru_eval.run.lanes.structural import _Candidates, _MatchPage
@@ -91,13 +91,15 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, bytes]
 
 
 def _outcome(result: Reply | CallFailure, kind: Any) -> tuple[Any, ...]:
-    """What the lane gets: the payload as ``kind``, its shape error, or the failure."""
+    """What the lane gets: the payload as ``kind``, its "did not parse" failure, or the
+    failure."""
     if isinstance(result, CallFailure):
         return ("failure", result.message, result.status)
+    client = TaguruClient("http://typed.test", TOKEN, transport=httpx.MockTransport(httpx.Response))
     try:
-        return ("payload", payload_as(result, kind))
-    except ValueError as exc:  # JsonShapeError: the lane's "did not parse"
-        return ("does not fit", str(exc))
+        return ("payload", client.payload_as(result, kind, "route"))
+    except CallFailure as failure:
+        return ("does not fit", failure.message)
 
 
 async def _both(
@@ -220,4 +222,6 @@ def test_the_run_engine_decodes_straight_over_loopback(
 
         reply = asyncio.run(call())
     assert reply.typed
-    assert reply.payload == msgspec.convert(json.loads(body)["result"], _SearchPage)
+    assert reply.payload == msgspec.convert(
+        json.loads(body)["result"], _SearchPage, dec_hook=lambda kind, value: kind(value)
+    )

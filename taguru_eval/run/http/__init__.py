@@ -11,7 +11,6 @@ from taguru_eval.run.http.client import (
     Reply,
     TaguruClient,
     bearer_headers,
-    payload_as,
 )
 from taguru_eval.run.http.skew import probe_version, skew_warning
 from taguru_eval.run.http.urls import build_url, encode_form, encode_segment
@@ -29,7 +28,6 @@ __all__ = [
     "encode_form",
     "encode_segment",
     "parse_json",
-    "payload_as",
     "probe_version",
     "skew_warning",
 ]

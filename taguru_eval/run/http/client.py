@@ -22,9 +22,11 @@ paths equal).
 Server text enters the program here and nowhere else, so this is where it is
 made safe: every body has the configured tokens replaced before it is
 decoded and, when its text could spell one with JSON escapes, in every decoded
-string and key once more, and every failure message additionally has ``Bearer``/``Basic``
+string and key once more, and every failure message (a payload that does not
+parse included, :meth:`TaguruClient.payload_as`) and every server prose a lane
+keeps (:class:`~taguru_eval._base.wire.Prose`) additionally has ``Bearer``/``Basic``
 credentials and URL userinfo replaced (:meth:`TaguruClient.redact`), before
-any artifact, table, report or stderr line can see it.
+any artifact, table, report or stderr line can see it: no lane redacts.
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar, cast
 
 import msgspec
 
+from taguru_eval._base.jsonstrict import JsonShapeError
 from taguru_eval._base.redact import Redactor
 from taguru_eval._base.text import encodable, trim
+from taguru_eval._base.wire import Prose, convert
 from taguru_eval.contract import VERSION
 from taguru_eval.inputs.proxy import ProxyConfig
 from taguru_eval.run.http.bodies import LargeBodySlot, Ticket, compact_json, parse_json
@@ -208,6 +212,27 @@ class TaguruClient:
         credentials and URL userinfo replaced, lone surrogates spelled out."""
         return encodable(self._redactor.message(text))
 
+    def _prose(self, kind: type, value: object) -> Prose:
+        """The decoders' ``dec_hook``: a :class:`Prose` string comes out redacted."""
+        if kind is Prose and isinstance(value, str):
+            return Prose(self.redact(value))
+        raise TypeError(f"Expected `str`, got `{type(value).__name__}`")
+
+    def payload_as(self, reply: Reply, kind: type[T], what: str) -> T:
+        """``reply``'s payload as ``kind``: as decoded, or converted from the parsed
+        value; one that does not fit is the :class:`CallFailure`
+        ``{what} response did not parse: {field}: {reason}``, redacted."""
+        if reply.typed:
+            return cast(T, reply.payload)
+        try:
+            return convert(reply.payload, kind, self._prose)
+        except JsonShapeError as exc:
+            raise self._failure(
+                f"{what} response did not parse: {exc.detail}",
+                status=reply.status,
+                latency_ms=reply.latency_ms,
+            ) from None
+
     def _failure(
         self,
         message: str,
@@ -326,7 +351,9 @@ class TaguruClient:
             return _UNFIT
         decoder = self._decoders.get(into)
         if decoder is None:
-            decoder = self._decoders[into] = msgspec.json.Decoder(_Envelope[into])
+            decoder = self._decoders[into] = msgspec.json.Decoder(
+                _Envelope[into], dec_hook=self._prose
+            )
         try:
             return decoder.decode(data).result
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
@@ -482,13 +509,3 @@ class TaguruClient:
 
 _UNFIT: Final = object()
 """What :meth:`TaguruClient._typed` returns for a body the generic path must read."""
-
-
-def payload_as(reply: Reply, kind: Any) -> Any:
-    """``reply``'s payload as ``kind``: as decoded, or converted from the parsed value
-    (raises :class:`~taguru_eval._base.jsonstrict.JsonShapeError` naming the field)."""
-    if reply.typed:
-        return reply.payload
-    from taguru_eval._base.wire import convert
-
-    return convert(reply.payload, kind)

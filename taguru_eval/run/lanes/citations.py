@@ -7,7 +7,7 @@ outcome. The scorer reads the recorded checks; it never sees text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from taguru_eval import contract
@@ -78,7 +78,6 @@ def citation_check(
     served: bool,
     response: Mapping[str, Any],
     latency_ms: int,
-    redact: Callable[[str], str] = str,
 ) -> CitationCheck:
     """The CitationCheck of one ``POST /citations`` exchange.
 
@@ -86,16 +85,16 @@ def citation_check(
     ``{"status": STATUS_OR_None, "code": CODE_OR_None, "message": TEXT}`` for a
     failure (status ``None`` = transport failure; ``message`` is the client's
     full failure text, truncated here). A 404's code is kept; any other
-    failure's code is dropped. ``redact`` (the client's) is applied to a
-    parse-failure message built here from the server's payload, before it is
-    truncated.
+    failure's code is dropped. The run's client hands its reply as a
+    :class:`Citation` (a parse failure is a failure, redacted there); a payload
+    given as parsed JSON (a conformance vector's) is read here.
     """
     status = response.get("status")
     if status == 200 and "body" in response:
         try:
             text, section = read_citation(response["body"])
         except js.JsonShapeError as exc:
-            message, code = redact(f"citation response did not parse: {exc.detail}"), None
+            message, code = f"citation response did not parse: {exc.detail}", None
         else:
             checked = section_check(section_expected_present, section_expected, section)
             if quote is None:
@@ -157,12 +156,13 @@ async def _check_citation(
     response: dict[str, object]
     try:
         reply = await client.post(["contexts", context, "citations"], body, into=Citation)
+        citation = client.payload_as(reply, Citation, "citation")
     except CallFailure as failure:
         status, latency = failure.status, failure.latency_ms
         response = {"status": status, "code": failure.code, "message": failure.message}
     else:
         status, latency = reply.status, reply.latency_ms
-        response = {"status": 200, "body": reply.payload}
+        response = {"status": 200, "body": citation}
     check = citation_check(
         source=expected.source,
         paragraph=expected.paragraph,
@@ -172,7 +172,6 @@ async def _check_citation(
         served=(expected.source, expected.paragraph) in served,
         response=response,
         latency_ms=latency,
-        redact=client.redact,
     )
     recorder.add(
         lane="citation",

@@ -10,15 +10,16 @@ they are projected to locators: the text is measured, then dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol, cast
+import contextlib
+from collections.abc import Sequence
+from typing import Protocol
 
 import msgspec
 
 from taguru_eval import contract
 from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.text import to_f32, to_f32_all, truncate_utf8
-from taguru_eval._base.wire import U64
+from taguru_eval._base.wire import F32, U64, Prose
 from taguru_eval.inputs.dataset import CaseOptions
 from taguru_eval.options import Budget
 from taguru_eval.run.http import CallFailure, TaguruClient
@@ -44,9 +45,15 @@ NO_HITS_MESSAGE = "response carries no recognizable hits (plan/hits shape mismat
 # --------------------------------------------------------------------------- the SearchPage
 
 
+class _LanePlan(msgspec.Struct, frozen=True, gc=False):
+    ran: bool
+    reason: Prose | None = None  # server prose the artifact keeps: the client redacts it
+    floor: F32 | None = None
+
+
 class _PlanLanes(msgspec.Struct, frozen=True, gc=False):
-    bm25: wire.LanePlan
-    vector: wire.LanePlan
+    bm25: _LanePlan
+    vector: _LanePlan
 
 
 class _PlanFilter(msgspec.Struct, frozen=True, gc=False):
@@ -122,20 +129,19 @@ async def passage_lane(
     except CallFailure as failure:
         message = truncate_utf8(failure.message)
         return _failed(recorder, message, failure.latency_ms, failure.status), None, None
+    page: object = reply.payload
+    if not reply.typed:
+        with contextlib.suppress(CallFailure):  # else the tolerant shape
+            page = client.payload_as(reply, _SearchPage, "search")
     usage: BudgetUsage | None = None
     checks: list[AnswerCheck] | None = None
-    if reply.typed and budget is None and judge is None:
+    if isinstance(page, _SearchPage) and budget is None and judge is None:
         # The common case: nothing reads the text, the locators come straight from the page.
-        page = cast(_SearchPage, reply.payload)
-        plan = _plan(page.plan.contexts[0], client.redact) if page.plan.contexts else None
+        plan = _plan(page.plan.contexts[0]) if page.plan.contexts else None
         hits = hit_locators(page.hits)
     else:
         try:
-            plan, served = (
-                served_hits(cast(_SearchPage, reply.payload), client.redact)
-                if reply.typed
-                else extract_served_hits(reply.payload, client.redact)
-            )
+            plan, served = extract_served_hits(page)
         except _ShapeError as exc:
             return _failed(recorder, str(exc), reply.latency_ms, reply.status), None, None
         if budget is not None:
@@ -177,29 +183,18 @@ def _failed(
     return PassageOutcome(outcome="failed", message=message, latency_ms=latency_ms)
 
 
-def extract_served_hits(
-    payload: object, redact: Callable[[str], str] = str
-) -> tuple[Plan | None, list[MeasuredHit]]:
-    """(plan, hits with their text) from a search payload; raises on no recognizable hits.
+def extract_served_hits(payload: object) -> tuple[Plan | None, list[MeasuredHit]]:
+    """(plan, hits with their text) of a search payload: a decoded ``SearchPage``
+    (the client's reply, :meth:`~taguru_eval.run.http.TaguruClient.payload_as`),
+    else the tolerant shape; raises on no recognizable hits.
 
-    The text is needed only by a budget (§7.3); :func:`locator` drops it. A
-    lane plan's ``reason`` is server prose the artifact keeps: ``redact`` (the
-    client's) makes it safe.
+    The text is needed only by a budget (§7.3) or an answers judge; :func:`locator` drops it.
     """
-    try:
-        page = msgspec.convert(payload, _SearchPage)
-    except msgspec.ValidationError:
+    if not isinstance(payload, _SearchPage):
         return None, _fallback_hits(payload)
-    return served_hits(page, redact)
-
-
-def served_hits(
-    page: _SearchPage, redact: Callable[[str], str] = str
-) -> tuple[Plan | None, list[MeasuredHit]]:
-    """(plan, hits with their text) of a decoded ``SearchPage``."""
-    plans = page.plan.contexts
-    hits = [_measured(hit) for hit in page.hits]
-    return (_plan(plans[0], redact) if plans else None), hits
+    plans = payload.plan.contexts
+    hits = [_measured(hit) for hit in payload.hits]
+    return (_plan(plans[0]) if plans else None), hits
 
 
 def _measured(hit: wire.PassageHit) -> MeasuredHit:
@@ -216,21 +211,21 @@ def _measured(hit: wire.PassageHit) -> MeasuredHit:
     )
 
 
-def _lane_plan(lane: wire.LanePlan, redact: Callable[[str], str]) -> LanePlan:
+def _lane_plan(lane: _LanePlan) -> LanePlan:
     plan = LanePlan(ran=lane.ran)
     if lane.reason is not None:
-        plan["reason"] = redact(lane.reason)
+        plan["reason"] = str(lane.reason)  # redacted by the client; a plain str to write
     if lane.floor is not None:
         plan["floor"] = to_f32(lane.floor)
     return plan
 
 
-def _plan(context: _ContextPlan, redact: Callable[[str], str]) -> Plan:
+def _plan(context: _ContextPlan) -> Plan:
     plan = Plan(
         context=context.context,
         lanes={
-            "bm25": _lane_plan(context.lanes.bm25, redact),
-            "vector": _lane_plan(context.lanes.vector, redact),
+            "bm25": _lane_plan(context.lanes.bm25),
+            "vector": _lane_plan(context.lanes.vector),
         },
     )
     if context.filter is not None:

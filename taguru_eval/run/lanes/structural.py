@@ -16,11 +16,10 @@ from typing import Literal, Protocol
 import msgspec
 
 from taguru_eval import contract
-from taguru_eval._base import jsonstrict as js
 from taguru_eval._base.wire import U64
 from taguru_eval.contract import RESOLVE_LIMIT
 from taguru_eval.inputs.dataset import EvalCase
-from taguru_eval.run.http import CallFailure, Reply, TaguruClient, payload_as
+from taguru_eval.run.http import CallFailure, Reply, TaguruClient
 from taguru_eval.run.lanes.record import CallRecorder
 from taguru_eval.run.lanes.wire import AssociationMatch
 from taguru_eval.tables.shapes import (
@@ -104,16 +103,6 @@ def classify_position(tier: str | None, names: Sequence[str], latency_ms: int) -
     }
 
 
-def _did_not_parse(
-    client: TaguruClient, route: str, reply: Reply, exc: js.JsonShapeError
-) -> CallFailure:
-    return CallFailure(
-        client.redact(f"{route} response did not parse: {exc.detail}"),
-        status=reply.status,
-        latency_ms=reply.latency_ms,
-    )
-
-
 async def resolve_call(
     client: TaguruClient, context: str, route: ResolveRoute, cue: str
 ) -> tuple[Reply, Sequence[Resolved]] | CallFailure:
@@ -126,9 +115,9 @@ async def resolve_call(
     except CallFailure as failure:
         return failure
     try:
-        decoded = payload_as(reply, _Candidates)
-    except js.JsonShapeError as exc:
-        return _did_not_parse(client, route, reply, exc)
+        decoded = client.payload_as(reply, _Candidates, route)
+    except CallFailure as failure:
+        return failure
     return reply, decoded
 
 
@@ -276,9 +265,9 @@ async def _query(
     except CallFailure as failure:
         return _query_failed(recorder, failure, index)
     try:
-        page = payload_as(reply, _MatchPage)
-    except js.JsonShapeError as exc:
-        return _query_failed(recorder, _did_not_parse(client, "query", reply, exc), index)
+        page = client.payload_as(reply, _MatchPage, "query")
+    except CallFailure as failure:
+        return _query_failed(recorder, failure, index)
     recorder.add(
         lane="association",
         endpoint=contract.QUERY,
