@@ -29,7 +29,8 @@ import polars as pl
 
 from taguru_eval.analyst import display, slices
 from taguru_eval.analyst.export import WILDCARDS_DROP, qrels_mapping, run_mapping, trec_frames
-from taguru_eval.artifact.read import read_artifact, tables_from_artifact
+from taguru_eval.artifact.codec import read_artifact
+from taguru_eval.artifact.read import tables_from_artifact
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import load_eval

@@ -25,7 +25,7 @@ from support.notebooks import (
 
 from taguru_eval import store
 from taguru_eval.analyst import drift, offline
-from taguru_eval.artifact.read import read_artifact
+from taguru_eval.artifact.codec import read_artifact
 from taguru_eval.compare import compare
 from taguru_eval.demo import history
 from taguru_eval.errors import InputError

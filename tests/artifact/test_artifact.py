@@ -21,12 +21,8 @@ from taguru_eval.artifact.build import (
     dumps,
     write_json_atomic,
 )
-from taguru_eval.artifact.read import (
-    load_artifact,
-    parse_artifact,
-    read_artifact,
-    tables_from_artifact,
-)
+from taguru_eval.artifact.codec import parse_artifact, read_artifact
+from taguru_eval.artifact.read import load_artifact, tables_from_artifact
 from taguru_eval.errors import InputError, RunError
 from taguru_eval.inputs.dataset import load_eval_text
 from taguru_eval.score.aggregate import score_run

@@ -9,7 +9,8 @@ import pytest
 from support.layouts import stored_artifact
 
 from taguru_eval.analyst import drift
-from taguru_eval.artifact.read import read_artifact, tables_from_artifact
+from taguru_eval.artifact.codec import read_artifact
+from taguru_eval.artifact.read import tables_from_artifact
 from taguru_eval.compare import compare
 from taguru_eval.demo import synthetic
 from taguru_eval.store import read_tables
