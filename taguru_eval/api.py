@@ -29,7 +29,8 @@ import polars as pl
 
 from taguru_eval.analyst import display, slices
 from taguru_eval.analyst.export import WILDCARDS_DROP, qrels_mapping, run_mapping, trec_frames
-from taguru_eval.artifact.read import read_artifact, tables_from_artifact
+from taguru_eval.artifact.codec import read_artifact
+from taguru_eval.artifact.read import load_artifact
 from taguru_eval.contract import ARTIFACT_NAME
 from taguru_eval.errors import InputError
 from taguru_eval.inputs.dataset import load_eval
@@ -256,7 +257,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     target = Path(path)
     if target.is_dir():
         return _load_stored(target)
-    loaded = tables_from_artifact(read_artifact(target), label=str(target))
+    loaded = load_artifact(target)
     return Run(
         run_id=loaded.tables.run_id,
         doc=loaded.doc,

@@ -40,6 +40,7 @@ from taguru_eval._base.signals import check
 from taguru_eval.contract import (
     ARTIFACT_CAP,
     ARTIFACT_NAME,
+    ARTIFACT_STAMP,
     STORED_FLOOR,
     STORED_RATIO,
 )
@@ -55,6 +56,14 @@ _LEVEL: Final = 1
 before (its default level); a JSON document compresses well at any level."""
 _CHUNK: Final = 1 << 20
 """Bytes moved per read while streaming (small enough to stay out of the peak)."""
+
+
+def stamp_problem(stamp: int) -> str | None:
+    """What is wrong with a ``taguru_evaluation`` stamp this build cannot read
+    (GATE_AND_COMPARE.md §6.2's words, which every reader uses), else None."""
+    if 1 <= stamp <= ARTIFACT_STAMP:
+        return None
+    return f"taguru_evaluation must be within 1..={ARTIFACT_STAMP}, got {stamp}"
 
 
 def stored_artifact(run_directory: str | Path) -> Path:

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import polars as pl
 
-from taguru_eval.artifact.read import parse_artifact, read_artifact
+from taguru_eval.artifact.codec import parse_artifact, read_artifact
 from taguru_eval.catalog import CATALOG, Catalog, scalar_expr
 from taguru_eval.compare.classify import budget_text
 from taguru_eval.compare.load import Budget

@@ -21,6 +21,7 @@ evaluation.json of a run already in the store)."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,8 +30,9 @@ from typing import Any
 
 import polars as pl
 
-from taguru_eval.artifact.read import artifact_catalog, parse_artifact, tables_from_artifact
-from taguru_eval.compare.load import read_view
+from taguru_eval.artifact import codec
+from taguru_eval.artifact.read import artifact_catalog, tables_from_artifact
+from taguru_eval.compare.load import decode_view
 from taguru_eval.errors import InputError
 from taguru_eval.options import DEFAULT_STORE_DIR
 from taguru_eval.store import (
@@ -38,7 +40,7 @@ from taguru_eval.store import (
     context_dir,
     write_run,
 )
-from taguru_eval.store_artifact import artifact_bytes, same_bytes, stored_artifact, stored_runs
+from taguru_eval.store_artifact import same_bytes, stored_artifact, stored_runs
 
 
 @dataclass(frozen=True)
@@ -80,14 +82,9 @@ def tables_from_document(
 
     The artifact reader (:func:`taguru_eval.artifact.tables_from_artifact`)
     does the work, so an imported run and a read-back run are the same frames.
-    A case block missing a required part is an :class:`InputError`.
+    A case block missing a required part is an :class:`InputError` (its words).
     """
-    try:
-        loaded = tables_from_artifact(document, run_id, label=shown)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise InputError(
-            f"{shown}: malformed evaluation.json: a case block lacks {exc}", path=shown
-        ) from None
+    loaded = tables_from_artifact(document, run_id, label=shown)
     return {**loaded.tables.frames(), **loaded.scores.frames()}
 
 
@@ -100,12 +97,9 @@ def ingest(path: str | Path, store_dir: str | Path = DEFAULT_STORE_DIR) -> Inges
     cannot be written.
     """
     shown = str(path)
-    view = read_view(path, stamp_required=True)
-    source = Path(path)
-    if source.is_dir():
-        source = stored_artifact(source)
-    data = artifact_bytes(source)
-    document = parse_artifact(data.decode("utf-8"), shown)
+    data, where = codec.read_bytes(path)
+    view = decode_view(data, where, label=os.fspath(path), stamp_required=True)
+    document = codec.parse_artifact(data.decode("utf-8"), shown)
     context = view.context
     if not context:
         raise InputError(

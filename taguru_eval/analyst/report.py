@@ -51,8 +51,8 @@ from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.html import PAGE_ROWS, pairs_data, render, table_data
 from taguru_eval.analyst import aggregate, drift, offline, slices
 from taguru_eval.analyst.ingest import tables_from_document
+from taguru_eval.artifact import codec
 from taguru_eval.artifact.layout import get_path
-from taguru_eval.artifact.read import read_artifact
 from taguru_eval.catalog import (
     ANSWERS_BLOCK,
     ANSWERS_METRICS,
@@ -62,7 +62,7 @@ from taguru_eval.catalog import (
 )
 from taguru_eval.compare import Comparison, compare
 from taguru_eval.compare.classify import budget_text
-from taguru_eval.compare.load import read_view
+from taguru_eval.compare.load import decode_view
 from taguru_eval.compare.parquet import read_side
 from taguru_eval.compare.significance import POWER
 from taguru_eval.contract import ARTIFACT_CAP
@@ -123,9 +123,11 @@ class _Page:
 
 def load_document(source: str | Path) -> dict[str, Any]:
     """An evaluation.json (file or stored run directory), validated by compare's reader."""
-    read_view(source, stamp_required=True)
-    path = Path(source)
-    return read_artifact(stored_artifact(path) if path.is_dir() else path)
+    data, shown = codec.read_bytes(source)
+    decode_view(data, shown, label=os.fspath(source), stamp_required=True)
+    path = Path(source)  # read_artifact's name for it, as before
+    named = stored_artifact(path) if path.is_dir() else path
+    return codec.parse_artifact(data.decode("utf-8"), str(named))
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,9 @@ from taguru_eval._base.lazy import by_module, lazy_names
 
 if TYPE_CHECKING:
     from taguru_eval.artifact.build import RunContext, build_artifact
+    from taguru_eval.artifact.codec import read_artifact
     from taguru_eval.artifact.document import WrittenDocument
-    from taguru_eval.artifact.read import (
-        LoadedRun,
-        load_artifact,
-        read_artifact,
-        tables_from_artifact,
-    )
+    from taguru_eval.artifact.read import LoadedRun, load_artifact, tables_from_artifact
 
 __all__ = [
     "LoadedRun",
@@ -35,8 +31,9 @@ __getattr__ = lazy_names(
         __name__,
         {
             "build": "RunContext build_artifact",
+            "codec": "read_artifact",
             "document": "WrittenDocument",
-            "read": "LoadedRun load_artifact read_artifact tables_from_artifact",
+            "read": "LoadedRun load_artifact tables_from_artifact",
         },
     ),
 )

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from taguru_eval.artifact.read import read_artifact
+from taguru_eval.artifact.codec import read_artifact
 
 
 def without_cases(head: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,6 @@ frame and the metrics are the values the artifact recorded, never re-scored."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -14,16 +13,15 @@ from typing import Any, Final, cast
 import polars as pl
 
 from taguru_eval import contract
-from taguru_eval._base import jsonstrict
 from taguru_eval._base.jsonstrict import JsonShapeError
 from taguru_eval.artifact.abstention import refusal_frames_from_block
+from taguru_eval.artifact.codec import read_artifact
 from taguru_eval.artifact.layout import case_layout, column_paths, get_path
 from taguru_eval.catalog import CATALOG, Catalog, catalog_for, repetitions_of
-from taguru_eval.contract import ARTIFACT_STAMP, DEFAULT_LIMIT
-from taguru_eval.errors import InputError, os_error_text
+from taguru_eval.contract import DEFAULT_LIMIT
+from taguru_eval.errors import InputError
 from taguru_eval.score.abstention import offered
 from taguru_eval.score.aggregate import Scores
-from taguru_eval.store_artifact import artifact_bytes
 from taguru_eval.tables.flatten import CASE_BLOCK, build_tables, type_problem
 from taguru_eval.tables.schemas import (
     RunTables,
@@ -32,61 +30,6 @@ from taguru_eval.tables.schemas import (
     metrics_frame,
 )
 from taguru_eval.tables.shapes import CallRecord, EvidenceRow, LaneOutput
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def parse_artifact(text: str, path: str) -> dict[str, Any]:
-    """Parse evaluation.json text; every problem is an InputError naming ``path``."""
-    try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON: "
-            f"{jsonstrict.decode_error_reason(exc)}",
-            path=path,
-            line=exc.lineno,
-        ) from None
-    except ValueError as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}", path=path) from None
-    except RecursionError:
-        raise InputError(f"{path}: not valid JSON: recursion limit exceeded", path=path) from None
-    if not isinstance(doc, dict):
-        raise InputError(f"{path}: not an evaluation.json: expected a JSON object", path=path)
-    stamp = doc.get("taguru_evaluation")
-    if isinstance(stamp, bool) or not isinstance(stamp, int):
-        raise InputError(
-            f"{path}: not an evaluation.json: missing integer 'taguru_evaluation'",
-            path=path,
-            field="taguru_evaluation",
-        )
-    if not 1 <= stamp <= ARTIFACT_STAMP:
-        # compare's words (GATE_AND_COMPARE.md §6.2), so every reader says it alike.
-        raise InputError(
-            f"{path}: taguru_evaluation must be within 1..={ARTIFACT_STAMP}, got {stamp}",
-            path=path,
-            field="taguru_evaluation",
-        )
-    cases = doc.get("cases", [])
-    if not isinstance(cases, list) or not all(isinstance(case, dict) for case in cases):
-        raise InputError(f"{path}: 'cases' must be an array of objects", path=path, field="cases")
-    return doc
-
-
-def read_artifact(path: str | Path) -> dict[str, Any]:
-    """Read an evaluation.json file (strict JSON, stamp checked); a stored
-    run's compressed copy reads as the bytes it holds."""
-    shown = str(path)
-    try:
-        text = artifact_bytes(path).decode("utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read {shown}: {os_error_text(exc)}", path=shown) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"cannot read {shown}: invalid UTF-8 ({exc.reason})", path=shown) from None
-    return parse_artifact(text, shown)
-
 
 _CUE_ENDPOINT = {
     "concept": contract.RESOLVE,

@@ -16,7 +16,6 @@ serde refuses it (§1.2, :mod:`.repeats`); msgspec alone would keep the last.
 
 from __future__ import annotations
 
-import codecs
 import functools
 import json
 import operator
@@ -24,7 +23,6 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Annotated, Any, Final, cast
 
 import msgspec
@@ -34,13 +32,12 @@ from taguru_eval._base.serde_numbers import NumberOutOfRange, read_number, read_
 from taguru_eval._base.structs import validation_detail as _validation_detail
 from taguru_eval._base.structs import validation_parts as _validation_parts
 from taguru_eval._base.text import to_f32
+from taguru_eval.artifact import codec
 from taguru_eval.catalog import CATALOG, SCALAR_FIELD, Catalog, repetitions_of
 from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
 from taguru_eval.compare.repeats import find_repeat, first_repeat, shape_of
 from taguru_eval.compare.stability import StabilitySide, side_from_blocks
-from taguru_eval.contract import ARTIFACT_STAMP
-from taguru_eval.errors import InputError, os_error_text
-from taguru_eval.store_artifact import artifact_bytes, not_a_run_hint, stored_artifact
+from taguru_eval.errors import InputError
 
 U64_MAX: Final = 2**64 - 1
 
@@ -397,24 +394,11 @@ def read_view(
     (the readers that are not compare) it is ``<path>: not an
     evaluation.json: missing integer 'taguru_evaluation'``, export's words.
     """
-    given = os.fspath(source)
-    file_path = Path(given)
-    shown = given
-    if file_path.is_dir():
-        file_path = stored_artifact(file_path)
-        shown = os.path.join(given, file_path.name)
-    try:
-        data = artifact_bytes(file_path)
-    except OSError as exc:
-        raise InputError(
-            f"reading {shown}: {os_error_text(exc)}", path=shown, hint=not_a_run_hint(given)
-        ) from None
-    if not is_utf8(data):
-        raise InputError(f"reading {shown}: stream did not contain valid UTF-8", path=shown)
+    data, shown = codec.read_bytes(source)
     return decode_view(
         data,
         shown,
-        label=given if label is None else label,
+        label=os.fspath(source) if label is None else label,
         catalog=catalog,
         stamp_required=stamp_required,
     )
@@ -563,18 +547,10 @@ def _check(
     if check_repeats:
         _check_repeats(data, view, shown, decoder)
     _check_u64(view, shown)
-    missing = isinstance(view.taguru_evaluation, msgspec.UnsetType)
-    if check_stamp and stamp_required and missing:
-        raise InputError(
-            f"{shown}: not an evaluation.json: missing integer 'taguru_evaluation'",
-            path=shown,
-            field="taguru_evaluation",
-        )
-    if check_stamp and not 1 <= view.stamp <= ARTIFACT_STAMP:
-        raise InputError(
-            f"{shown}: taguru_evaluation must be within 1..={ARTIFACT_STAMP}, got {view.stamp}",
-            path=shown,
-            field="taguru_evaluation",
+    if check_stamp:
+        stamp = view.taguru_evaluation
+        codec.check_stamp(
+            None if isinstance(stamp, msgspec.UnsetType) else stamp, shown, required=stamp_required
         )
 
 
@@ -643,23 +619,6 @@ def _gate_passed(thresholds: _Thresholds | None) -> bool | None:
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def is_utf8(data: bytes) -> bool:
-    """Whether ``data`` is valid UTF-8 (without copying a large file into a ``str``)."""
-    if data.isascii():  # the common case, checked word-at-a-time in C
-        return True
-    # Incremental so a large file is not copied into one more huge ``str``.
-    decoder = codecs.getincrementaldecoder("utf-8")("strict")
-    view = memoryview(data)
-    chunk = 1 << 24
-    try:
-        for start in range(0, len(data), chunk):
-            decoder.decode(view[start : start + chunk])
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _malformed(shown: str, detail: str, field: str | None = None) -> InputError:

@@ -44,9 +44,10 @@ import msgspec
 import polars as pl
 
 from taguru_eval._base.serde_numbers import read_back
+from taguru_eval.artifact.codec import is_utf8
 from taguru_eval.catalog import CATALOG, STABILITY_BLOCK, STABILITY_COLUMNS, Catalog
 from taguru_eval.compare.abstention import SIDE_SCHEMA, AbstentionSide
-from taguru_eval.compare.load import RunView, decode_header, is_utf8, read_view
+from taguru_eval.compare.load import RunView, decode_header, read_view
 from taguru_eval.compare.stability import StabilitySide, side_from_columns
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.score.abstention import effective_floors

@@ -15,9 +15,9 @@ msgspec types, the case blocks' from the catalog):
   (about a second for a 100,000-case file of 370 MB);
 * when Arrow finds a repeat, or cannot decide, and for small inputs (the
   head the run-store reader decodes, one definition), :func:`first_repeat`
-  walks the bytes — looking into the checked objects only, skipping any
-  other value in one C call — and names the first repeat in document order
-  with its JSON path, as compare's other decoder errors do.
+  parses the bytes with ``json``, whose ``object_pairs_hook`` sees every
+  member, and names the first repeat in document order with its JSON path,
+  as compare's other decoder errors do.
 
 Both run only on bytes msgspec has already accepted as JSON.
 """
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -35,7 +34,7 @@ import msgspec
 import pyarrow as pa
 
 SMALL: Final = 1 << 20
-"""Up to this many bytes the byte walk alone is quicker than asking Arrow first."""
+"""Up to this many bytes parsing with ``json`` alone is quicker than asking Arrow first."""
 
 ARROW_MAX: Final = (1 << 31) - 2
 """Arrow reads the file as one block, whose size is a 32-bit integer."""
@@ -169,134 +168,63 @@ def arrow_finds_repeat(data: bytes, shape: Fixed) -> bool | None:
     return False
 
 
-# ------------------------------------------------------------------ the byte walk
+# ------------------------------------------------------------------ naming the repeat
 
 
-_SPACE: Final = re.compile(rb"[ \t\r\n]*")
-_STRING_REST: Final = re.compile(rb'(?:[^"\\]|\\.)*"', re.DOTALL)
-_MEMBER: Final = re.compile(rb'"((?:[^"\\]|\\.)*)"[ \t\r\n]*:[ \t\r\n]*', re.DOTALL)
-"""A member's key and the ``:`` after it, up to its value."""
-_AFTER: Final = re.compile(rb"[ \t\r\n]*([,\]}])[ \t\r\n]*")
-"""What follows a value inside a container: ``,`` or the closing bracket."""
-_SCALAR: Final = re.compile(rb"[^,\]}\s]*")
-_TOKEN: Final = re.compile(rb'["{}\[\]]')
-_TRAILING: Final = re.compile(r"trailing characters \(byte (?P<offset>\d+)\)$")
+class _Members(tuple[tuple[str, object], ...]):
+    """An object that holds a repeated key at some depth: every member in file
+    order, each value kept only where it holds one too (else ``None``)."""
 
 
-class _Walk:
-    """One pass over ``data`` (valid JSON); every method takes the position of
-    a value's first byte and returns the position just after it."""
+def _holds_repeat(value: object) -> bool:
+    if not isinstance(value, list):
+        return isinstance(value, _Members)
+    stack = [value]  # not recursive: arrays may nest as deep as msgspec lets them
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Members):
+            return True
+        if isinstance(item, list):
+            stack.extend(item)
+    return False
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.view = memoryview(data)
 
-    def space(self, pos: int) -> int:
-        found = _SPACE.match(self.data, pos)
-        return pos if found is None else found.end()
+def _members(pairs: list[tuple[str, object]]) -> _Members | None:
+    """``json``'s hook per object, innermost first: ``None`` for an object with
+    no repeated key in it at any depth, so a clean document keeps next to nothing."""
+    kept = [(key, value if _holds_repeat(value) else None) for key, value in pairs]
+    if len({key for key, _ in pairs}) == len(pairs) and not any(v is not None for _, v in kept):
+        return None
+    return _Members(kept)
 
-    def value(self, pos: int, shape: Shape | None, path: str) -> tuple[int, Repeat | None]:
-        opener = self.data[pos : pos + 1]
-        if isinstance(shape, Fixed) and opener == b"{":
-            return self.object(pos, shape, path)
-        if isinstance(shape, Each) and opener == b"[":
-            return self.array(pos, shape.item, path)
-        return self.skip(pos), None
 
-    def after(self, pos: int) -> tuple[int, bytes]:
-        """Past the separator after a value: the next position and ``,``/``]``/``}``."""
-        found = _AFTER.match(self.data, pos)
-        if found is None:
-            raise ValueError(f"no separator at byte {pos}")
-        return found.end(), found.group(1)
-
-    def object(self, pos: int, shape: Fixed, path: str) -> tuple[int, Repeat | None]:
+def _find(value: object, shape: Shape, path: str) -> Repeat | None:
+    """The first repeat in file order inside ``shape``'s objects of ``value``."""
+    if isinstance(shape, Each) and isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _find(item, shape.item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    if isinstance(shape, Fixed) and isinstance(value, _Members):
         seen: set[str] = set()
-        pos = self.space(pos + 1)
-        if self.data[pos : pos + 1] == b"}":
-            return pos + 1, None
-        while True:
-            member = _MEMBER.match(self.data, pos)
-            if member is None:
-                raise ValueError(f"no member at byte {pos}")
-            raw = member.group(1)
-            key = str(json.loads(b'"' + raw + b'"')) if b"\\" in raw else raw.decode("utf-8")
-            pos = member.end()
-            child = shape.fields.get(key)
-            if child is not None:
-                if key in seen:
-                    return pos, Repeat(path, key)
-                seen.add(key)
-            pos, found = self.value(pos, child, f"{path}.{key}" if path else key)
+        for key, child in value:
+            inner = shape.fields.get(key)
+            if inner is None:
+                continue
+            if key in seen:
+                return Repeat(path, key)
+            seen.add(key)
+            found = _find(child, inner, f"{path}.{key}" if path else key)
             if found is not None:
-                return pos, found
-            pos, separator = self.after(pos)
-            if separator == b"}":
-                return pos, None
-
-    def array(self, pos: int, item: Shape, path: str) -> tuple[int, Repeat | None]:
-        pos = self.space(pos + 1)
-        index = 0
-        if self.data[pos : pos + 1] == b"]":
-            return pos + 1, None
-        while True:
-            pos, found = self.value(pos, item, f"{path}[{index}]")
-            if found is not None:
-                return pos, found
-            pos, separator = self.after(pos)
-            if separator == b"]":
-                return pos, None
-            index += 1
-
-    def skip(self, pos: int) -> int:
-        opener = self.data[pos : pos + 1]
-        if opener == b'"':
-            rest = _STRING_REST.match(self.data, pos + 1)
-            return len(self.data) if rest is None else rest.end()
-        if opener in (b"{", b"["):
-            return self.skip_container(pos)
-        found = _SCALAR.match(self.data, pos)
-        return pos if found is None else found.end()
-
-    def skip_container(self, pos: int) -> int:
-        """Past the object or array at ``pos``: msgspec parses it in one call and
-        reports where the bytes after it start; a token walk if it does not."""
-        try:
-            msgspec.json.decode(self.view[pos:], type=msgspec.Raw)
-        except msgspec.DecodeError as exc:
-            found = _TRAILING.search(str(exc))
-            if found is not None:
-                end = pos + int(found.group("offset")) - 1  # msgspec counts from 1
-                if self.data[end : end + 1] in (b",", b"]", b"}"):
-                    return end
-        else:
-            return len(self.data)
-        return self.walk_container(pos)
-
-    def walk_container(self, pos: int) -> int:
-        depth = 0
-        while True:
-            found = _TOKEN.search(self.data, pos)
-            if found is None:
-                return len(self.data)
-            pos = found.end()
-            char = self.data[found.start()]
-            if char == 0x22:  # '"'
-                rest = _STRING_REST.match(self.data, pos)
-                pos = len(self.data) if rest is None else rest.end()
-            elif char in b"{[":
-                depth += 1
-            else:
-                depth -= 1
-                if depth == 0:
-                    return pos
+                return found
+    return None
 
 
 def first_repeat(data: bytes, shape: Fixed) -> Repeat | None:
     """The first key repeated inside one of ``shape``'s objects, in document
-    order, found by walking ``data`` (valid JSON with an object at the top)."""
-    walk = _Walk(data)
-    pos = walk.space(0)
-    if data[pos : pos + 1] != b"{":
+    order, named by parsing ``data`` (valid JSON) once more with ``json``, which
+    sees every member (``None`` for JSON nested past ``json``'s own depth)."""
+    try:
+        return _find(json.loads(data, object_pairs_hook=_members), shape, "")
+    except RecursionError:
         return None
-    return walk.object(pos, shape, "")[1]

@@ -49,12 +49,17 @@ import polars as pl
 
 from taguru_eval._base.filebytes import file_bytes
 from taguru_eval._base.structs import validation_detail
-from taguru_eval.contract import ARTIFACT_CAP, ARTIFACT_STAMP
+from taguru_eval.contract import ARTIFACT_CAP
 from taguru_eval.errors import InputError, os_error_text
 from taguru_eval.inputs.answers import AnswerSet
 from taguru_eval.inputs.evalcase import EvalSet
 from taguru_eval.options import RunOptions
-from taguru_eval.store_artifact import artifact_bytes, not_a_run_hint, stored_artifact
+from taguru_eval.store_artifact import (
+    artifact_bytes,
+    not_a_run_hint,
+    stamp_problem,
+    stored_artifact,
+)
 
 SAMPLE_DRAW_BYTES: Final = 8
 """The draw of a case: the first 8 bytes of BLAKE2b(seed, case_id), an unsigned integer."""
@@ -193,11 +198,9 @@ def _failed(data: bytes, shown: str) -> frozenset[str]:
         raise _damaged(shown, validation_detail(exc)) from None
     except (msgspec.DecodeError, RecursionError) as exc:
         raise _damaged(shown, str(exc) or "nested too deeply") from None
-    if not 1 <= run.taguru_evaluation <= ARTIFACT_STAMP:
-        raise _damaged(
-            shown,
-            f"taguru_evaluation must be within 1..={ARTIFACT_STAMP}, got {run.taguru_evaluation}",
-        )
+    problem = stamp_problem(run.taguru_evaluation)
+    if problem is not None:
+        raise _damaged(shown, problem)
     violated = () if run.thresholds is None else run.thresholds.violations
     return frozenset(
         [v.case_id for v in violated if v.scope == "case" and v.case_id is not None]

@@ -23,7 +23,7 @@ from taguru_eval.artifact import (
 )
 from taguru_eval.artifact.blocks import citation_check_block
 from taguru_eval.artifact.build import dumps, write_json_atomic
-from taguru_eval.artifact.read import parse_artifact
+from taguru_eval.artifact.codec import parse_artifact
 from taguru_eval.errors import InputError, RunError
 from taguru_eval.inputs.dataset import load_eval_text
 from taguru_eval.score.aggregate import score_run

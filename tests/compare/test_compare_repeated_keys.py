@@ -4,7 +4,7 @@ GATE_AND_COMPARE.md §1.2: taguru decodes evaluation.json into structs, and
 serde refuses a field given twice in one (``duplicate field `x```), a
 ``null`` first occurrence included; a repeated key of a free-keyed map
 (``definitions``, ``metrics``) or of an object compare does not read is
-fine. The check runs on whole files (small ones by the byte walk, large ones
+fine. The check runs on whole files (small ones parsed by ``json``, large ones
 by pyarrow's JSON reader first) and on the head the run-store reader decodes.
 """
 
@@ -139,7 +139,7 @@ def large(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def test_a_large_file_is_checked_by_arrow_then_named_by_the_walk(tmp_path: Path) -> None:
+def test_a_large_file_is_checked_by_arrow_then_named_by_json(tmp_path: Path) -> None:
     clean = dumps(large(document()))
     assert len(clean) > SMALL
     assert arrow_finds_repeat(clean, SHAPE) is False
@@ -177,7 +177,7 @@ def test_the_run_store_reader_applies_the_rule_to_the_head(tmp_path: Path) -> No
     )
 
 
-# ------------------------------------------------------------------ walk and Arrow agree
+# ------------------------------------------------------------------ json and Arrow agree
 
 Obj = tuple[str, list[tuple[str, Any]]]
 """An object as its members in order, repeats kept: ``("object", [(key, value), …])``."""
@@ -238,7 +238,7 @@ def repeats(value: Any, shape: Any) -> bool:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(CASE, max_size=4))
-def test_the_walk_and_arrow_agree_with_serde_on_every_case_block(cases: list[Obj]) -> None:
+def test_json_and_arrow_agree_with_serde_on_every_case_block(cases: list[Obj]) -> None:
     document = ("object", [("cases", cases)])
     data = render(document).encode("utf-8")
     expected = repeats(document, SHAPE)
