@@ -5,8 +5,10 @@ from keyword arguments. Either way the value checks itself when it is made:
 a count that is not a positive integer, a rule that is neither ``semantic``
 nor ``any``, or flags that do not go together is a :class:`UsageError` worded
 as §2.2 words it, so a library caller meets the command line's rules, types and
-messages. Budget resolution (§2.2) lives here so the artifact, the lanes and
-the console lines read the same numbers.
+messages. Each field's flag (spelling, kind, help lines) is its metadata
+(:class:`Flag`, :data:`RUN_FLAGS`), declared once for the command line, the help,
+the library, ``--resume`` and the output checks. Budget resolution (§2.2) lives
+here so the artifact, the lanes and the console lines read the same numbers.
 """
 
 from __future__ import annotations

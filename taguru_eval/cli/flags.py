@@ -1,12 +1,14 @@
 """Shared pieces of the subcommands' command lines: the shell every project
-subcommand runs in, how library warnings are printed, a left-to-right flag
-scan and the one way a report file is written.
+subcommand runs in, how library warnings are printed, the one left-to-right flag
+scan (run mode, every subcommand, ``serve`` and ``wait``) and the one way a
+report file is written.
 
 The scan keeps taguru's habits (GATE_AND_COMPARE.md §6.1): ``-h``/``--help``
 anywhere means help, a value-taking flag takes the next argument verbatim (even
 one starting with ``--``), a repeated flag is ``X given twice``, a missing value
 is the flag's own ``X needs …`` message, an unknown ``--flag`` is refused and
-every other word is a positional.
+every other word is a positional. ``serve`` and ``wait``, the project's own
+commands, also take ``--flag=VALUE``.
 """
 
 from __future__ import annotations
