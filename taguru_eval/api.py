@@ -40,8 +40,6 @@ from taguru_eval.options import (
     DEFAULT_OUT,
     DEFAULT_REPEAT,
     RunOptions,
-    answer_match_of,
-    refusal_rule_of,
 )
 from taguru_eval.pipeline import execute_async
 from taguru_eval.pipeline.finish import RunResult
@@ -184,33 +182,9 @@ def run(
     ``--filter``, each ``--tag`` and ``--failing`` (docs/subsets.md): only the
     selected eval cases run, and ``Run.doc["inputs"]["selection"]`` says which.
     """
-    options = RunOptions(
-        eval_path=os.fspath(eval_path),
-        context=context,
-        url=None if url is None else url.rstrip("/"),
-        config=config,
-        out=os.fspath(out),
-        thresholds=None if thresholds is None else os.fspath(thresholds),
-        assembly=assembly,
-        max_items=max_items,
-        max_bytes=max_bytes,
-        max_tokens=max_tokens,
-        rerank=rerank,
-        concurrency=concurrency,
-        must_refuse=None if must_refuse is None else os.fspath(must_refuse),
-        refusal_rule=None if refusal_rule is None else refusal_rule_of(refusal_rule),
-        answers=None if answers is None else os.fspath(answers),
-        answer_match=None if answer_match is None else answer_match_of(answer_match),
-        store_dir=None if store is None else os.fspath(store),
-        no_store=no_store,
-        resume=resume,
-        repeat=repeat,
-        sample=sample,
-        seed=seed,
-        filters=_strings(filters),
-        tags=_strings(tags),
-        failing=None if failing is None else os.fspath(failing),
-    )
+    # Every keyword that names a RunOptions field (``store`` is ``--store``'s) is read
+    # as its flag reads it (:data:`~taguru_eval.options.RUN_FLAGS`).
+    options = RunOptions.from_keywords(locals())
     captured = io.StringIO()
     console = Console() if verbose else Console(stdout=captured, stderr=captured)
     prepared = prepare_run(options, env, stderr=console.err)
@@ -223,11 +197,6 @@ def run(
         if isinstance(display, CaseProgress):
             display.close()
     return from_result(result, captured.getvalue().splitlines())
-
-
-def _strings(given: str | Sequence[str]) -> tuple[str, ...]:
-    """One pattern or tag, or several: a lone string is one, not its characters."""
-    return (given,) if isinstance(given, str) else tuple(given)
 
 
 def from_result(result: RunResult, output: list[str] | None = None) -> Run:

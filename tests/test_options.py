@@ -12,7 +12,7 @@ import pytest
 import taguru_eval
 from taguru_eval.cli.run import parse_run_args
 from taguru_eval.errors import EXIT_INPUT, UsageError
-from taguru_eval.options import COUNT_MAX, RunOptions
+from taguru_eval.options import COUNT_MAX, RUN_FLAGS, RunOptions
 
 MIN = ["--eval", "eval.jsonl", "--context", "sake"]
 
@@ -130,3 +130,31 @@ def test_junit_cases_defaults_to_failing() -> None:
     given = parse_run_args([*MIN, "--junit", "j.xml", "--junit-cases", "all"])
     assert given is not None
     assert (given.junit_cases, given.resolved_junit_cases) == ("all", "all")
+
+
+def test_every_library_keyword_is_read_through_the_flag_table() -> None:
+    """``taguru_eval.run`` hands its keywords to :meth:`RunOptions.from_keywords`,
+    which reads only those the flag table knows: a new keyword that is not there
+    would be dropped without a word."""
+    import inspect
+
+    not_options = {"env", "verbose", "transport", "progress"}
+    keywords = {spec.keyword or name for name, spec in RUN_FLAGS.items()}
+    given = set(inspect.signature(taguru_eval.run).parameters) - not_options
+    assert given <= keywords, given - keywords
+
+
+def test_every_fingerprint_field_says_what_differs() -> None:
+    """``--resume``'s refusal names the flag (from the table) or the file of each field."""
+    from taguru_eval.resume import _FILES, _FLAGS, Fingerprint
+
+    assert set(Fingerprint.__struct_fields__) == set(_FLAGS) | set(_FILES)
+    assert _FLAGS["mode"] == "--assembly"
+    assert _FLAGS["max_items"] == "--max-items"
+
+
+def test_a_path_keyword_is_kept_as_text() -> None:
+    options = RunOptions.from_keywords(
+        {"eval_path": Path("e.jsonl"), "context": "c", "config": Path("c.env"), "tags": "t"}
+    )
+    assert (options.eval_path, options.config, options.tags) == ("e.jsonl", "c.env", ("t",))

@@ -9,9 +9,8 @@ from typing import Final, TextIO
 
 from taguru_eval._base.extras import load_extra
 from taguru_eval.cli.flags import run_subcommand
-from taguru_eval.cli.run import parse_positive
 from taguru_eval.errors import UsageError
-from taguru_eval.options import resolve_budget
+from taguru_eval.options import parse_positive, resolve_budget
 
 DEMO_HELP = """\
 usage: python -m taguru_eval demo [--out DIR] [--runs N]

@@ -1,12 +1,14 @@
 """Shared pieces of the subcommands' command lines: the shell every project
-subcommand runs in, how library warnings are printed, a left-to-right flag
-scan and the one way a report file is written.
+subcommand runs in, how library warnings are printed, the one left-to-right flag
+scan (run mode, every subcommand, ``serve`` and ``wait``) and the one way a
+report file is written.
 
 The scan keeps taguru's habits (GATE_AND_COMPARE.md §6.1): ``-h``/``--help``
 anywhere means help, a value-taking flag takes the next argument verbatim (even
 one starting with ``--``), a repeated flag is ``X given twice``, a missing value
 is the flag's own ``X needs …`` message, an unknown ``--flag`` is refused and
-every other word is a positional.
+every other word is a positional. ``serve`` and ``wait``, the project's own
+commands, also take ``--flag=VALUE``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from taguru_eval._base.suggest import did_you_mean
 from taguru_eval.errors import (
     EXIT_OK,
     PREFIX,
+    InputError,
     RunError,
     TaguruEvalError,
     TaguruEvalWarning,
@@ -32,6 +35,7 @@ from taguru_eval.errors import (
     os_error_text,
     usage_lines,
 )
+from taguru_eval.options import Flag
 
 Args = TypeVar("Args")
 
@@ -99,9 +103,94 @@ class Flags:
 
     positionals: list[str] = field(default_factory=list)
     values: dict[str, str] = field(default_factory=dict)
+    """Each value flag's text (an ``optional`` flag's, when one was given)."""
+    parsed: dict[str, object] = field(default_factory=dict)
+    """What a flag's :attr:`~Flag.scan` (or ``read``) made of its text."""
     switches: set[str] = field(default_factory=set)
+    """The switches given (and the ``optional`` flags, with or without a value)."""
     repeated: dict[str, list[str]] = field(default_factory=dict)
     """The values of each repeatable flag, in command-line order."""
+
+
+def scan(
+    argv: Sequence[str],
+    table: Mapping[str, Flag],
+    command: str,
+    *,
+    positional: str | None = None,
+    equals: bool = False,
+    error: type[TaguruEvalError] = UsageError,
+) -> Flags | None:
+    """The one flag scan: ``argv`` left to right against ``table`` (flag -> its
+    :class:`Flag`); ``None`` means help. ``command`` names the command in the
+    unknown-flag message; ``positional``, when given, is the error for a
+    positional word (else they are collected). ``equals`` also takes the
+    ``--flag=VALUE`` spelling, as the project's own ``serve`` and ``wait`` do
+    (taguru's command line does not). A problem raises ``error``."""
+    found = Flags()
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg in ("--help", "-h"):
+            return None
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        step = 2
+        spec = table.get(arg)
+        if spec is None and equals and arg.startswith("--") and "=" in arg:
+            arg, _, following = arg.partition("=")
+            step = 1
+            spec = table.get(arg)
+            if spec is not None and spec.kind != "value":
+                raise error(f"{arg} takes no value")
+        if spec is None:
+            if arg.startswith("--"):
+                known = [*table, "--help"]
+                raise error(f"unknown flag '{arg}' for {command}", hint=did_you_mean(arg, known))
+            if positional is not None:
+                raise error(positional)
+            found.positionals.append(arg)
+            index += 1
+            continue
+        if spec.kind == "repeatable":
+            if following is None:
+                raise error(spec.missing)
+            found.repeated.setdefault(arg, []).append(following)
+            index += step
+            continue
+        # taguru looks for a value first: a trailing flag needs its value even when
+        # an earlier one was given (a count, and the project's own commands, check
+        # for a repeat first).
+        if spec.kind == "value" and following is None and not equals:
+            raise error(spec.missing)
+        if arg in found.values or arg in found.switches:
+            raise error(f"{arg} given twice")
+        if spec.kind in ("switch", "negated", "optional"):
+            found.switches.add(arg)
+            # An optional value is the next word unless that is a flag.
+            if spec.kind != "optional" or following is None or following.startswith("-"):
+                index += 1
+                continue
+        parse = spec.scan or spec.read
+        value = following if following is None or parse is None else parse(following)
+        if following is None or value is None:
+            raise error(spec.missing)
+        found.values[arg] = following
+        if parse is not None:
+            found.parsed[arg] = value
+        index += step
+    return found
+
+
+def scan_long_flags(
+    argv: Sequence[str], value_flags: Sequence[str], switches: Sequence[str], command: str
+) -> Flags | None:
+    """:func:`scan` for ``serve`` and ``wait``, the project's own commands: ``--flag
+    VALUE`` or ``--flag=VALUE``, and a problem is an :class:`InputError` (exit 2)."""
+    table = {
+        **{name: Flag(name, missing=f"{name} needs a value") for name in value_flags},
+        **{name: Flag(name, kind="switch") for name in switches},
+    }
+    return scan(argv, table, command, equals=True, error=InputError)
 
 
 def scan_flags(
@@ -112,45 +201,18 @@ def scan_flags(
     *,
     repeatable: Mapping[str, str] | None = None,
 ) -> Flags | None:
-    """Scan ``argv``; ``None`` means help. ``value_flags`` maps a flag to its
+    """:func:`scan` with a subcommand's flags: ``value_flags`` maps a flag to its
     missing-value message; ``repeatable`` does the same for value flags that may
-    be given more than once (collected in :attr:`Flags.repeated`); ``command``
-    names the command in the unknown-flag message. Raises :class:`UsageError`."""
-    found = Flags()
-    many = repeatable or {}
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        if arg in ("--help", "-h"):
-            return None
-        if arg in many:
-            if index + 1 >= len(argv):
-                raise UsageError(many[arg])
-            found.repeated.setdefault(arg, []).append(argv[index + 1])
-            index += 2
-            continue
-        if arg in value_flags:
-            # taguru looks for the value first: a trailing flag needs its value
-            # even when an earlier one was given.
-            if index + 1 >= len(argv):
-                raise UsageError(value_flags[arg])
-            if arg in found.values:
-                raise UsageError(f"{arg} given twice")
-            found.values[arg] = argv[index + 1]
-            index += 2
-            continue
-        if arg in switches:
-            if arg in found.switches:
-                raise UsageError(f"{arg} given twice")
-            found.switches.add(arg)
-            index += 1
-            continue
-        if arg.startswith("--"):
-            known = [*value_flags, *switches, *many, "--help"]
-            raise UsageError(f"unknown flag '{arg}' for {command}", hint=did_you_mean(arg, known))
-        found.positionals.append(arg)
-        index += 1
-    return found
+    be given more than once (collected in :attr:`Flags.repeated`)."""
+    table = {
+        **{name: Flag(name, missing=missing) for name, missing in value_flags.items()},
+        **{name: Flag(name, kind="switch") for name in switches},
+        **{
+            name: Flag(name, missing=missing, kind="repeatable")
+            for name, missing in (repeatable or {}).items()
+        },
+    }
+    return scan(argv, table, command)
 
 
 def write_reports(files: Sequence[tuple[str | Path, str]]) -> None:

@@ -24,7 +24,6 @@ import polars as pl
 from taguru_eval._base.signals import stoppable
 from taguru_eval._base.text import one_line
 from taguru_eval.cli.flags import run_subcommand, scan_flags, write_report
-from taguru_eval.cli.run import parse_positive
 from taguru_eval.errors import (
     EXIT_OK,
     RunError,
@@ -40,7 +39,7 @@ from taguru_eval.inputs.config import (
 from taguru_eval.inputs.dataset import load_eval, validate_limits
 from taguru_eval.inputs.must_refuse import load_must_refuse
 from taguru_eval.inputs.outputs import refuse_overlaps
-from taguru_eval.options import DEFAULT_CONCURRENCY
+from taguru_eval.options import DEFAULT_CONCURRENCY, parse_positive
 from taguru_eval.run import loop
 from taguru_eval.run.http import TaguruClient
 from taguru_eval.run.lanes.bands import SWEEP_FLOOR, sweep

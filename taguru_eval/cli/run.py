@@ -10,14 +10,11 @@ the run's frames by the library's renderers.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from taguru_eval._base.suggest import did_you_mean
-from taguru_eval._base.text import parse_decimal
-from taguru_eval.cli.flags import write_report
+from taguru_eval.cli.flags import scan, write_report
 from taguru_eval.errors import (
     EXIT_INPUT,
     EXIT_OK,
@@ -25,26 +22,7 @@ from taguru_eval.errors import (
     UsageError,
     os_error_text,
 )
-from taguru_eval.inputs.config import strip_trailing_slashes
-from taguru_eval.options import (
-    COUNT_MAX,
-    DEFAULT_CONCURRENCY,
-    DEFAULT_OUT,
-    DEFAULT_REPEAT,
-    MSG_BAD_SEED,
-    MSG_EMPTY_FAILING,
-    MSG_EMPTY_FILTER,
-    MSG_EMPTY_TAG,
-    SEED_MAX,
-    AnswerMatch,
-    JunitCases,
-    RefusalRule,
-    RunOptions,
-    answer_match_of,
-    junit_cases_of,
-    not_a_count,
-    refusal_rule_of,
-)
+from taguru_eval.options import REQUIRED, RUN_FLAGS, RunOptions
 
 if TYPE_CHECKING:
     from taguru_eval.compare import RunView
@@ -200,7 +178,7 @@ def write_reports(
             )
 
 
-HELP: Final = """\
+_HELP_HEAD: Final = """\
 usage: python -m taguru_eval --eval FILE --context NAME [--url URL]
                         [--config FILE] [--out FILE] [--thresholds FILE]
                         [--assembly] [--max-items N] [--max-bytes N]
@@ -229,90 +207,14 @@ Evaluate one taguru context against a labeled question set (eval.jsonl) and
 write evaluation.json; the same command line as 'taguru evaluate'.
 
 run-mode flags:
-  --eval FILE          eval.jsonl to run (required)
-  --context NAME       the one context evaluated (required)
-  --url URL            server base URL; default derived from TAGURU_ADDR
-                       (127.0.0.1:8248); trailing '/' removed
-  --config FILE        env-file (KEY=VALUE lines) applied before the URL and
-                       token are resolved; default TAGURU_CONFIG
-  --out FILE           artifact path (default evaluation.json)
-  --thresholds FILE    gate the run: exit 3 when a bound is violated
-  --assembly           use POST /contexts/{name}/evidence as the passage lane:
-                       the server assembles budgeted evidence (options.tags/
-                       since/until cannot be sent; a warning names each case)
-  --max-items N        budget ceiling (default 40, at most 1000); without
-                       --assembly the search hits are truncated client-side
-                       with the server's byte/token accounting
-  --max-bytes N        budget ceiling (default 65536, at most 1048576)
-  --max-tokens N       budget ceiling (default 4000)
-  --rerank MODEL       ask the server's reranker for MODEL; only with
-                       --assembly; a reranker that cannot run is recorded as
-                       degraded, never a failure
-  --concurrency N      cases in flight at once (default 8; 1 = sequential)
-  --must-refuse FILE   must-refuse questions (their own file and stamp), probed
-                       after the eval cases; adds the abstention.* and
-                       answerability.* metrics, boundable in --thresholds
-  --refusal-rule RULE  semantic (default: a probe abstains only when the
-                       server's vector lane ran and no served hit carries it)
-                       or any (any served hit surfaces); only with --must-refuse
-  --answers FILE       answer text per case (its own file and stamp); each is
-                       looked for in the text of the hits served within the
-                       case's limit; adds answers.hit_at_k, answers.mrr and
-                       answers.coverage, boundable in --thresholds
-  --answer-match RULE  normalized (default: the folded answer is a substring
-                       of the folded paragraph) or tokens (citenexus's content
-                       tokens of the answer are a subset); only with --answers
-  --store DIR          keep the run's tables under DIR (Parquet run store)
-  --no-store           do not keep the run in the run store
-  --junit FILE         write the gate as a JUnit XML test report, atomically:
-                       a test case per aggregate bound, and per per-case
-                       bound as --junit-cases says
-  --junit-cases WHICH  failing (default): a per-case bound is a test case only
-                       when violated (the others are counted in the suite's
-                       properties); all: every per-case bound; only with --junit
-  --summary FILE       write a Markdown summary (verdict, key metrics,
-                       violations, worst cases), atomically
-  --summary-base RUN   add the base value and delta of each key metric to the
-                       summary; RUN is an evaluation.json or a stored run
-                       directory, read before the run starts
-  --no-step-summary    do not append the summary to $GITHUB_STEP_SUMMARY
-  --quiet              no progress display
-  --resume             continue the newest unfinished run of the context in
-                       the store (same eval file, options and URL, else exit
-                       2): only the cases it did not finish are sent
-  --repeat N           send every eval case N times (1..100, default 1) inside
-                       the same corpus bracket; the case's metrics are its
-                       first repetition's, and a case whose compared metrics
-                       differ across repetitions is marked unstable (a
-                       stability block per case, stability.unstable_rate;
-                       compare never calls such a case regressed). Not with
-                       --resume
-  --otlp [ENDPOINT]    after the artifact is written, export the run to an
-                       OpenTelemetry collector over OTLP/HTTP: a span per run
-                       and per case, a gen_ai.evaluation.result event per
-                       per-case metric and aggregate bound ('otel' extra).
-                       ENDPOINT is the collector's base URL; without it the
-                       OTEL_EXPORTER_OTLP_* variables apply. A collector that
-                       cannot be reached is a warning, never another exit code
-  --mlflow             after the artifact is written, log the run to MLflow
-                       (MLFLOW_TRACKING_URI): params, metrics, tags and the
-                       artifact ('mlflow' extra); a failure is a warning
+"""
 
+_SELECTION_HEAD: Final = """
 selection flags (quick feedback on part of the set; the run records them as
 inputs.selection, and compare calls the cases it did not run not_comparable):
-  --filter PATTERN     run the cases whose case_id matches PATTERN, a glob
-                       (* any characters, ? one character, the rest literal,
-                       case-sensitive); repeatable: any of the patterns
-  --tag T              run the cases whose options.tags hold T exactly;
-                       repeatable: any of the tags
-  --failing RUN        run the cases that failed in RUN (an evaluation.json or
-                       a stored run directory: a per-case bound violated or a
-                       lane failed) or regressed in it (a compare changes.jsonl)
-  --sample N           run N cases drawn at random from those selected (all of
-                       them when there are no more), stratified over the
-                       cases' options.tags; applied after the flags above
-  --seed S             the sample's seed (0..2^64-1, default 0): the same seed
-                       and file draw the same cases; only with --sample
+"""
+
+_HELP_TAIL: Final = """\
   (the selection flags combine: a case runs when it passes every flag given;
   nothing selected is exit 2. Not with --resume)
 
@@ -367,187 +269,56 @@ exit codes:
 """
 
 
-# Value-taking flags: flag -> message when no value follows.
-_VALUE_FLAGS: Final = {
-    "--eval": "--eval needs a file path",
-    "--context": "--context needs a name",
-    "--url": "--url needs a value",
-    "--config": "--config needs a file path",
-    "--out": "--out needs a file path",
-    "--thresholds": "--thresholds needs a file path",
-    "--rerank": "--rerank needs a model name",
-    "--must-refuse": "--must-refuse needs a file path",
-    "--refusal-rule": "--refusal-rule needs a value",
-    "--answers": "--answers needs a file path",
-    "--answer-match": "--answer-match needs a value",
-    "--store": "--store needs a directory",
-    "--junit": "--junit needs a file path",
-    "--junit-cases": "--junit-cases needs a value",
-    "--summary": "--summary needs a file path",
-    "--summary-base": "--summary-base needs a file or directory path",
-    "--seed": MSG_BAD_SEED,
-    "--failing": MSG_EMPTY_FAILING,
+_KINDS: Final = {"value": 0, "repeatable": 1, "count": 2, "switch": 3, "negated": 3, "optional": 4}
+# Grouped by kind: tied suggestions for a mistyped flag are listed in this order.
+_TABLE: Final = {
+    spec.name: spec for spec in sorted(RUN_FLAGS.values(), key=lambda spec: _KINDS[spec.kind])
 }
-
-# Value flags that may be given more than once: flag -> message when no value follows.
-_REPEATABLE_FLAGS: Final = {"--filter": MSG_EMPTY_FILTER, "--tag": MSG_EMPTY_TAG}
-
-_COUNT_FLAGS: Final = (
-    "--max-items",
-    "--max-bytes",
-    "--max-tokens",
-    "--concurrency",
-    "--repeat",
-    "--sample",
-)
-
-_SWITCHES: Final = (
-    "--assembly",
-    "--no-store",
-    "--no-step-summary",
-    "--quiet",
-    "--resume",
-    "--mlflow",
-)
-
-_OPTIONAL_VALUE_FLAGS: Final = ("--otlp",)
-"""Flags whose value may be left out: the next word is theirs unless it is a flag
-(run mode takes no positional argument, so nothing else can be meant)."""
-
-FLAGS: Final = (
-    *_VALUE_FLAGS,
-    *_REPEATABLE_FLAGS,
-    *_COUNT_FLAGS,
-    *_SWITCHES,
-    *_OPTIONAL_VALUE_FLAGS,
-    "--help",
-)
+FLAGS: Final = (*_TABLE, "--help")
 """Every flag run mode takes (what a mistyped one is compared with)."""
 
-_POSITIVE: Final = re.compile(r"\+?[0-9]+")
+
+def _entries(selection: bool) -> str:
+    """The help's entries of the run-mode (or the selection) flags, from the table."""
+    lines = []
+    for spec in RUN_FLAGS.values():
+        if spec.selection == selection:
+            first, *rest = spec.help
+            lines.append(f"  {spec.name} {spec.metavar}".rstrip().ljust(22) + f" {first}")
+            lines.extend(" " * 23 + line for line in rest)
+    return "".join(f"{line}\n" for line in lines)
 
 
-def parse_positive(text: str) -> int | None:
-    """An unsigned decimal >= 1 (optional ``+``; no space, sign, ``_``, fraction,
-    or 64-bit overflow), like Rust's ``usize::from_str``; else ``None``."""
-    if not _POSITIVE.fullmatch(text):
-        return None
-    value = parse_decimal(text.removeprefix("+"), COUNT_MAX)
-    return value if value is not None and value >= 1 else None
+HELP: Final = _HELP_HEAD + _entries(False) + _SELECTION_HEAD + _entries(True) + _HELP_TAIL
 
 
 def parse_run_args(args: Sequence[str]) -> RunOptions | None:
-    """Run-mode flags (§2.2), left to right; the first problem raises
-    :class:`UsageError`. ``None`` means help was asked for.
+    """Run-mode flags (§2.2, :data:`~taguru_eval.options.RUN_FLAGS`), left to
+    right; the first problem raises :class:`UsageError`. ``None`` means help was
+    asked for.
 
     What only a command line can get wrong (a flag twice, a missing value, an
     unknown word) is checked here; the rules a library caller meets too (counts,
     the refusal rule, flags that need or exclude others) are
     :class:`RunOptions`' own, so both report them alike."""
-    values: dict[str, str] = {}
-    rule: RefusalRule | None = None
-    match: AnswerMatch | None = None
-    junit_cases: JunitCases | None = None
-    counts: dict[str, int] = {}
-    switches: set[str] = set()
-    optional: dict[str, str | None] = {}
-    repeated: dict[str, list[str]] = {flag: [] for flag in _REPEATABLE_FLAGS}
-    seed: int | None = None
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg in _REPEATABLE_FLAGS:
-            if index + 1 >= len(args):
-                raise UsageError(_REPEATABLE_FLAGS[arg])
-            repeated[arg].append(args[index + 1])
-            index += 2
-        elif arg in _VALUE_FLAGS:
-            if index + 1 >= len(args):
-                raise UsageError(_VALUE_FLAGS[arg])
-            if arg in values:
-                raise UsageError(f"{arg} given twice")
-            value = args[index + 1]
-            if arg == "--refusal-rule":
-                rule = refusal_rule_of(value)
-            elif arg == "--answer-match":
-                match = answer_match_of(value)
-            elif arg == "--junit-cases":
-                junit_cases = junit_cases_of(value)
-            elif arg == "--seed":
-                seed = parse_decimal(value, SEED_MAX)
-                if seed is None:
-                    raise UsageError(MSG_BAD_SEED)
-            values[arg] = value
-            index += 2
-        elif arg in _COUNT_FLAGS:
-            if arg in counts:
-                raise UsageError(f"{arg} given twice")
-            number = parse_positive(args[index + 1]) if index + 1 < len(args) else None
-            if number is None:
-                raise not_a_count(arg)
-            counts[arg] = number
-            index += 2
-        elif arg in _OPTIONAL_VALUE_FLAGS:
-            if arg in optional:
-                raise UsageError(f"{arg} given twice")
-            following = args[index + 1] if index + 1 < len(args) else None
-            taken = following is not None and not following.startswith("-")
-            optional[arg] = following if taken else None
-            index += 2 if taken else 1
-        elif arg in _SWITCHES:
-            if arg in switches:
-                raise UsageError(f"{arg} given twice")
-            switches.add(arg)
-            index += 1
-        elif arg in ("--help", "-h"):
-            return None
-        elif arg.startswith("--"):
-            raise UsageError(f"unknown flag '{arg}' for evaluate", hint=did_you_mean(arg, FLAGS))
-        else:
-            raise UsageError("evaluate takes no positional arguments")
-
-    if "--eval" not in values:
-        raise UsageError("--eval FILE is required")
-    if "--context" not in values:
-        raise UsageError("--context NAME is required")
-
-    url = values.get("--url")
-    return RunOptions(
-        eval_path=values["--eval"],
-        context=values["--context"],
-        url=None if url is None else strip_trailing_slashes(url),
-        config=values.get("--config"),
-        out=values.get("--out", DEFAULT_OUT),
-        thresholds=values.get("--thresholds"),
-        assembly="--assembly" in switches,
-        max_items=counts.get("--max-items"),
-        max_bytes=counts.get("--max-bytes"),
-        max_tokens=counts.get("--max-tokens"),
-        rerank=values.get("--rerank"),
-        concurrency=counts.get("--concurrency", DEFAULT_CONCURRENCY),
-        must_refuse=values.get("--must-refuse"),
-        refusal_rule=rule,
-        answers=values.get("--answers"),
-        answer_match=match,
-        store_dir=values.get("--store"),
-        no_store="--no-store" in switches,
-        junit=values.get("--junit"),
-        junit_cases=junit_cases,
-        summary=values.get("--summary"),
-        summary_base=values.get("--summary-base"),
-        step_summary="--no-step-summary" not in switches,
-        quiet="--quiet" in switches,
-        resume="--resume" in switches,
-        repeat=counts.get("--repeat", DEFAULT_REPEAT),
-        otlp="--otlp" in optional,
-        otlp_endpoint=optional.get("--otlp"),
-        mlflow="--mlflow" in switches,
-        sample=counts.get("--sample"),
-        seed=seed,
-        filters=tuple(repeated["--filter"]),
-        tags=tuple(repeated["--tag"]),
-        failing=values.get("--failing"),
-    )
+    found = scan(args, _TABLE, "evaluate", positional="evaluate takes no positional arguments")
+    if found is None:
+        return None
+    for name in REQUIRED:
+        spec = RUN_FLAGS[name]
+        if spec.name not in found.values:
+            raise UsageError(f"{spec.name} {spec.metavar} is required")
+    given: dict[str, Any] = {}
+    for name, spec in RUN_FLAGS.items():
+        if spec.kind == "repeatable":
+            given[name] = tuple(found.repeated.get(spec.name, ()))
+        elif spec.kind in ("switch", "negated", "optional"):
+            given[name] = (spec.name in found.switches) != (spec.kind == "negated")
+        elif spec.name in found.values:
+            given[name] = found.parsed.get(spec.name, found.values[spec.name])
+        if spec.value_field is not None:
+            given[spec.value_field] = found.values.get(spec.name)
+    return RunOptions(**given)
 
 
 def missing_integration(options: RunOptions) -> str | None:

@@ -9,7 +9,7 @@ from typing import Final
 
 from taguru_eval._base.extras import load_extra
 from taguru_eval._base.text import one_line, parse_decimal
-from taguru_eval.cli.long_flags import scan_long_flags
+from taguru_eval.cli.flags import scan_long_flags
 from taguru_eval.errors import (
     EXIT_INPUT,
     EXIT_OK,

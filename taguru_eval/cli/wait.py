@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from taguru_eval.cli.long_flags import scan_long_flags
+from taguru_eval.cli.flags import scan_long_flags
 from taguru_eval.errors import EXIT_INPUT, EXIT_OK, InputError, TaguruEvalError, error_lines
 from taguru_eval.run.wait import DEFAULT_TIMEOUT_S, wait_until_healthy
 

@@ -403,11 +403,6 @@ def mask_url(url: str) -> str:
     return f"{parsed.scheme}://{parsed.host or ''}{port}"
 
 
-def strip_trailing_slashes(url: str) -> str:
-    """What ``--url`` keeps: every trailing ``/`` removed (``http://h:1/`` -> ``http://h:1``)."""
-    return url.rstrip("/")
-
-
 def base_url_from_addr(addr: str) -> str:
     """``http://`` + ``TAGURU_ADDR`` with an unspecified IP replaced by loopback.
 

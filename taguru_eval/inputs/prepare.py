@@ -32,7 +32,7 @@ from taguru_eval.inputs.must_refuse import MustRefuseSet, load_must_refuse
 from taguru_eval.inputs.outputs import refuse_overlaps, require_output_directories
 from taguru_eval.inputs.proxy import ProxyConfig, proxy_config
 from taguru_eval.inputs.thresholds import Thresholds, load_run_thresholds
-from taguru_eval.options import RunOptions
+from taguru_eval.options import RunOptions, flag_values
 
 Stderr = Callable[[str], None]
 
@@ -90,19 +90,13 @@ def assembly_warnings(eval_set: EvalSet | MustRefuseSet) -> list[str]:
 
 def _outputs(options: RunOptions) -> dict[str, str | None]:
     """The files the run writes, once checked against what it reads (exit 2)."""
-    outputs = {"--out": options.out, "--junit": options.junit, "--summary": options.summary}
-    inputs = {
-        "--eval": options.eval_path,
-        "--thresholds": options.thresholds,
-        "--must-refuse": options.must_refuse,
-        "--answers": options.answers,
-        "--config": options.config,
-    }
+    outputs = flag_values(options, "out", "junit", "summary")
+    inputs = flag_values(options, "eval_path", "thresholds", "must_refuse", "answers", "config")
     refuse_overlaps(inputs, outputs)
     # The summary's base is read before the run: --out may replace it (the last
     # run's artifact as the next run's base), the reports may not.
-    reports = {"--junit": options.junit, "--summary": options.summary}
-    refuse_overlaps({"--summary-base": options.summary_base}, reports)
+    reports = flag_values(options, "junit", "summary")
+    refuse_overlaps(flag_values(options, "summary_base"), reports)
     if options.store_dir == "":
         raise UsageError("--store needs a directory, not an empty one")
     return outputs

@@ -77,9 +77,9 @@ from taguru_eval.inputs.config import (
     resolve_base_url,
     resolve_secrets,
     resolve_token,
-    strip_trailing_slashes,
 )
 from taguru_eval.inputs.proxy import proxy_config
+from taguru_eval.options import strip_trailing_slashes
 from taguru_eval.populate.client import REQUEST_TIMEOUT_S, Refused, Unreachable, WriteClient
 from taguru_eval.run.console import CaseProgress, Console, Progress
 

@@ -55,6 +55,7 @@ from taguru_eval.errors import (
     warn,
 )
 from taguru_eval.inputs.prepare import PreparedRun
+from taguru_eval.options import RUN_FLAGS
 from taguru_eval.resume.batches import NonConforming, decode_batch, encode_batch
 from taguru_eval.resume.lock import CheckpointLock, Held
 from taguru_eval.run.preflight import ContextEntry, Preflight
@@ -109,22 +110,10 @@ class Fingerprint(msgspec.Struct, frozen=True, kw_only=True):
 
 _FLAGS: Final = {
     "writer": "the taguru_eval version",
-    "eval_path": "--eval",
-    "context": "--context",
-    "url": "--url",
-    "out": "--out",
-    "mode": "--assembly",
-    "max_items": "--max-items",
-    "max_bytes": "--max-bytes",
-    "max_tokens": "--max-tokens",
-    "rerank": "--rerank",
-    "concurrency": "--concurrency",
-    "must_refuse": "--must-refuse",
-    "refusal_rule": "--refusal-rule",
-    "thresholds": "--thresholds",
-    "answers": "--answers",
-    "answer_match": "--answer-match",
+    "mode": RUN_FLAGS["assembly"].name,  # inputs.mode is what --assembly decides
+    **{name: RUN_FLAGS[name].name for name in Fingerprint.__struct_fields__ if name in RUN_FLAGS},
 }
+"""The flag a differing fingerprint field names."""
 _FILES: Final = {
     "eval_sha256": "the eval set",
     "must_refuse_sha256": "the must-refuse file",
@@ -169,28 +158,21 @@ def fingerprint(prepared: PreparedRun) -> Fingerprint | None:
         return None
     must_refuse = prepared.must_refuse
     thresholds = prepared.thresholds
-    return Fingerprint(
-        writer=VERSION,
-        eval_path=options.eval_path,
-        eval_sha256=eval_sha256,
-        context=options.context,
-        url=prepared.masked_url,
-        out=options.out,
-        mode=options.mode,
-        max_items=options.max_items,
-        max_bytes=options.max_bytes,
-        max_tokens=options.max_tokens,
-        rerank=options.rerank,
-        concurrency=options.concurrency,
-        must_refuse=options.must_refuse,
-        must_refuse_sha256=None if must_refuse is None else must_refuse.sha256,
-        refusal_rule=None if must_refuse is None else options.resolved_refusal_rule,
-        thresholds=options.thresholds,
-        thresholds_sha256=None if thresholds is None else thresholds.sha256,
-        answers=options.answers,
-        answers_sha256=None if prepared.answers is None else prepared.answers.sha256,
-        answer_match=None if prepared.answers is None else options.resolved_answer_match,
-    )
+    # The options a fingerprint keeps as given are those its fields are named after;
+    # the others are kept as the run resolved them.
+    resolved = {
+        "writer": VERSION,
+        "eval_sha256": eval_sha256,
+        "url": prepared.masked_url,
+        "mode": options.mode,
+        "must_refuse_sha256": None if must_refuse is None else must_refuse.sha256,
+        "refusal_rule": None if must_refuse is None else options.resolved_refusal_rule,
+        "thresholds_sha256": None if thresholds is None else thresholds.sha256,
+        "answers_sha256": None if prepared.answers is None else prepared.answers.sha256,
+        "answer_match": None if prepared.answers is None else options.resolved_answer_match,
+    }
+    given = {name: getattr(options, name) for name in _FLAGS if name in RUN_FLAGS}
+    return Fingerprint(**{**given, **resolved})
 
 
 def difference(old: Fingerprint, new: Fingerprint) -> str | None:

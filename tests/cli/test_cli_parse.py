@@ -16,11 +16,11 @@ from taguru_eval._base import extras
 from taguru_eval.cli import main as cli_main
 from taguru_eval.cli import run as cli_run
 from taguru_eval.cli.main import SUBCOMMANDS, main
-from taguru_eval.cli.run import HELP, parse_positive, parse_run_args
+from taguru_eval.cli.run import HELP, parse_run_args
 from taguru_eval.errors import InputError, UsageError
 from taguru_eval.inputs.config import ConfigError
 from taguru_eval.inputs.prepare import PreparedRun
-from taguru_eval.options import Budget, RunOptions
+from taguru_eval.options import Budget, RunOptions, parse_positive
 
 PROJECT = PROJECT_ROOT
 TAGURU_SUFFIX = " — try 'taguru evaluate --help'"
