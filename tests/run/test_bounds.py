@@ -178,7 +178,8 @@ def _bodies_kept_by(failure: BaseException, at_least: int) -> list[int]:
         while traceback is not None:
             frame = traceback.tb_frame
             traceback = traceback.tb_next
-            if "taguru_eval" not in Path(frame.f_code.co_filename).parts:
+            # The package's frames by module name (a checkout may itself be named taguru_eval).
+            if not str(frame.f_globals.get("__name__", "")).startswith("taguru_eval."):
                 continue
             for value in frame.f_locals.values():
                 values = list(value) if isinstance(value, (list, tuple)) else [value]
